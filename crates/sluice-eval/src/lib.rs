@@ -1,0 +1,1 @@
+//! Evaluation toolkit: trace readers and the trace-driven simulator (`sluice sim`).

@@ -1,0 +1,36 @@
+//! The `sluice` command line: one binary, one subcommand per job.
+
+mod cmd;
+
+use clap::{Parser, Subcommand};
+
+/// Sluice: a programmable caching HTTP proxy and cooperative CDN node.
+#[derive(Parser, Debug)]
+#[command(name = "sluice", version, about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Run the proxy (forward and/or reverse caching proxy, admin API).
+    Serve(cmd::serve::Args),
+    /// Replay a trace through replacement policies and report miss ratios.
+    Sim(cmd::sim::Args),
+}
+
+fn main() -> std::process::ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Serve(args) => cmd::serve::run(args),
+        Command::Sim(args) => cmd::sim::run(args),
+    };
+    match result {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("sluice: {err:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
