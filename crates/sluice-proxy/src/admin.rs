@@ -1,0 +1,136 @@
+//! The admin listener: metrics and management, on loopback, behind a bearer token.
+//!
+//! | endpoint | token | what |
+//! |---|---|---|
+//! | `GET /healthz` | no | `ok` |
+//! | `GET /metrics` | no | Prometheus text exposition |
+//! | `GET /stats` | yes | JSON counters and cache gauges |
+//! | `DELETE /cache?url=URL` | yes | remove every stored variant of an absolute URL |
+
+use crate::state::State;
+use bytes::Bytes;
+use http::{header, HeaderValue, Method, Request, Response, StatusCode};
+use http_body_util::Full;
+use hyper::body::Incoming;
+use std::convert::Infallible;
+use std::sync::Arc;
+
+/// Admin state: the proxy's state and the token.
+#[derive(Debug)]
+pub struct Admin {
+    pub state: Arc<State>,
+    pub token: String,
+}
+
+type AdminResponse = Response<Full<Bytes>>;
+
+fn reply(status: StatusCode, content_type: &'static str, body: impl Into<Bytes>) -> AdminResponse {
+    let mut response = Response::new(Full::new(body.into()));
+    *response.status_mut() = status;
+    response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    response.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    response
+}
+
+fn text(status: StatusCode, body: impl Into<String>) -> AdminResponse {
+    reply(status, "text/plain; charset=utf-8", body.into())
+}
+
+impl Admin {
+    /// Serves one admin request.
+    pub async fn handle(self: Arc<Self>, req: Request<Incoming>) -> Result<AdminResponse, Infallible> {
+        let state = &self.state;
+        let path = req.uri().path();
+        let response = match (req.method(), path) {
+            (&Method::GET, "/healthz") => text(StatusCode::OK, "ok\n"),
+            (&Method::GET, "/metrics") => reply(
+                StatusCode::OK,
+                "text/plain; version=0.0.4",
+                state.metrics.prometheus(&state.store.stats(), state.collapser.in_flight()),
+            ),
+            _ if !self.authorized(&req) => {
+                let mut r = text(StatusCode::UNAUTHORIZED, "missing or wrong admin token (Authorization: Bearer <token>)\n");
+                r.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+                r
+            }
+            (&Method::GET, "/stats") => {
+                let json = state.metrics.json(&state.store.stats(), state.collapser.in_flight());
+                reply(StatusCode::OK, "application/json", json.to_string())
+            }
+            (&Method::DELETE, "/cache") => self.delete(&req),
+            (_, "/healthz" | "/metrics" | "/stats" | "/cache") => text(StatusCode::METHOD_NOT_ALLOWED, "method not allowed\n"),
+            _ => text(StatusCode::NOT_FOUND, format!("no admin endpoint {path}\n")),
+        };
+        Ok(response)
+    }
+
+    fn authorized<B>(&self, req: &Request<B>) -> bool {
+        let Some(given) = req.headers().get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()) else { return false };
+        let Some(given) = given.strip_prefix("Bearer ") else { return false };
+        constant_time_eq(given.trim().as_bytes(), self.token.as_bytes())
+    }
+
+    fn delete<B>(&self, req: &Request<B>) -> AdminResponse {
+        let url = req.uri().query().and_then(|q| {
+            q.split('&').find_map(|pair| pair.strip_prefix("url=")).map(|v| percent_decode(v))
+        });
+        let Some(url) = url else { return text(StatusCode::BAD_REQUEST, "DELETE /cache needs ?url=<absolute URL>\n") };
+        let key = url.parse::<http::Uri>().ok().and_then(|uri| sluice_http::key::primary_key(&uri));
+        let Some(key) = key else { return text(StatusCode::BAD_REQUEST, format!("not an absolute URL: {url}\n")) };
+        let removed = self.state.store.remove(&key);
+        let status = if removed > 0 { StatusCode::OK } else { StatusCode::NOT_FOUND };
+        reply(status, "application/json", serde_json::json!({ "key": key, "removed": removed }).to_string())
+    }
+}
+
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+fn percent_decode(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'%' if i + 2 < bytes.len() => {
+                match u8::from_str_radix(std::str::from_utf8(&bytes[i + 1..i + 3]).unwrap_or("zz"), 16) {
+                    Ok(b) => {
+                        out.push(b);
+                        i += 3;
+                        continue;
+                    }
+                    Err(_) => out.push(b'%'),
+                }
+            }
+            b'+' => out.push(b' '),
+            b => out.push(b),
+        }
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// A fresh random admin token: 32 hex digits.
+pub fn generate_token() -> String {
+    format!("{:016x}{:016x}", rand::random::<u64>(), rand::random::<u64>())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percent_decoding_handles_escapes_and_stray_percents() {
+        assert_eq!(percent_decode("http%3A%2F%2Fa%2Fb%3Fx%3D1"), "http://a/b?x=1");
+        assert_eq!(percent_decode("100%"), "100%");
+        assert_eq!(percent_decode("a%zzb"), "a%zzb");
+    }
+
+    #[test]
+    fn token_comparison_needs_equal_lengths() {
+        assert!(constant_time_eq(b"abc", b"abc"));
+        assert!(!constant_time_eq(b"abc", b"abd"));
+        assert!(!constant_time_eq(b"abc", b"abcd"));
+    }
+}

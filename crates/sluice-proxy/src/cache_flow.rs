@@ -1,0 +1,442 @@
+//! The cache path of a GET or HEAD: lookup, reuse decision (RFC 9111 §4), collapsing onto a
+//! fetch in flight, validation, storing while streaming, and serving stale on error.
+//!
+//! ```text
+//! lookup ─ found ─ fresh / max-stale ──────────────────────────► hit
+//!    │           ├ stale-while-revalidate ─ background fetch ──► stale hit
+//!    │           └ must validate ─┐
+//!    └ miss / vary-miss ──────────┴► join collapse ─ follower ─► share the leader's outcome
+//!                                          └ leader ─► origin (conditional when stale)
+//!                                                 304 ─► freshen, hit
+//!                                                 storable ─► fill (pump task) + stream
+//!                                                 otherwise ─► pass through
+//!                                                 error ─► stale-if-error or 5xx
+//! ```
+
+use crate::body::{OutBody, ProxyBody};
+use crate::chain::ModuleChain;
+use crate::error::{Kind, ProxyError, Side};
+use crate::outcome::ResultCode;
+use crate::respond::{self, ObjectBody};
+use crate::service::{origin_request, Forward};
+use crate::state::State;
+use crate::txn::Txn;
+use crate::upstream::{PooledBody, Target};
+use http::header::{self, HeaderMap, HeaderValue};
+use http::{request, response, Method, Request, Response, StatusCode, Uri};
+use http_body_util::BodyExt;
+use hyper::body::Incoming;
+use sluice_http::cache_status::{CacheStatus, Fwd};
+use sluice_http::conditional::Precondition;
+use sluice_http::reuse::{self, Reuse, StoredFreshness};
+use sluice_http::vary::{self, Vary};
+use sluice_http::CacheControl;
+use sluice_module::{LookupOutcome, LookupOverride, TxnInfo};
+use sluice_store::{Fill, Join, Leader, Lookup, Object, ObjectMeta, Outcome};
+use std::net::IpAddr;
+use std::sync::Arc;
+use std::time::SystemTime;
+
+/// True when the cache handles this request: GET or HEAD without a body.
+pub fn applies(client: &request::Parts, body: &Incoming) -> bool {
+    (client.method == Method::GET || client.method == Method::HEAD) && http_body::Body::is_end_stream(body)
+}
+
+/// What a fetch needs, independent of the client (a background revalidation has none).
+#[derive(Debug, Clone)]
+struct FetchSpec {
+    target: Target,
+    uri: Uri,
+    key: String,
+    out_headers: HeaderMap,
+    /// The client's request fields (for the Vary key of what gets stored).
+    client_headers: HeaderMap,
+    reverse: bool,
+}
+
+/// What a fetch produced.
+enum Fetched {
+    /// The origin confirmed the stale object (304); here it is, freshened and stored.
+    Refreshed(Arc<Object>),
+    /// A storable response; its body is filling (and will be stored when complete).
+    Filling { meta: Arc<ObjectMeta>, fill: Arc<Fill> },
+    /// A response that is not stored, streamed through; `detail` says why.
+    Pass { parts: response::Parts, body: PooledBody, detail: &'static str },
+    /// Validation failed and `stale-if-error` allows the stale object.
+    ServeStale,
+}
+
+/// Serves a GET/HEAD through the cache.
+pub async fn serve(state: &Arc<State>, txn: &mut Txn, forward: Forward) -> Result<Response<ProxyBody>, ProxyError> {
+    let key = sluice_http::key::primary_key(&forward.uri).ok_or_else(|| ProxyError::bad_request("request URI has no host"))?;
+    let now = state.clock.now();
+    let req_cc = CacheControl::from_headers(&forward.client.headers);
+    let pragma = sluice_http::cache_control::pragma_no_cache(&forward.client.headers);
+    let (mut stored, mut miss_reason) = match state.store.lookup(&key, |m| selects(m, &forward.client.headers)) {
+        Lookup::Found(o) => (Some(o), Fwd::Stale),
+        Lookup::VaryMiss => (None, Fwd::VaryMiss),
+        Lookup::Miss => (None, Fwd::UriMiss),
+    };
+    let mut reuse_verdict = stored.as_ref().map(|o| reuse::decide(&freshness(o, now), &req_cc, pragma));
+    if !txn.modules.is_empty() {
+        let outcome = match reuse_verdict {
+            Some(Reuse::Fresh) => LookupOutcome::Hit,
+            Some(_) => LookupOutcome::Stale,
+            None => LookupOutcome::Miss,
+        };
+        let mut decision = LookupOverride::Keep;
+        let info = txn.info.clone();
+        if let Some(local) = txn.modules.request_phase(|m| m.cache_lookup(&info, outcome, &mut decision)) {
+            return Ok(respond::local(state, local));
+        }
+        match decision {
+            LookupOverride::Keep => {}
+            LookupOverride::ForceMiss => {
+                stored = None;
+                reuse_verdict = None;
+                miss_reason = Fwd::Request;
+            }
+            LookupOverride::ForceRevalidate => reuse_verdict = reuse_verdict.map(|_| Reuse::Validate),
+        }
+    }
+    if let (Some(object), Some(verdict)) = (&stored, reuse_verdict) {
+        match verdict {
+            Reuse::Fresh => return Ok(hit(state, txn, &forward.client, object, now, ResultCode::MemHit, None)),
+            Reuse::StaleAllowed => return Ok(hit(state, txn, &forward.client, object, now, ResultCode::StaleHit, None)),
+            Reuse::StaleWhileRevalidate => {
+                revalidate_in_background(state, spec(&forward, &key), Arc::clone(object), req_cc.clone());
+                return Ok(hit(state, txn, &forward.client, object, now, ResultCode::StaleHit, None));
+            }
+            Reuse::Validate => {}
+        }
+    }
+    if req_cc.only_if_cached {
+        return Err(ProxyError::new(Kind::NotCached, Side::Client, "only-if-cached and no usable stored response"));
+    }
+    // A client insisting on a fresh answer does not share another request's fetch.
+    let collapsible = !(req_cc.no_cache || pragma || req_cc.max_age == Some(0));
+    let spec = spec(&forward, &key);
+    let leader = if collapsible {
+        match state.collapser.join(&key) {
+            Join::Leader(leader) => Some(leader),
+            Join::Follower(pending) => {
+                state.metrics.collapsed.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let wait = state.config.cache.collapse_wait.0;
+                match pending.wait(wait).await {
+                    Some(Outcome::Filling { meta, fill }) if selects(&meta, &forward.client.headers) => {
+                        txn.code = ResultCode::Miss;
+                        let cs = CacheStatus { fwd: Some(miss_reason), collapsed: true, ..Default::default() };
+                        let (response, _) = respond::from_object(state, &forward.client, &meta, ObjectBody::Filling(fill), &cs, now);
+                        return Ok(response);
+                    }
+                    Some(Outcome::Stored(object)) if selects(&object.meta, &forward.client.headers) => {
+                        return Ok(hit(state, txn, &forward.client, &object, state.clock.now(), ResultCode::MemHit, Some(true)));
+                    }
+                    // Not shareable, failed, another variant, or too slow: fetch on our own.
+                    _ => None,
+                }
+            }
+        }
+    } else {
+        None
+    };
+    let info = txn.info.clone();
+    let fetched = fetch(state, &spec, &req_cc, stored.as_ref(), leader, Some((&mut txn.modules, &info)), &mut txn.peer).await;
+    let fwd_reason = if stored.is_some() { Fwd::Stale } else { miss_reason };
+    let refresh = stored.is_some();
+    let now = state.clock.now();
+    match fetched {
+        Err(err) => {
+            if refresh {
+                txn.code = ResultCode::RefreshFailErr;
+            }
+            Err(err)
+        }
+        Ok(Fetched::ServeStale) => {
+            let object = stored.as_ref().expect("ServeStale only with a stored object");
+            Ok(hit(state, txn, &forward.client, object, now, ResultCode::RefreshFailOld, None))
+        }
+        Ok(Fetched::Refreshed(object)) => {
+            txn.code = ResultCode::RefreshUnmodified;
+            let cs = CacheStatus { fwd: Some(Fwd::Stale), fwd_status: Some(304), ttl: Some(freshness(&object, now).ttl_secs()), ..Default::default() };
+            let (response, pre) = respond::from_object(state, &forward.client, &object.meta, ObjectBody::Stored(&object.body), &cs, now);
+            if pre == Precondition::NotModified {
+                txn.code = ResultCode::ImsHit;
+            }
+            Ok(response)
+        }
+        Ok(Fetched::Filling { meta, fill }) => {
+            txn.code = if refresh { ResultCode::RefreshModified } else { ResultCode::Miss };
+            let cs = CacheStatus {
+                fwd: Some(fwd_reason),
+                fwd_status: Some(meta.status.as_u16()),
+                stored: true,
+                ttl: Some(meta.lifetime.as_secs() as i64 - meta.initial_age.as_secs() as i64),
+                ..Default::default()
+            };
+            let (response, _) = respond::from_object(state, &forward.client, &meta, ObjectBody::Filling(fill), &cs, now);
+            Ok(response)
+        }
+        Ok(Fetched::Pass { mut parts, body, detail }) => {
+            txn.code = if refresh { ResultCode::RefreshModified } else { ResultCode::Miss };
+            if state.config.headers.cache_status {
+                let cs = CacheStatus { fwd: Some(fwd_reason), fwd_status: Some(parts.status.as_u16()), detail: Some(detail), ..Default::default() };
+                parts.headers.append("cache-status", cs.to_header_value(&state.name));
+            }
+            // The client's own conditionals were not sent; answer them from this response.
+            let pre = sluice_http::conditional::evaluate(&forward.client.method, &forward.client.headers, parts.status, &parts.headers);
+            if pre == Precondition::NotModified {
+                let mut headers = sluice_http::conditional::not_modified_headers(&parts.headers);
+                if let Some(cs) = parts.headers.get("cache-status") {
+                    headers.insert("cache-status", cs.clone());
+                }
+                parts.status = StatusCode::NOT_MODIFIED;
+                parts.headers = headers;
+                return Ok(Response::from_parts(parts, ProxyBody::empty()));
+            }
+            let body = if forward.client.method == Method::HEAD { ProxyBody::empty() } else { ProxyBody::origin(body) };
+            Ok(Response::from_parts(parts, body))
+        }
+    }
+}
+
+fn spec(forward: &Forward, key: &str) -> FetchSpec {
+    FetchSpec {
+        target: forward.target.clone(),
+        uri: forward.uri.clone(),
+        key: key.to_owned(),
+        out_headers: forward.out_headers.clone(),
+        client_headers: forward.client.headers.clone(),
+        reverse: forward.reverse,
+    }
+}
+
+/// Does the stored response `meta` match the request's `Vary` fields?
+fn selects(meta: &ObjectMeta, request: &HeaderMap) -> bool {
+    meta.vary.is_empty() || vary::vary_key(&meta.vary, request) == meta.vary_key
+}
+
+fn freshness(object: &Object, now: SystemTime) -> StoredFreshness<'_> {
+    StoredFreshness { lifetime: object.meta.lifetime, age: object.meta.age(now), response_cc: &object.meta.cc }
+}
+
+/// A response from a stored object (a hit of some kind).
+fn hit(
+    state: &State,
+    txn: &mut Txn,
+    client: &request::Parts,
+    object: &Object,
+    now: SystemTime,
+    code: ResultCode,
+    collapsed: Option<bool>,
+) -> Response<ProxyBody> {
+    let sf = freshness(object, now);
+    let cs = CacheStatus { hit: true, ttl: Some(sf.ttl_secs()), collapsed: collapsed.unwrap_or(false), ..Default::default() };
+    let (response, pre) = respond::from_object(state, client, &object.meta, ObjectBody::Stored(&object.body), &cs, now);
+    txn.code = if pre == Precondition::NotModified { ResultCode::ImsHit } else { code };
+    response
+}
+
+/// Starts a background revalidation (RFC 5861 `stale-while-revalidate`) unless a fetch for
+/// the key is already in flight.
+fn revalidate_in_background(state: &Arc<State>, spec: FetchSpec, stale: Arc<Object>, req_cc: CacheControl) {
+    let Join::Leader(leader) = state.collapser.join(&spec.key) else { return };
+    let state = Arc::clone(state);
+    tokio::spawn(async move {
+        let mut peer = None;
+        if let Err(e) = fetch(&state, &spec, &req_cc, Some(&stale), Some(leader), None, &mut peer).await {
+            tracing::info!("background revalidation of {} failed: {e}", spec.uri);
+        }
+    });
+}
+
+/// Request fields a cache must not forward on a fetch it will store: the client's own
+/// validators and ranges (the cache fetches the full, current representation and answers
+/// them itself).
+const CLIENT_ONLY: [header::HeaderName; 6] = [
+    header::IF_NONE_MATCH,
+    header::IF_MODIFIED_SINCE,
+    header::IF_MATCH,
+    header::IF_UNMODIFIED_SINCE,
+    header::IF_RANGE,
+    header::RANGE,
+];
+
+/// Fetches from the origin for the cache: a GET, conditional when `stale` is given.
+async fn fetch(
+    state: &Arc<State>,
+    spec: &FetchSpec,
+    req_cc: &CacheControl,
+    stale: Option<&Arc<Object>>,
+    mut leader: Option<Leader>,
+    mut modules: Option<(&mut ModuleChain, &TxnInfo)>,
+    peer: &mut Option<IpAddr>,
+) -> Result<Fetched, ProxyError> {
+    let mut headers = spec.out_headers.clone();
+    for name in &CLIENT_ONLY {
+        headers.remove(name);
+    }
+    if let Some(object) = stale {
+        sluice_http::validation::add_validators(&mut headers, &object.meta.headers);
+    }
+    let mut parts = origin_request(&spec.uri, Method::GET, headers)?;
+    if let Some((chain, info)) = modules.as_mut() {
+        if let Some(local) = chain.request_phase(|m| m.req_out(info, &mut parts)) {
+            return Err(ProxyError::new(Kind::Internal, Side::Module, format!("module answered {} at req_out on a cache fetch", local.status)));
+        }
+    }
+    let request_time = state.clock.now();
+    let sent = state.upstream.send(&spec.target, Request::from_parts(parts, OutBody::Empty)).await;
+    let origin = match sent {
+        Ok(origin) => origin,
+        Err(err) => {
+            if let Some(object) = stale {
+                if err.is_origin_failure() && reuse::stale_if_error_allows(&freshness(object, state.clock.now()), req_cc) {
+                    return Ok(Fetched::ServeStale);
+                }
+            }
+            return Err(err);
+        }
+    };
+    *peer = Some(origin.peer);
+    let response_time = state.clock.now();
+    let (mut parts, body) = origin.response.into_parts();
+    sluice_http::hop::remove_hop_by_hop(&mut parts.headers);
+    if let Some((chain, info)) = modules.as_mut() {
+        chain.response_phase(|m| m.origin_resp_headers(info, &mut parts));
+    }
+    if let Some(object) = stale {
+        if parts.status == StatusCode::NOT_MODIFIED && sluice_http::validation::not_modified_selects(&object.meta.headers, &parts.headers, true) {
+            let mut headers = object.meta.headers.clone();
+            sluice_http::validation::freshen_from_304(&mut headers, &parts.headers);
+            let meta = build_meta(state, spec, object.meta.status, headers, request_time, response_time);
+            let fresh = object.with_meta(Arc::new(meta));
+            let stored = state.store.insert(fresh).unwrap_or_else(|| Arc::new(object.with_meta(Arc::clone(&object.meta))));
+            if let Some(leader) = leader.as_mut() {
+                leader.publish(Outcome::Stored(Arc::clone(&stored)));
+            }
+            return Ok(Fetched::Refreshed(stored));
+        }
+        let failed = matches!(parts.status.as_u16(), 500 | 502 | 503 | 504);
+        if failed && reuse::stale_if_error_allows(&freshness(object, state.clock.now()), req_cc) {
+            return Ok(Fetched::ServeStale);
+        }
+    }
+    let cc = if spec.reverse && state.config.cache.cdn_cache_control {
+        CacheControl::effective_for_cdn(&parts.headers)
+    } else {
+        CacheControl::from_headers(&parts.headers)
+    };
+    match storability(state, spec, &parts, &cc) {
+        Ok(()) => {
+            let meta = Arc::new(build_meta_with(state, spec, parts.status, parts.headers.clone(), request_time, response_time, cc));
+            let fill = Fill::new(content_length(&parts.headers));
+            if let Some(leader) = leader.as_mut() {
+                leader.publish(Outcome::Filling { meta: Arc::clone(&meta), fill: Arc::clone(&fill) });
+            }
+            tokio::spawn(pump(Arc::clone(state), body, Arc::clone(&fill), Arc::clone(&meta), leader));
+            Ok(Fetched::Filling { meta, fill })
+        }
+        Err(detail) => {
+            if let Some(leader) = leader.as_mut() {
+                leader.publish(Outcome::NotShareable);
+            }
+            if stale.is_some() {
+                // A new, unstorable response supersedes what we had.
+                state.store.remove(&spec.key);
+            }
+            Ok(Fetched::Pass { parts, body, detail })
+        }
+    }
+}
+
+/// Why a response is not stored, or `Ok` when it is.
+fn storability(state: &State, spec: &FetchSpec, parts: &response::Parts, cc: &CacheControl) -> Result<(), &'static str> {
+    sluice_http::storable::storable(&Method::GET, &spec.client_headers, parts.status, &parts.headers, cc).map_err(|r| r.token())?;
+    if !state.config.cache.store_set_cookie && parts.headers.contains_key(header::SET_COOKIE) {
+        return Err("set-cookie");
+    }
+    if content_length(&parts.headers).is_some_and(|len| len > state.store.max_object()) {
+        return Err("too-large");
+    }
+    Ok(())
+}
+
+fn content_length(headers: &HeaderMap) -> Option<u64> {
+    headers.get(header::CONTENT_LENGTH)?.to_str().ok()?.parse().ok()
+}
+
+fn build_meta(state: &State, spec: &FetchSpec, status: StatusCode, headers: HeaderMap, request_time: SystemTime, response_time: SystemTime) -> ObjectMeta {
+    let cc = if spec.reverse && state.config.cache.cdn_cache_control {
+        CacheControl::effective_for_cdn(&headers)
+    } else {
+        CacheControl::from_headers(&headers)
+    };
+    build_meta_with(state, spec, status, headers, request_time, response_time, cc)
+}
+
+fn build_meta_with(
+    state: &State,
+    spec: &FetchSpec,
+    status: StatusCode,
+    headers: HeaderMap,
+    request_time: SystemTime,
+    response_time: SystemTime,
+    cc: CacheControl,
+) -> ObjectMeta {
+    let vary = match Vary::from_headers(&headers) {
+        Vary::Fields(fields) => fields,
+        Vary::None | Vary::Star => Vec::new(),
+    };
+    let vary_key = if vary.is_empty() { Vec::new() } else { vary::vary_key(&vary, &spec.client_headers) };
+    let initial_age = sluice_http::age::corrected_initial_age(&headers, request_time, response_time);
+    let (lifetime, lifetime_source) =
+        sluice_http::freshness::freshness_lifetime(status, &headers, &cc, response_time, &state.heuristic);
+    ObjectMeta {
+        key: spec.key.clone(),
+        status,
+        headers,
+        vary,
+        vary_key,
+        request_time,
+        response_time,
+        initial_age,
+        lifetime,
+        lifetime_source,
+        cc,
+    }
+}
+
+/// Reads an origin body into `fill` and stores the object when it is complete. A body that
+/// fails (truncated, reset, silent) fails the fill and is never stored; one that grows past
+/// the object limit is streamed to its readers but not stored.
+async fn pump(state: Arc<State>, mut body: PooledBody, fill: Arc<Fill>, meta: Arc<ObjectMeta>, leader: Option<Leader>) {
+    let max = state.store.max_object();
+    let mut too_large = false;
+    while let Some(frame) = body.frame().await {
+        match frame {
+            Ok(frame) => {
+                if let Ok(data) = frame.into_data() {
+                    state.metrics.origin_body_bytes.fetch_add(data.len() as u64, std::sync::atomic::Ordering::Relaxed);
+                    fill.push(data);
+                    too_large |= fill.len() > max;
+                }
+            }
+            Err(e) => {
+                tracing::info!("not storing {}: {e}", meta.key);
+                fill.fail(e.to_string());
+                return;
+            }
+        }
+    }
+    if !too_large {
+        let stored = fill.body();
+        let mut meta = (*meta).clone();
+        meta.headers.insert(header::CONTENT_LENGTH, HeaderValue::from(stored.len()));
+        state.store.insert(Object::new(Arc::new(meta), stored));
+    }
+    // Stored first, then the collapse slot closes, then readers see the end: a client that
+    // has read the whole body finds the object in the store.
+    drop(leader);
+    fill.complete();
+}

@@ -1,0 +1,414 @@
+//! The configuration file (TOML). Every option has a default; `docs/config.md` documents
+//! each one. With no file at all, Sluice is a forward caching proxy on 127.0.0.1:3128 with a
+//! 256 MiB memory cache and its admin API on 127.0.0.1:3129.
+
+use crate::units::{Dur, Size};
+use ipnet::IpNet;
+use serde::{Deserialize, Serialize};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// The whole configuration.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    pub listener: Vec<ListenerConfig>,
+    pub access: AccessConfig,
+    pub route: Vec<RouteConfig>,
+    pub cache: CacheConfig,
+    pub upstream: UpstreamConfig,
+    pub client: ClientConfig,
+    pub headers: HeadersConfig,
+    pub log: LogConfig,
+    pub admin: AdminConfig,
+    pub shutdown: ShutdownConfig,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            listener: vec![ListenerConfig::default()],
+            access: AccessConfig::default(),
+            route: Vec::new(),
+            cache: CacheConfig::default(),
+            upstream: UpstreamConfig::default(),
+            client: ClientConfig::default(),
+            headers: HeadersConfig::default(),
+            log: LogConfig::default(),
+            admin: AdminConfig::default(),
+            shutdown: ShutdownConfig::default(),
+        }
+    }
+}
+
+/// What a listener does with requests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    /// Forward proxy: absolute-form requests and CONNECT.
+    Forward,
+    /// Reverse proxy (accelerator): requests are mapped to origins by `[[route]]`.
+    Reverse,
+    /// Both: a request matching a route is reverse-proxied, any other absolute-form request
+    /// or CONNECT is forwarded.
+    Both,
+}
+
+impl Mode {
+    pub fn forwards(self) -> bool {
+        matches!(self, Mode::Forward | Mode::Both)
+    }
+    pub fn reverses(self) -> bool {
+        matches!(self, Mode::Reverse | Mode::Both)
+    }
+}
+
+/// One listening socket.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ListenerConfig {
+    pub addr: SocketAddr,
+    pub mode: Mode,
+    /// Serve TLS with this certificate chain and key (PEM files); ALPN offers h2 and http/1.1.
+    pub tls: Option<TlsConfig>,
+    /// Accept HTTP/2 with prior knowledge (h2c) on a plain-text listener.
+    pub h2c: bool,
+}
+
+impl Default for ListenerConfig {
+    fn default() -> Self {
+        Self { addr: SocketAddr::from(([127, 0, 0, 1], 3128)), mode: Mode::Forward, tls: None, h2c: true }
+    }
+}
+
+/// PEM files for a TLS listener.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct TlsConfig {
+    pub cert: PathBuf,
+    pub key: PathBuf,
+}
+
+/// Who may use the proxy, and for what.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AccessConfig {
+    /// Client networks allowed to use the proxy listeners. Others get 403.
+    pub allow: Vec<IpNet>,
+    /// Ports CONNECT may open tunnels to.
+    pub connect_ports: Vec<u16>,
+    /// Client networks allowed to send `PURGE`.
+    pub purge_allow: Vec<IpNet>,
+}
+
+fn loopback_nets() -> Vec<IpNet> {
+    vec!["127.0.0.0/8".parse().expect("valid net"), "::1/128".parse().expect("valid net")]
+}
+
+impl Default for AccessConfig {
+    fn default() -> Self {
+        Self { allow: loopback_nets(), connect_ports: vec![443], purge_allow: loopback_nets() }
+    }
+}
+
+/// A reverse-proxy mapping from (Host, path prefix) to an origin.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct RouteConfig {
+    /// Host to match (without port, case-insensitive). Absent: any host.
+    pub host: Option<String>,
+    /// Path prefix to match. Default `/`.
+    #[serde(default = "default_prefix")]
+    pub path_prefix: String,
+    /// Origin base URL, `http://host:port` or `https://host:port`, optionally with a path
+    /// that replaces the matched prefix.
+    pub origin: String,
+    /// Keep the client's `Host` header towards the origin instead of the origin's authority.
+    #[serde(default)]
+    pub preserve_host: bool,
+}
+
+fn default_prefix() -> String {
+    "/".to_owned()
+}
+
+/// The shared cache.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct CacheConfig {
+    pub enabled: bool,
+    /// Memory tier capacity.
+    pub memory: Size,
+    /// Largest object stored.
+    pub max_object: Size,
+    /// Replacement policy of the memory tier.
+    pub policy: String,
+    /// Name in `Cache-Status` and `Via`.
+    pub name: String,
+    /// Heuristic freshness: fraction of the time since `Last-Modified`.
+    pub heuristic_fraction: f64,
+    /// Heuristic freshness: upper bound.
+    pub heuristic_max: Dur,
+    /// How long a request collapsed onto another's fetch waits for its response head
+    /// before fetching on its own.
+    pub collapse_wait: Dur,
+    /// Store responses carrying `Set-Cookie` (off: they are passed, as Varnish does).
+    pub store_set_cookie: bool,
+    /// Obey `CDN-Cache-Control` (RFC 9213) for reverse-proxied responses.
+    pub cdn_cache_control: bool,
+}
+
+impl Default for CacheConfig {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            memory: Size(256 << 20),
+            max_object: Size(64 << 20),
+            policy: "lru".to_owned(),
+            name: "sluice".to_owned(),
+            heuristic_fraction: 0.1,
+            heuristic_max: Dur(Duration::from_secs(86400)),
+            collapse_wait: Dur(Duration::from_secs(10)),
+            store_set_cookie: false,
+            cdn_cache_control: true,
+        }
+    }
+}
+
+/// Connections to origins.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct UpstreamConfig {
+    pub connect_timeout: Dur,
+    /// Time from sending a request to the origin's response head; past it the client gets 504.
+    pub response_timeout: Dur,
+    /// Longest silence while reading an origin's body.
+    pub read_timeout: Dur,
+    /// How long an idle pooled connection is kept.
+    pub idle_timeout: Dur,
+    /// Idle connections kept per origin.
+    pub max_idle_per_host: usize,
+    /// Open connections per origin; 0 means no limit. Requests beyond it wait for one.
+    pub max_connections_per_host: usize,
+}
+
+impl Default for UpstreamConfig {
+    fn default() -> Self {
+        Self {
+            connect_timeout: Dur(Duration::from_secs(5)),
+            response_timeout: Dur(Duration::from_secs(30)),
+            read_timeout: Dur(Duration::from_secs(30)),
+            idle_timeout: Dur(Duration::from_secs(60)),
+            max_idle_per_host: 64,
+            max_connections_per_host: 0,
+        }
+    }
+}
+
+/// Client connections.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ClientConfig {
+    /// Time a client has to send a complete request head, and the longest a keep-alive
+    /// connection may sit idle between requests.
+    pub header_read_timeout: Dur,
+    /// Largest request head accepted; larger gets 431.
+    pub max_header_bytes: Size,
+    /// Longest a whole transaction may take to produce its response head (504 past it).
+    pub transaction_timeout: Dur,
+}
+
+impl Default for ClientConfig {
+    fn default() -> Self {
+        Self {
+            header_read_timeout: Dur(Duration::from_secs(30)),
+            max_header_bytes: Size(64 * 1024),
+            transaction_timeout: Dur(Duration::from_secs(60)),
+        }
+    }
+}
+
+/// Headers Sluice adds.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct HeadersConfig {
+    /// Add `Via` to requests and responses (also used for loop detection).
+    pub via: bool,
+    /// Append the client address to `X-Forwarded-For`.
+    pub x_forwarded_for: bool,
+    /// Add `Cache-Status` (RFC 9211) to responses.
+    pub cache_status: bool,
+}
+
+impl Default for HeadersConfig {
+    fn default() -> Self {
+        Self { via: true, x_forwarded_for: true, cache_status: true }
+    }
+}
+
+/// Access log format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    /// Squid's native `access.log` format.
+    Squid,
+    /// Apache/NCSA Combined, with Squid's result code appended.
+    Combined,
+}
+
+/// Logging.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LogConfig {
+    /// Access log path; `-` is standard output; absent: no access log.
+    pub access_log: Option<PathBuf>,
+    pub format: LogFormat,
+}
+
+impl Default for LogConfig {
+    fn default() -> Self {
+        Self { access_log: None, format: LogFormat::Squid }
+    }
+}
+
+/// The admin listener (`/metrics`, `/stats`, management).
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AdminConfig {
+    pub enabled: bool,
+    /// Must be a loopback address unless `allow_non_loopback` is set.
+    pub addr: SocketAddr,
+    pub allow_non_loopback: bool,
+    /// Bearer token required by every admin endpoint but `/metrics` and `/healthz`. Absent: a
+    /// random token is generated at start and written to `token_file`.
+    pub token: Option<String>,
+    /// Where the generated token is written (mode 0600). Default: `sluice-admin.token` in the
+    /// system temporary directory.
+    pub token_file: Option<PathBuf>,
+}
+
+impl Default for AdminConfig {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            addr: SocketAddr::from(([127, 0, 0, 1], 3129)),
+            allow_non_loopback: false,
+            token: None,
+            token_file: None,
+        }
+    }
+}
+
+/// Graceful shutdown.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ShutdownConfig {
+    /// After SIGTERM, how long in-flight requests may take to finish.
+    pub drain: Dur,
+}
+
+impl Default for ShutdownConfig {
+    fn default() -> Self {
+        Self { drain: Dur(Duration::from_secs(30)) }
+    }
+}
+
+/// A configuration error, with the file and what is wrong.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read {path}: {source}")]
+    Read { path: PathBuf, source: std::io::Error },
+    #[error("{path}: {message}")]
+    Parse { path: PathBuf, message: String },
+    #[error("invalid configuration: {0}")]
+    Invalid(String),
+}
+
+impl Config {
+    /// Reads and validates a configuration file.
+    pub fn load(path: &Path) -> Result<Self, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read { path: path.into(), source })?;
+        Self::parse(&text).map_err(|e| match e {
+            ConfigError::Parse { message, .. } => ConfigError::Parse { path: path.into(), message },
+            other => other,
+        })
+    }
+
+    /// Parses and validates configuration text.
+    pub fn parse(text: &str) -> Result<Self, ConfigError> {
+        let config: Config =
+            toml::from_str(text).map_err(|e| ConfigError::Parse { path: PathBuf::from("<config>"), message: e.to_string() })?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// Checks what the types cannot: cross-field rules and values in range.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let invalid = |m: String| Err(ConfigError::Invalid(m));
+        if self.listener.is_empty() {
+            return invalid("at least one [[listener]] is needed".into());
+        }
+        for l in &self.listener {
+            if l.mode.reverses() && self.route.is_empty() {
+                return invalid(format!("listener {} is a reverse proxy but no [[route]] is configured", l.addr));
+            }
+        }
+        for r in &self.route {
+            crate::route::Origin::parse(&r.origin).map_err(ConfigError::Invalid)?;
+            if !r.path_prefix.starts_with('/') {
+                return invalid(format!("route path_prefix `{}` must start with /", r.path_prefix));
+            }
+        }
+        if self.admin.enabled && !self.admin.addr.ip().is_loopback() && !self.admin.allow_non_loopback {
+            return invalid(format!(
+                "admin.addr {} is not a loopback address; set admin.allow_non_loopback = true to allow it",
+                self.admin.addr
+            ));
+        }
+        if !(0.0..=1.0).contains(&self.cache.heuristic_fraction) {
+            return invalid("cache.heuristic_fraction must be between 0 and 1".into());
+        }
+        if sluice_policy::describe(&self.cache.policy).is_none() {
+            let valid: Vec<_> = sluice_policy::names().collect();
+            return invalid(format!("cache.policy: unknown policy {:?}; valid names: {}", self.cache.policy, valid.join(", ")));
+        }
+        if self.cache.name.is_empty() || !self.cache.name.bytes().all(|b| b.is_ascii_alphanumeric() || b"-._".contains(&b)) {
+            return invalid("cache.name must be a non-empty token of letters, digits, '-', '.', '_'".into());
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_a_loopback_forward_proxy() {
+        let c = Config::parse("").unwrap();
+        assert_eq!(c.listener[0].addr, "127.0.0.1:3128".parse().unwrap());
+        assert_eq!(c.listener[0].mode, Mode::Forward);
+        assert_eq!(c.cache.memory, Size(256 << 20));
+        assert_eq!(c.admin.addr, "127.0.0.1:3129".parse().unwrap());
+        assert!(c.access.allow.iter().all(|n| n.addr().is_loopback()));
+    }
+
+    #[test]
+    fn unknown_fields_are_rejected_with_their_name() {
+        let err = Config::parse("[cache]\nmemroy = \"1GiB\"\n").unwrap_err().to_string();
+        assert!(err.contains("memroy"), "{err}");
+    }
+
+    #[test]
+    fn reverse_listener_needs_a_route() {
+        let err = Config::parse("[[listener]]\naddr = \"127.0.0.1:8080\"\nmode = \"reverse\"\n").unwrap_err();
+        assert!(err.to_string().contains("no [[route]]"));
+    }
+
+    #[test]
+    fn non_loopback_admin_needs_explicit_consent() {
+        let err = Config::parse("[admin]\naddr = \"0.0.0.0:3129\"\n").unwrap_err();
+        assert!(err.to_string().contains("allow_non_loopback"));
+    }
+}

@@ -1,0 +1,74 @@
+//! CONNECT tunnels (RFC 9110 §9.3.6): to allowed ports only; bytes are copied both ways
+//! until either side closes, and the transaction is logged when the tunnel ends.
+
+use crate::body::ProxyBody;
+use crate::error::{Kind, ProxyError, Side};
+use crate::outcome::ResultCode;
+use crate::state::State;
+use crate::txn::Txn;
+use http::{Request, Response, StatusCode};
+use hyper::body::Incoming;
+use hyper_util::rt::TokioIo;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+use tokio::net::TcpStream;
+
+/// An accepted tunnel, to be run once the 200 has been sent.
+#[derive(Debug)]
+pub struct Tunnel {
+    upgrade: hyper::upgrade::OnUpgrade,
+    origin: TcpStream,
+}
+
+/// Opens the connection a CONNECT asks for and returns the 200 plus the tunnel to run.
+pub async fn open(state: &State, txn: &mut Txn, mut req: Request<Incoming>) -> Result<(Response<ProxyBody>, Tunnel), ProxyError> {
+    let authority =
+        req.uri().authority().cloned().ok_or_else(|| ProxyError::bad_request("CONNECT needs host:port"))?;
+    txn.url = authority.to_string();
+    let port = authority.port_u16().ok_or_else(|| ProxyError::bad_request("CONNECT needs a port"))?;
+    if !state.config.access.connect_ports.contains(&port) {
+        txn.code = ResultCode::Denied;
+        return Err(ProxyError::new(Kind::Forbidden, Side::Client, format!("CONNECT to port {port} is not allowed")));
+    }
+    let host = authority.host().trim_start_matches('[').trim_end_matches(']');
+    let timeout = state.config.upstream.connect_timeout.0;
+    let origin = match tokio::time::timeout(timeout, TcpStream::connect((host, port))).await {
+        Ok(Ok(stream)) => stream,
+        Ok(Err(e)) => return Err(ProxyError::bad_gateway(format!("cannot connect to {authority}")).with_cause(e)),
+        Err(_) => return Err(ProxyError::gateway_timeout(format!("connecting to {authority} took longer than {timeout:?}"))),
+    };
+    let _ = origin.set_nodelay(true);
+    txn.peer = origin.peer_addr().ok().map(|a| a.ip());
+    txn.code = ResultCode::Tunnel;
+    let upgrade = hyper::upgrade::on(&mut req);
+    let mut response = Response::new(ProxyBody::empty());
+    *response.status_mut() = StatusCode::OK;
+    Ok((response, Tunnel { upgrade, origin }))
+}
+
+impl Tunnel {
+    /// Copies bytes both ways until the tunnel closes, then logs the transaction with the
+    /// bytes sent to the client.
+    pub async fn run(self, state: Arc<State>, txn: Txn) {
+        state.metrics.tunnels_open.fetch_add(1, Relaxed);
+        let mut origin = self.origin;
+        let (to_client, completed) = match self.upgrade.await {
+            Ok(upgraded) => {
+                let mut client = TokioIo::new(upgraded);
+                match tokio::io::copy_bidirectional(&mut client, &mut origin).await {
+                    Ok((_up, down)) => (down, true),
+                    Err(e) => {
+                        tracing::debug!("tunnel {} ended: {e}", txn.url);
+                        (0, false)
+                    }
+                }
+            }
+            Err(e) => {
+                tracing::debug!("tunnel {} was never upgraded: {e}", txn.url);
+                (0, false)
+            }
+        };
+        state.metrics.tunnels_open.fetch_sub(1, Relaxed);
+        txn.complete(to_client, completed);
+    }
+}

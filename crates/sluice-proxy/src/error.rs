@@ -1,0 +1,104 @@
+//! One error type for a transaction: what went wrong, whose fault it is, and what the client
+//! is told.
+
+use http::StatusCode;
+use std::fmt;
+
+/// Who caused an error.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Side {
+    Client,
+    Origin,
+    Module,
+    Proxy,
+}
+
+/// What went wrong; decides the status the client gets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// Malformed or ambiguous request (400).
+    BadRequest,
+    /// Not allowed by an ACL (403).
+    Forbidden,
+    /// No route for a reverse-proxied request, or a request for the proxy itself (404).
+    NoRoute,
+    /// `Via` shows the request already passed through us (508).
+    Loop,
+    /// The origin could not be resolved or reached, or broke the protocol (502).
+    BadGateway,
+    /// The origin was too slow (504).
+    GatewayTimeout,
+    /// `only-if-cached` and nothing usable is stored (504).
+    NotCached,
+    /// A bug or resource exhaustion in the proxy (500).
+    Internal,
+}
+
+/// A transaction error.
+#[derive(Debug)]
+pub struct ProxyError {
+    pub kind: Kind,
+    pub side: Side,
+    /// What was being done, for the log and the error page.
+    pub context: String,
+    pub cause: Option<Box<dyn std::error::Error + Send + Sync>>,
+}
+
+impl ProxyError {
+    pub fn new(kind: Kind, side: Side, context: impl Into<String>) -> Self {
+        Self { kind, side, context: context.into(), cause: None }
+    }
+
+    /// Attaches the underlying error.
+    pub fn with_cause(mut self, cause: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> Self {
+        self.cause = Some(cause.into());
+        self
+    }
+
+    pub fn bad_request(context: impl Into<String>) -> Self {
+        Self::new(Kind::BadRequest, Side::Client, context)
+    }
+
+    pub fn bad_gateway(context: impl Into<String>) -> Self {
+        Self::new(Kind::BadGateway, Side::Origin, context)
+    }
+
+    pub fn gateway_timeout(context: impl Into<String>) -> Self {
+        Self::new(Kind::GatewayTimeout, Side::Origin, context)
+    }
+
+    /// The status the client gets.
+    pub fn status(&self) -> StatusCode {
+        match self.kind {
+            Kind::BadRequest => StatusCode::BAD_REQUEST,
+            Kind::Forbidden => StatusCode::FORBIDDEN,
+            Kind::NoRoute => StatusCode::NOT_FOUND,
+            Kind::Loop => StatusCode::LOOP_DETECTED,
+            Kind::BadGateway => StatusCode::BAD_GATEWAY,
+            Kind::GatewayTimeout | Kind::NotCached => StatusCode::GATEWAY_TIMEOUT,
+            Kind::Internal => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    /// True for origin failures where a stale response may be served instead
+    /// (`stale-if-error`).
+    pub fn is_origin_failure(&self) -> bool {
+        matches!(self.kind, Kind::BadGateway | Kind::GatewayTimeout)
+    }
+}
+
+impl fmt::Display for ProxyError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.context)?;
+        if let Some(cause) = &self.cause {
+            write!(f, ": {cause}")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for ProxyError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.cause.as_deref().map(|c| c as &(dyn std::error::Error + 'static))
+    }
+}

@@ -1,0 +1,40 @@
+//! The Sluice proxy: listeners, forward/reverse/CONNECT, the transaction pipeline, upstream
+//! pools, admin API, metrics, access log and configuration.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! use std::sync::Arc;
+//! let config = sluice_proxy::config::Config::default();
+//! let state = sluice_proxy::State::new(config, Arc::new(sluice_proxy::clock::SystemClock), vec![])?;
+//! let running = sluice_proxy::start(state).await?;
+//! println!("proxy on {}", running.listeners[0]);
+//! running.shutdown().await;
+//! # Ok(()) }
+//! ```
+
+pub mod access_log;
+pub mod acl;
+mod admin;
+mod body;
+mod cache_flow;
+mod chain;
+pub mod clock;
+pub mod config;
+mod connect;
+mod date;
+pub mod error;
+pub mod metrics;
+pub mod outcome;
+mod policy;
+mod respond;
+pub mod route;
+mod server;
+mod service;
+mod state;
+mod tls;
+mod txn;
+pub mod units;
+mod upstream;
+
+pub use server::{start, Running, StartError};
+pub use state::{State, StateError};

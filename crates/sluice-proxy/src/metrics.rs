@@ -1,0 +1,128 @@
+//! Process-wide counters, rendered for Prometheus (`/metrics`) and as JSON (`/stats`).
+
+use crate::outcome::{ResultCode, ResultCounters};
+use sluice_store::StoreStats;
+use std::fmt::Write;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering::Relaxed};
+
+/// Counters updated on the hot path with relaxed atomics.
+#[derive(Debug, Default)]
+pub struct Metrics {
+    pub results: ResultCounters,
+    pub status_classes: [AtomicU64; 6],
+    pub client_body_bytes: AtomicU64,
+    pub client_connections: AtomicU64,
+    pub client_connections_open: AtomicI64,
+    pub client_denied: AtomicU64,
+    pub origin_requests: AtomicU64,
+    pub origin_connects: AtomicU64,
+    pub origin_errors: AtomicU64,
+    pub origin_body_bytes: AtomicU64,
+    pub collapsed: AtomicU64,
+    pub tunnels_open: AtomicI64,
+    pub aborted: AtomicU64,
+}
+
+impl Metrics {
+    /// Counts one finished transaction.
+    pub fn record(&self, code: ResultCode, status: u16, body_bytes: u64, completed: bool) {
+        self.results.add(code);
+        let class = (status / 100).min(5) as usize;
+        self.status_classes[class].fetch_add(1, Relaxed);
+        self.client_body_bytes.fetch_add(body_bytes, Relaxed);
+        if !completed {
+            self.aborted.fetch_add(1, Relaxed);
+        }
+    }
+
+    /// Total requests answered from the cache and in all.
+    pub fn hits_and_requests(&self) -> (u64, u64) {
+        let all: u64 = ResultCode::ALL.iter().map(|c| self.results.get(*c)).sum();
+        let hits: u64 = ResultCode::ALL.iter().filter(|c| c.is_hit()).map(|c| self.results.get(*c)).sum();
+        (hits, all)
+    }
+
+    /// The Prometheus text exposition.
+    pub fn prometheus(&self, store: &StoreStats, in_flight: usize) -> String {
+        let mut out = String::with_capacity(4096);
+        let mut metric = |name: &str, kind: &str, help: &str, samples: &[(String, f64)]| {
+            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
+            for (labels, value) in samples {
+                let _ = writeln!(out, "{name}{labels} {value}");
+            }
+        };
+        let one = |v: u64| vec![(String::new(), v as f64)];
+        let results: Vec<_> = ResultCode::ALL
+            .iter()
+            .map(|c| (format!("{{result=\"{}\"}}", c.as_str()), self.results.get(*c) as f64))
+            .collect();
+        metric("sluice_requests_total", "counter", "Client requests by Squid result code.", &results);
+        let classes: Vec<_> = (1..6)
+            .map(|i| (format!("{{class=\"{i}xx\"}}"), self.status_classes[i].load(Relaxed) as f64))
+            .collect();
+        metric("sluice_responses_total", "counter", "Responses by status class.", &classes);
+        metric("sluice_client_body_bytes_total", "counter", "Body bytes sent to clients.", &one(self.client_body_bytes.load(Relaxed)));
+        metric("sluice_client_connections_total", "counter", "Client connections accepted.", &one(self.client_connections.load(Relaxed)));
+        metric(
+            "sluice_client_connections_open",
+            "gauge",
+            "Client connections open.",
+            &[(String::new(), self.client_connections_open.load(Relaxed) as f64)],
+        );
+        metric("sluice_client_denied_total", "counter", "Requests refused by the client ACL.", &one(self.client_denied.load(Relaxed)));
+        metric("sluice_client_aborted_total", "counter", "Responses not delivered in full.", &one(self.aborted.load(Relaxed)));
+        metric("sluice_origin_requests_total", "counter", "Requests sent to origins.", &one(self.origin_requests.load(Relaxed)));
+        metric("sluice_origin_connects_total", "counter", "Connections opened to origins.", &one(self.origin_connects.load(Relaxed)));
+        metric("sluice_origin_errors_total", "counter", "Origin failures (connect, timeout, protocol).", &one(self.origin_errors.load(Relaxed)));
+        metric("sluice_collapsed_total", "counter", "Requests collapsed onto another's fetch.", &one(self.collapsed.load(Relaxed)));
+        metric("sluice_fetches_in_flight", "gauge", "Cacheable fetches in flight.", &one(in_flight as u64));
+        metric(
+            "sluice_tunnels_open",
+            "gauge",
+            "CONNECT tunnels open.",
+            &[(String::new(), self.tunnels_open.load(Relaxed) as f64)],
+        );
+        metric("sluice_cache_objects", "gauge", "Objects in the memory tier.", &one(store.objects));
+        metric("sluice_cache_bytes", "gauge", "Bytes in the memory tier.", &one(store.bytes));
+        metric("sluice_cache_capacity_bytes", "gauge", "Capacity of the memory tier.", &one(store.capacity));
+        metric("sluice_cache_insertions_total", "counter", "Objects stored.", &one(store.insertions));
+        metric("sluice_cache_evictions_total", "counter", "Objects evicted by the policy.", &one(store.evictions));
+        out
+    }
+
+    /// The JSON document served at `/stats`.
+    pub fn json(&self, store: &StoreStats, in_flight: usize) -> serde_json::Value {
+        let results: serde_json::Map<String, serde_json::Value> =
+            ResultCode::ALL.iter().map(|c| (c.as_str().to_owned(), self.results.get(*c).into())).collect();
+        let (hits, requests) = self.hits_and_requests();
+        serde_json::json!({
+            "requests": requests,
+            "hits": hits,
+            "hit_ratio": if requests == 0 { 0.0 } else { hits as f64 / requests as f64 },
+            "results": results,
+            "client": {
+                "connections_total": self.client_connections.load(Relaxed),
+                "connections_open": self.client_connections_open.load(Relaxed),
+                "denied": self.client_denied.load(Relaxed),
+                "aborted": self.aborted.load(Relaxed),
+                "body_bytes": self.client_body_bytes.load(Relaxed),
+            },
+            "origin": {
+                "requests": self.origin_requests.load(Relaxed),
+                "connects": self.origin_connects.load(Relaxed),
+                "errors": self.origin_errors.load(Relaxed),
+            },
+            "collapsed": self.collapsed.load(Relaxed),
+            "fetches_in_flight": in_flight,
+            "tunnels_open": self.tunnels_open.load(Relaxed),
+            "cache": {
+                "objects": store.objects,
+                "bytes": store.bytes,
+                "capacity": store.capacity,
+                "insertions": store.insertions,
+                "evictions": store.evictions,
+                "rejected_too_large": store.rejected_too_large,
+            },
+        })
+    }
+}

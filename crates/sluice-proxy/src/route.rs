@@ -1,0 +1,130 @@
+//! Reverse-proxy routing: (Host, path prefix) to an origin.
+
+use crate::config::RouteConfig;
+use http::uri::{Authority, Scheme};
+
+/// A parsed origin base URL.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Origin {
+    pub scheme: Scheme,
+    pub authority: Authority,
+    /// Path that replaces the matched prefix (no trailing `/`; empty for none).
+    pub base_path: String,
+}
+
+impl Origin {
+    /// Parses `http://host[:port][/path]` or `https://...`.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let uri: http::Uri = text.parse().map_err(|e| format!("origin `{text}`: {e}"))?;
+        let scheme = uri.scheme().cloned().ok_or_else(|| format!("origin `{text}` needs a scheme (http:// or https://)"))?;
+        if scheme != Scheme::HTTP && scheme != Scheme::HTTPS {
+            return Err(format!("origin `{text}`: only http and https are supported"));
+        }
+        let authority = uri.authority().cloned().ok_or_else(|| format!("origin `{text}` needs a host"))?;
+        if uri.query().is_some() {
+            return Err(format!("origin `{text}` must not have a query"));
+        }
+        let base_path = uri.path().trim_end_matches('/').to_owned();
+        Ok(Self { scheme, authority, base_path })
+    }
+}
+
+/// One compiled route.
+#[derive(Debug, Clone)]
+pub struct Route {
+    host: Option<String>,
+    prefix: String,
+    pub origin: Origin,
+    pub preserve_host: bool,
+}
+
+/// All routes, matched most specific first (host routes before any-host routes, longer
+/// prefixes before shorter).
+#[derive(Debug, Clone, Default)]
+pub struct Routes {
+    routes: Vec<Route>,
+}
+
+impl Routes {
+    /// Compiles the configured routes. Origins were validated with the config.
+    pub fn new(configs: &[RouteConfig]) -> Result<Self, String> {
+        let mut routes = configs
+            .iter()
+            .map(|c| {
+                Ok(Route {
+                    host: c.host.as_ref().map(|h| h.to_ascii_lowercase()),
+                    prefix: c.path_prefix.clone(),
+                    origin: Origin::parse(&c.origin)?,
+                    preserve_host: c.preserve_host,
+                })
+            })
+            .collect::<Result<Vec<_>, String>>()?;
+        routes.sort_by_key(|r| (r.host.is_none(), std::cmp::Reverse(r.prefix.len())));
+        Ok(Self { routes })
+    }
+
+    /// True when no route is configured.
+    pub fn is_empty(&self) -> bool {
+        self.routes.is_empty()
+    }
+
+    /// The route for a request to `host` (without port) and `path`.
+    pub fn find(&self, host: Option<&str>, path: &str) -> Option<&Route> {
+        self.routes.iter().find(|r| {
+            let host_ok = match (&r.host, host) {
+                (None, _) => true,
+                (Some(want), Some(h)) => want.eq_ignore_ascii_case(h),
+                (Some(_), None) => false,
+            };
+            host_ok && path.starts_with(&r.prefix)
+        })
+    }
+}
+
+impl Route {
+    /// The origin URI for a request path-and-query under this route.
+    pub fn target(&self, path_and_query: &str) -> Result<http::Uri, http::Error> {
+        let rest = if self.origin.base_path.is_empty() {
+            path_and_query.to_owned()
+        } else {
+            let tail = &path_and_query[self.prefix.len().min(path_and_query.len())..];
+            let tail = tail.trim_start_matches('/');
+            format!("{}/{}", self.origin.base_path, tail)
+        };
+        http::Uri::builder()
+            .scheme(self.origin.scheme.clone())
+            .authority(self.origin.authority.clone())
+            .path_and_query(rest)
+            .build()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn route(host: Option<&str>, prefix: &str, origin: &str) -> RouteConfig {
+        RouteConfig { host: host.map(Into::into), path_prefix: prefix.into(), origin: origin.into(), preserve_host: false }
+    }
+
+    #[test]
+    fn most_specific_route_wins() {
+        let routes = Routes::new(&[
+            route(None, "/", "http://any:80"),
+            route(Some("Example.com"), "/", "http://ex:80"),
+            route(Some("example.com"), "/static/", "http://static:80/assets"),
+        ])
+        .unwrap();
+        let r = routes.find(Some("example.com"), "/static/a.png").unwrap();
+        assert_eq!(r.target("/static/a.png?x=1").unwrap().to_string(), "http://static:80/assets/a.png?x=1");
+        assert_eq!(routes.find(Some("EXAMPLE.COM"), "/x").unwrap().origin.authority.as_str(), "ex:80");
+        assert_eq!(routes.find(Some("other"), "/x").unwrap().origin.authority.as_str(), "any:80");
+    }
+
+    #[test]
+    fn origins_need_http_or_https() {
+        assert!(Origin::parse("ftp://x").is_err());
+        assert!(Origin::parse("localhost:80").is_err());
+        assert!(Origin::parse("https://x:8443").is_ok());
+    }
+}

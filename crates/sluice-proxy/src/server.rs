@@ -1,0 +1,224 @@
+//! Listeners: accept, TLS, HTTP/1.1 (keep-alive, pipelining, upgrades for CONNECT) and
+//! HTTP/2 (h2c prior knowledge, or ALPN over TLS), and graceful shutdown.
+
+use crate::admin::Admin;
+use crate::config::{Config, ListenerConfig};
+use crate::service::{self, ConnInfo};
+use crate::state::State;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::conn::auto;
+use hyper_util::server::graceful::GracefulShutdown;
+use std::net::SocketAddr;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+
+/// Why the server could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("cannot listen on {addr}: {source}")]
+    Bind { addr: SocketAddr, source: std::io::Error },
+    #[error("TLS for {addr}: {message}")]
+    Tls { addr: SocketAddr, message: String },
+    #[error("{0}")]
+    State(#[from] crate::state::StateError),
+    #[error("admin token file {path}: {source}")]
+    TokenFile { path: std::path::PathBuf, source: std::io::Error },
+}
+
+/// A running proxy.
+#[derive(Debug)]
+pub struct Running {
+    /// The bound address of each `[[listener]]`, in configuration order.
+    pub listeners: Vec<SocketAddr>,
+    /// The admin listener's address, when enabled.
+    pub admin: Option<SocketAddr>,
+    /// The admin bearer token (configured or generated).
+    pub admin_token: String,
+    pub state: Arc<State>,
+    shutdown: watch::Sender<bool>,
+    tasks: JoinSet<()>,
+}
+
+impl Running {
+    /// Stops accepting, lets in-flight requests finish (up to `shutdown.drain`), then returns.
+    pub async fn shutdown(mut self) {
+        let _ = self.shutdown.send(true);
+        while self.tasks.join_next().await.is_some() {}
+    }
+}
+
+/// Binds every listener and starts serving. Ports given as 0 are chosen by the OS (see
+/// [`Running::listeners`]).
+pub async fn start(state: State) -> Result<Running, StartError> {
+    let state = Arc::new(state);
+    let config: &Config = &state.config;
+    let (shutdown, shutdown_rx) = watch::channel(false);
+    let mut tasks = JoinSet::new();
+    let mut listeners = Vec::new();
+    for lc in &config.listener {
+        let listener = bind(lc.addr)?;
+        let addr = listener.local_addr().map_err(|source| StartError::Bind { addr: lc.addr, source })?;
+        let tls = match &lc.tls {
+            Some(tls) => Some(crate::tls::acceptor(tls).map_err(|message| StartError::Tls { addr, message })?),
+            None => None,
+        };
+        listeners.push(addr);
+        tasks.spawn(accept_loop(Arc::clone(&state), lc.clone(), listener, tls, shutdown_rx.clone()));
+    }
+    let admin_token = admin_token(config)?;
+    let admin = if config.admin.enabled {
+        let listener = bind(config.admin.addr)?;
+        let addr = listener.local_addr().map_err(|source| StartError::Bind { addr: config.admin.addr, source })?;
+        let admin = Arc::new(Admin { state: Arc::clone(&state), token: admin_token.clone() });
+        tasks.spawn(admin_loop(admin, listener, shutdown_rx.clone()));
+        Some(addr)
+    } else {
+        None
+    };
+    Ok(Running { listeners, admin, admin_token, state, shutdown, tasks })
+}
+
+fn bind(addr: SocketAddr) -> Result<TcpListener, StartError> {
+    let err = |source| StartError::Bind { addr, source };
+    let socket = if addr.is_ipv4() { tokio::net::TcpSocket::new_v4() } else { tokio::net::TcpSocket::new_v6() }.map_err(err)?;
+    socket.set_reuseaddr(true).map_err(err)?;
+    socket.bind(addr).map_err(err)?;
+    socket.listen(4096).map_err(err)
+}
+
+fn admin_token(config: &Config) -> Result<String, StartError> {
+    if let Some(token) = &config.admin.token {
+        return Ok(token.clone());
+    }
+    let token = crate::admin::generate_token();
+    if config.admin.enabled {
+        let path = config.admin.token_file.clone().unwrap_or_else(|| std::env::temp_dir().join("sluice-admin.token"));
+        write_private(&path, &token).map_err(|source| StartError::TokenFile { path: path.clone(), source })?;
+        tracing::info!("admin token written to {}", path.display());
+    }
+    Ok(token)
+}
+
+fn write_private(path: &std::path::Path, text: &str) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let _ = std::fs::remove_file(path);
+    let mut file = std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(path)?;
+    file.write_all(text.as_bytes())?;
+    file.write_all(b"\n")
+}
+
+fn http_builder(state: &State, lc: &ListenerConfig, tls: bool) -> auto::Builder<TokioExecutor> {
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    builder
+        .http1()
+        .keep_alive(true)
+        .half_close(false)
+        .max_buf_size(state.config.client.max_header_bytes.0.max(8192) as usize)
+        .timer(TokioTimer::new())
+        .header_read_timeout(state.config.client.header_read_timeout.0);
+    builder.http2().timer(TokioTimer::new()).max_concurrent_streams(256);
+    if !tls && !lc.h2c {
+        builder = builder.http1_only();
+    }
+    builder
+}
+
+async fn accept_loop(
+    state: Arc<State>,
+    lc: ListenerConfig,
+    listener: TcpListener,
+    tls: Option<tokio_rustls::TlsAcceptor>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let graceful = GracefulShutdown::new();
+    let builder = Arc::new(http_builder(&state, &lc, tls.is_some()));
+    loop {
+        let (stream, client) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(pair) => pair,
+                Err(e) => {
+                    // Out of descriptors and the like: back off briefly rather than spin.
+                    tracing::warn!("accept on {}: {e}", lc.addr);
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            _ = shutdown.changed() => break,
+        };
+        let _ = stream.set_nodelay(true);
+        state.metrics.client_connections.fetch_add(1, Relaxed);
+        let conn = Arc::new(ConnInfo { client, mode: lc.mode, tls: tls.is_some(), allowed: state.client_acl.allows(client.ip()) });
+        match &tls {
+            None => serve(&state, &builder, &graceful, conn, TokioIo::new(stream)),
+            Some(acceptor) => {
+                let (state, builder, acceptor, watcher) = (Arc::clone(&state), Arc::clone(&builder), acceptor.clone(), graceful.watcher());
+                let handshake_timeout = state.config.client.header_read_timeout.0;
+                tokio::spawn(async move {
+                    match tokio::time::timeout(handshake_timeout, acceptor.accept(stream)).await {
+                        Ok(Ok(tls)) => serve_watched(state, builder, watcher, conn, TokioIo::new(tls)).await,
+                        Ok(Err(e)) => tracing::debug!("TLS handshake from {client}: {e}"),
+                        Err(_) => tracing::debug!("TLS handshake from {client} timed out"),
+                    }
+                });
+            }
+        }
+    }
+    drop(listener);
+    let drain = state.config.shutdown.drain.0;
+    if tokio::time::timeout(drain, graceful.shutdown()).await.is_err() {
+        tracing::warn!("listener {}: connections still open after {drain:?}; closing them", lc.addr);
+    }
+}
+
+fn serve(state: &Arc<State>, builder: &Arc<auto::Builder<TokioExecutor>>, graceful: &GracefulShutdown, conn: Arc<ConnInfo>, io: TokioIo<TcpStream>) {
+    let svc_state = Arc::clone(state);
+    let svc_conn = Arc::clone(&conn);
+    let service = service_fn(move |req| service::handle(Arc::clone(&svc_state), Arc::clone(&svc_conn), req));
+    let connection = builder.serve_connection_with_upgrades(io, service).into_owned();
+    let connection = graceful.watch(connection);
+    let state = Arc::clone(state);
+    state.metrics.client_connections_open.fetch_add(1, Relaxed);
+    tokio::spawn(async move {
+        if let Err(e) = connection.await {
+            tracing::debug!("client {}: {e}", conn.client);
+        }
+        state.metrics.client_connections_open.fetch_sub(1, Relaxed);
+    });
+}
+
+async fn serve_watched<I>(state: Arc<State>, builder: Arc<auto::Builder<TokioExecutor>>, watcher: hyper_util::server::graceful::Watcher, conn: Arc<ConnInfo>, io: TokioIo<I>)
+where
+    I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let svc_state = Arc::clone(&state);
+    let svc_conn = Arc::clone(&conn);
+    let service = service_fn(move |req| service::handle(Arc::clone(&svc_state), Arc::clone(&svc_conn), req));
+    let connection = watcher.watch(builder.serve_connection_with_upgrades(io, service).into_owned());
+    state.metrics.client_connections_open.fetch_add(1, Relaxed);
+    if let Err(e) = connection.await {
+        tracing::debug!("client {}: {e}", conn.client);
+    }
+    state.metrics.client_connections_open.fetch_sub(1, Relaxed);
+}
+
+async fn admin_loop(admin: Arc<Admin>, listener: TcpListener, mut shutdown: watch::Receiver<bool>) {
+    loop {
+        let stream = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => stream,
+                Err(_) => continue,
+            },
+            _ = shutdown.changed() => return,
+        };
+        let admin = Arc::clone(&admin);
+        tokio::spawn(async move {
+            let service = service_fn(move |req| Arc::clone(&admin).handle(req));
+            let _ = hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(stream), service).await;
+        });
+    }
+}

@@ -1,0 +1,302 @@
+//! The entry point of every request: checks, routing, and the choice between the cache path,
+//! pass-through, a CONNECT tunnel and local answers.
+
+use crate::body::{OutBody, ProxyBody};
+use crate::config::Mode;
+use crate::error::{Kind, ProxyError, Side};
+use crate::outcome::ResultCode;
+use crate::respond;
+use crate::state::State;
+use crate::txn::Txn;
+use crate::upstream::Target;
+use http::header::{self, HeaderMap, HeaderValue};
+use http::{request, Method, Request, Response, StatusCode, Uri, Version};
+use hyper::body::Incoming;
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+/// What a connection knows about itself.
+#[derive(Debug, Clone)]
+pub struct ConnInfo {
+    pub client: SocketAddr,
+    pub mode: Mode,
+    pub tls: bool,
+    /// The client passed the listener ACL.
+    pub allowed: bool,
+}
+
+/// A request on its way to an origin.
+#[derive(Debug)]
+pub struct Forward {
+    /// Where to connect.
+    pub target: Target,
+    /// The absolute URI fetched (cache key and log).
+    pub uri: Uri,
+    /// The client's request head (after module edits).
+    pub client: request::Parts,
+    /// Header fields for the origin: hop-by-hop removed, `Host`, `Via`, `X-Forwarded-For`.
+    pub out_headers: HeaderMap,
+    /// Reached through a reverse-proxy route (`CDN-Cache-Control` applies).
+    pub reverse: bool,
+}
+
+/// Serves one request. Never fails: errors become responses.
+pub async fn handle(state: Arc<State>, conn: Arc<ConnInfo>, req: Request<Incoming>) -> Result<Response<ProxyBody>, Infallible> {
+    let mut txn = Txn::start(&state, conn.client, &req);
+    let version = req.version();
+    let deadline = state.config.client.transaction_timeout.0;
+    let result = match tokio::time::timeout(deadline, route(&state, &conn, &mut txn, req)).await {
+        Ok(result) => result,
+        Err(_) => Err(ProxyError::gateway_timeout(format!("transaction took longer than {deadline:?}"))),
+    };
+    let response = match result {
+        Ok(Routed::Response(response)) => response,
+        Ok(Routed::Tunnel(response, tunnel)) => {
+            let (parts, body) = response.into_parts();
+            txn.responding(&parts);
+            tokio::spawn(tunnel.run(Arc::clone(&state), txn));
+            return Ok(Response::from_parts(parts, body));
+        }
+        Err(err) => {
+            if err.side != Side::Client {
+                tracing::info!(txn = txn.info.id, "{}: {err}", txn.url);
+            }
+            respond::error(&state, &err)
+        }
+    };
+    Ok(respond::finalize(&state, txn, response, version))
+}
+
+/// What routing produced.
+pub enum Routed {
+    /// A response to finalize (Via, module phase, log).
+    Response(Response<ProxyBody>),
+    /// A CONNECT answer and its tunnel; the tunnel task owns and logs the transaction.
+    Tunnel(Response<ProxyBody>, crate::connect::Tunnel),
+}
+
+async fn route(state: &Arc<State>, conn: &ConnInfo, txn: &mut Txn, req: Request<Incoming>) -> Result<Routed, ProxyError> {
+    if !conn.allowed {
+        state.metrics.client_denied.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        txn.code = ResultCode::Denied;
+        return Err(ProxyError::new(Kind::Forbidden, Side::Client, format!("client {} is not allowed", conn.client.ip())));
+    }
+    check_framing(&req)?;
+    if req.method() == Method::CONNECT {
+        if !conn.mode.forwards() {
+            return Err(ProxyError::new(Kind::Forbidden, Side::Client, "CONNECT is not allowed on a reverse-proxy listener"));
+        }
+        let (response, tunnel) = crate::connect::open(state, txn, req).await?;
+        return Ok(Routed::Tunnel(response, tunnel));
+    }
+    let (mut parts, body) = req.into_parts();
+    if let Some(local) = txn.modules.request_phase(|m| m.req_headers(&txn.info, &mut parts)) {
+        return Ok(Routed::Response(respond::local(state, local)));
+    }
+    let (target, uri, reverse, host) = resolve_target(state, conn, &parts)?;
+    txn.url = uri.to_string();
+    if via_has(&parts.headers, &state.name) {
+        return Err(ProxyError::new(Kind::Loop, Side::Client, format!("forwarding loop: Via already names {}", state.name)));
+    }
+    if let Some(response) = answer_max_forwards(state, &mut parts)? {
+        return Ok(Routed::Response(response));
+    }
+    let out_headers = outgoing_headers(state, conn, &parts, host);
+    let forward = Forward { target, uri, client: parts, out_headers, reverse };
+    if forward.client.method.as_str() == "PURGE" {
+        return purge(state, conn, &forward).map(Routed::Response);
+    }
+    let response = if state.config.cache.enabled && crate::cache_flow::applies(&forward.client, &body) {
+        crate::cache_flow::serve(state, txn, forward).await?
+    } else {
+        pass(state, txn, forward, body).await?
+    };
+    Ok(Routed::Response(response))
+}
+
+/// Rejects requests whose framing is ambiguous (request smuggling) or incomplete.
+fn check_framing<B>(req: &Request<B>) -> Result<(), ProxyError> {
+    let headers = req.headers();
+    if headers.contains_key(header::TRANSFER_ENCODING) && headers.contains_key(header::CONTENT_LENGTH) {
+        return Err(ProxyError::bad_request("both Transfer-Encoding and Content-Length are present"));
+    }
+    if req.version() == Version::HTTP_11 && req.uri().authority().is_none() {
+        match headers.get_all(header::HOST).iter().count() {
+            1 => {}
+            0 => return Err(ProxyError::bad_request("HTTP/1.1 request without Host")),
+            _ => return Err(ProxyError::bad_request("more than one Host header")),
+        }
+    }
+    Ok(())
+}
+
+/// Maps the request to an origin: a reverse route first, then forward proxying of an
+/// absolute URI. Returns the target, the absolute URI, whether a route matched, and the
+/// `Host` to send.
+fn resolve_target(state: &State, conn: &ConnInfo, parts: &request::Parts) -> Result<(Target, Uri, bool, HeaderValue), ProxyError> {
+    let host_header = parts.headers.get(header::HOST).and_then(|h| h.to_str().ok());
+    let host = parts.uri.host().or_else(|| host_header.map(|h| strip_port(h)));
+    let path_and_query = parts.uri.path_and_query().map_or("/", |p| p.as_str());
+    if conn.mode.reverses() {
+        if let Some(route) = state.routes.find(host, parts.uri.path()) {
+            let uri = route.target(path_and_query).map_err(|e| ProxyError::bad_request("cannot map the request URI").with_cause(e))?;
+            let target = Target::of(&uri).ok_or_else(|| ProxyError::new(Kind::Internal, Side::Proxy, "route without target"))?;
+            let host = match (route.preserve_host, parts.headers.get(header::HOST)) {
+                (true, Some(h)) => h.clone(),
+                _ => authority_value(&uri)?,
+            };
+            return Ok((target, uri, true, host));
+        }
+    }
+    let absolute = parts.uri.scheme().is_some() && parts.uri.authority().is_some();
+    if conn.mode.forwards() && absolute {
+        let target = Target::of(&parts.uri)
+            .ok_or_else(|| ProxyError::bad_request(format!("unsupported URI scheme in {}", parts.uri)))?;
+        let host = authority_value(&parts.uri)?;
+        return Ok((target, parts.uri.clone(), false, host));
+    }
+    if conn.mode.reverses() {
+        return Err(ProxyError::new(Kind::NoRoute, Side::Client, format!("no route for {}{}", host.unwrap_or(""), parts.uri.path())));
+    }
+    Err(ProxyError::bad_request("not a proxy request: use an absolute URI (GET http://host/path) or CONNECT"))
+}
+
+fn strip_port(host: &str) -> &str {
+    if host.starts_with('[') {
+        return host.split(']').next().map_or(host, |h| h.trim_start_matches('['));
+    }
+    host.rsplit_once(':').map_or(host, |(h, _)| h)
+}
+
+fn authority_value(uri: &Uri) -> Result<HeaderValue, ProxyError> {
+    let authority = uri.authority().map_or("", |a| a.as_str());
+    HeaderValue::from_str(authority).map_err(|e| ProxyError::bad_request("invalid authority").with_cause(e))
+}
+
+/// True when some `Via` entry was received by `name` (our own pseudonym): a loop.
+fn via_has(headers: &HeaderMap, name: &str) -> bool {
+    headers.get_all(header::VIA).iter().filter_map(|v| v.to_str().ok()).flat_map(|v| v.split(',')).any(|entry| {
+        let mut words = entry.split_whitespace();
+        let _protocol = words.next();
+        words.next().is_some_and(|by| by.eq_ignore_ascii_case(name))
+    })
+}
+
+/// OPTIONS and TRACE with `Max-Forwards: 0` are answered here (RFC 9110 §7.6.2); otherwise
+/// `Max-Forwards` is decremented.
+fn answer_max_forwards(state: &State, parts: &mut request::Parts) -> Result<Option<Response<ProxyBody>>, ProxyError> {
+    if parts.method != Method::OPTIONS && parts.method != Method::TRACE {
+        return Ok(None);
+    }
+    let Some(value) = parts.headers.get(header::MAX_FORWARDS) else { return Ok(None) };
+    let hops: u32 = value
+        .to_str()
+        .ok()
+        .and_then(|v| v.trim().parse().ok())
+        .ok_or_else(|| ProxyError::bad_request("Max-Forwards is not a number"))?;
+    if hops > 0 {
+        parts.headers.insert(header::MAX_FORWARDS, HeaderValue::from(hops - 1));
+        return Ok(None);
+    }
+    Ok(Some(if parts.method == Method::TRACE { respond::trace(state, parts) } else { respond::options(state) }))
+}
+
+/// The header fields sent to the origin.
+fn outgoing_headers(state: &State, conn: &ConnInfo, parts: &request::Parts, host: HeaderValue) -> HeaderMap {
+    let mut headers = parts.headers.clone();
+    sluice_http::hop::remove_hop_by_hop(&mut headers);
+    headers.insert(header::HOST, host);
+    if state.config.headers.via {
+        headers.append(header::VIA, state.via(parts.version));
+    }
+    if state.config.headers.x_forwarded_for {
+        let client = conn.client.ip().to_string();
+        let value = match headers.get("x-forwarded-for").and_then(|v| v.to_str().ok()) {
+            Some(prior) => format!("{prior}, {client}"),
+            None => client,
+        };
+        if let Ok(value) = HeaderValue::from_str(&value) {
+            headers.insert("x-forwarded-for", value);
+        }
+        let proto = if conn.tls { "https" } else { "http" };
+        headers.entry("x-forwarded-proto").or_insert(HeaderValue::from_static(proto));
+    }
+    headers
+}
+
+/// The request head for the origin: method, origin-form URI of `uri`, outgoing fields.
+pub fn origin_request(uri: &Uri, method: Method, headers: HeaderMap) -> Result<request::Parts, ProxyError> {
+    let path = uri.path_and_query().map_or("/", |p| p.as_str());
+    let (mut parts, ()) = Request::builder()
+        .method(method)
+        .uri(path)
+        .version(Version::HTTP_11)
+        .body(())
+        .map_err(|e| ProxyError::bad_request("cannot build the origin request").with_cause(e))?
+        .into_parts();
+    parts.headers = headers;
+    Ok(parts)
+}
+
+/// Forwards a request the cache does not handle, streaming both bodies, and invalidates
+/// stored responses after unsafe methods (RFC 9111 §4.4).
+async fn pass(state: &State, txn: &mut Txn, forward: Forward, body: Incoming) -> Result<Response<ProxyBody>, ProxyError> {
+    let mut parts = origin_request(&forward.uri, forward.client.method.clone(), forward.out_headers.clone())?;
+    if let Some(local) = txn.modules.request_phase(|m| m.req_out(&txn.info, &mut parts)) {
+        return Ok(respond::local(state, local));
+    }
+    let out_body = if http_body::Body::is_end_stream(&body) { OutBody::Empty } else { OutBody::Client(body) };
+    let origin = state.upstream.send(&forward.target, Request::from_parts(parts, out_body)).await?;
+    txn.peer = Some(origin.peer);
+    txn.code = ResultCode::Miss;
+    let (mut parts, body) = origin.response.into_parts();
+    sluice_http::hop::remove_hop_by_hop(&mut parts.headers);
+    txn.modules.response_phase(|m| m.origin_resp_headers(&txn.info, &mut parts));
+    for uri in sluice_http::invalidation::targets(&forward.client.method, &forward.uri, parts.status, &parts.headers) {
+        if let Some(key) = sluice_http::key::primary_key(&uri) {
+            state.store.remove(&key);
+        }
+    }
+    if state.config.headers.cache_status {
+        let status = sluice_http::cache_status::CacheStatus {
+            fwd: Some(sluice_http::cache_status::Fwd::Method),
+            fwd_status: Some(parts.status.as_u16()),
+            ..Default::default()
+        };
+        parts.headers.append("cache-status", status.to_header_value(&state.name));
+    }
+    Ok(Response::from_parts(parts, ProxyBody::origin(body)))
+}
+
+/// `PURGE`: removes every stored variant of the URI. 200 when something was removed, 404
+/// otherwise; 403 for clients outside `access.purge_allow`.
+fn purge(state: &State, conn: &ConnInfo, forward: &Forward) -> Result<Response<ProxyBody>, ProxyError> {
+    if !state.purge_acl.allows(conn.client.ip()) {
+        return Err(ProxyError::new(Kind::Forbidden, Side::Client, "PURGE is not allowed from this client"));
+    }
+    let key = sluice_http::key::primary_key(&forward.uri).ok_or_else(|| ProxyError::bad_request("PURGE needs an absolute URI"))?;
+    let removed = state.store.remove(&key);
+    let status = if removed > 0 { StatusCode::OK } else { StatusCode::NOT_FOUND };
+    Ok(respond::text(state, status, format!("purged {removed} object(s) for {key}\n")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn via_loop_detection_reads_every_entry() {
+        let mut h = HeaderMap::new();
+        h.append(header::VIA, HeaderValue::from_static("1.1 upstream, 1.1 Sluice (x)"));
+        assert!(via_has(&h, "sluice"));
+        assert!(!via_has(&h, "other"));
+    }
+
+    #[test]
+    fn host_ports_are_stripped_for_routing() {
+        assert_eq!(strip_port("example.com:8080"), "example.com");
+        assert_eq!(strip_port("[::1]:80"), "::1");
+        assert_eq!(strip_port("example.com"), "example.com");
+    }
+}

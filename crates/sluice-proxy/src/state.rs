@@ -1,0 +1,103 @@
+//! What every transaction shares: configuration, store, upstream, metrics, log, modules.
+
+use crate::access_log::AccessLog;
+use crate::acl::Acl;
+use crate::clock::SharedClock;
+use crate::config::Config;
+use crate::date::DateCache;
+use crate::metrics::Metrics;
+use crate::route::Routes;
+use crate::upstream::Upstream;
+use http::{HeaderValue, Version};
+use sluice_http::freshness::Heuristic;
+use sluice_module::Module;
+use sluice_store::{Collapser, MemoryStore};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// Shared by all connections of one running proxy.
+pub struct State {
+    pub config: Config,
+    pub clock: SharedClock,
+    pub dates: DateCache,
+    pub store: MemoryStore,
+    pub collapser: Collapser,
+    pub upstream: Upstream,
+    pub routes: Routes,
+    pub client_acl: Acl,
+    pub purge_acl: Acl,
+    pub metrics: Arc<Metrics>,
+    pub access_log: Option<AccessLog>,
+    pub modules: Vec<Arc<dyn Module>>,
+    pub heuristic: Heuristic,
+    /// `Cache-Status` / `Via` name.
+    pub name: String,
+    via: [HeaderValue; 3],
+    next_txn: AtomicU64,
+}
+
+impl std::fmt::Debug for State {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("State").field("name", &self.name).finish_non_exhaustive()
+    }
+}
+
+/// Errors building the state from a configuration.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct StateError(pub String);
+
+impl State {
+    /// Builds the shared state. Fails on an unusable configuration (bad routes, log file).
+    pub fn new(config: Config, clock: SharedClock, modules: Vec<Arc<dyn Module>>) -> Result<Self, StateError> {
+        let metrics = Arc::new(Metrics::default());
+        let routes = Routes::new(&config.route).map_err(StateError)?;
+        let access_log = match &config.log.access_log {
+            Some(path) => Some(
+                AccessLog::open(path, config.log.format)
+                    .map_err(|e| StateError(format!("cannot open access log {}: {e}", path.display())))?,
+            ),
+            None => None,
+        };
+        let capacity = config.cache.memory.0;
+        let policy = crate::policy::build(&config.cache.policy, capacity).map_err(StateError)?;
+        let store = MemoryStore::new(capacity, config.cache.max_object.0, policy);
+        let name = config.cache.name.clone();
+        let via = ["1.0", "1.1", "2"].map(|v| HeaderValue::from_str(&format!("{v} {name}")).expect("name is a token"));
+        Ok(Self {
+            dates: DateCache::new(Arc::clone(&clock)),
+            clock,
+            store,
+            collapser: Collapser::default(),
+            upstream: Upstream::new(config.upstream.clone(), Arc::clone(&metrics)),
+            routes,
+            client_acl: Acl::new(&config.access.allow),
+            purge_acl: Acl::new(&config.access.purge_allow),
+            metrics,
+            access_log,
+            modules,
+            heuristic: Heuristic {
+                last_modified_fraction: config.cache.heuristic_fraction,
+                max: config.cache.heuristic_max.0,
+            },
+            name,
+            via,
+            next_txn: AtomicU64::new(1),
+            config,
+        })
+    }
+
+    /// A new transaction id.
+    pub fn next_txn_id(&self) -> u64 {
+        self.next_txn.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Our `Via` entry for a message received with `version`.
+    pub fn via(&self, version: Version) -> HeaderValue {
+        match version {
+            Version::HTTP_10 | Version::HTTP_09 => self.via[0].clone(),
+            Version::HTTP_2 | Version::HTTP_3 => self.via[2].clone(),
+            _ => self.via[1].clone(),
+        }
+    }
+}

@@ -1,0 +1,137 @@
+//! One transaction's bookkeeping: identity, module states, and what the log line needs.
+//!
+//! A [`Txn`] is created when a request arrives and travels with the response body
+//! ([`crate::body::Finish`]); it is logged, counted, and its module states dropped exactly
+//! once, in its `Drop`, whether the response completed, failed, or was never produced.
+
+use crate::access_log::LogRecord;
+use crate::body::Finish;
+use crate::chain::ModuleChain;
+use crate::outcome::ResultCode;
+use crate::state::State;
+use http::{header, HeaderValue, Method, Request, Version};
+use sluice_module::{LogFields, TxnInfo, TxnOutcome};
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::time::Instant;
+
+/// A transaction in progress.
+pub struct Txn {
+    pub info: TxnInfo,
+    pub modules: ModuleChain,
+    /// How it was served (set as the pipeline decides).
+    pub code: ResultCode,
+    /// The origin address, when the request went forward.
+    pub peer: Option<IpAddr>,
+    /// The URL as logged (absolute URI, or `host:port` for CONNECT).
+    pub url: String,
+    status: u16,
+    content_type: Option<HeaderValue>,
+    head_bytes: u64,
+    body_bytes: u64,
+    completed: bool,
+    started: Instant,
+    method: Method,
+    version: Version,
+    referer: Option<HeaderValue>,
+    user_agent: Option<HeaderValue>,
+    state: Arc<State>,
+}
+
+impl std::fmt::Debug for Txn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Txn").field("id", &self.info.id).field("url", &self.url).finish_non_exhaustive()
+    }
+}
+
+impl Txn {
+    /// Starts a transaction for `req` from `client`.
+    pub fn start<B>(state: &Arc<State>, client: SocketAddr, req: &Request<B>) -> Self {
+        let info = TxnInfo { id: state.next_txn_id(), client };
+        let modules = ModuleChain::new(&state.modules, &info);
+        let headers = req.headers();
+        Self {
+            modules,
+            code: ResultCode::None,
+            peer: None,
+            url: req.uri().to_string(),
+            status: 0,
+            content_type: None,
+            head_bytes: 0,
+            body_bytes: 0,
+            completed: false,
+            started: Instant::now(),
+            method: req.method().clone(),
+            version: req.version(),
+            referer: headers.get(header::REFERER).cloned(),
+            user_agent: headers.get(header::USER_AGENT).cloned(),
+            state: Arc::clone(state),
+            info,
+        }
+    }
+
+    /// Records the response head being sent.
+    pub fn responding(&mut self, parts: &http::response::Parts) {
+        self.status = parts.status.as_u16();
+        self.content_type = parts.headers.get(header::CONTENT_TYPE).cloned();
+        // Status line plus fields, as on the wire; used for Squid's %<st (head and body).
+        self.head_bytes =
+            17 + parts.headers.iter().map(|(n, v)| (n.as_str().len() + v.len() + 4) as u64).sum::<u64>() + 2;
+    }
+
+    fn outcome(&self) -> TxnOutcome {
+        TxnOutcome {
+            status: http::StatusCode::from_u16(self.status).unwrap_or(http::StatusCode::INTERNAL_SERVER_ERROR),
+            body_bytes: self.body_bytes,
+            result: self.code.as_str(),
+            completed: self.completed,
+        }
+    }
+}
+
+impl Txn {
+    /// Ends the transaction: `body_bytes` were sent, `completed` unless it failed or the
+    /// client left. Logging and metrics happen in `Drop`.
+    pub fn complete(mut self, body_bytes: u64, completed: bool) {
+        self.body_bytes = body_bytes;
+        self.completed = completed;
+    }
+}
+
+impl Finish for Txn {
+    fn finish(self: Box<Self>, body_bytes: u64, completed: bool) {
+        (*self).complete(body_bytes, completed);
+    }
+}
+
+impl Drop for Txn {
+    fn drop(&mut self) {
+        let state = Arc::clone(&self.state);
+        state.metrics.record(self.code, self.status, self.body_bytes, self.completed);
+        let mut fields = LogFields::default();
+        if !self.modules.is_empty() {
+            let outcome = self.outcome();
+            let info = self.info.clone();
+            self.modules.notify(|m| m.resp_done(&info, &outcome));
+            self.modules.notify(|m| m.log(&info, &outcome, &mut fields));
+        }
+        if let Some(log) = &state.access_log {
+            log.log(LogRecord {
+                end: state.clock.now(),
+                elapsed: self.started.elapsed(),
+                client: self.info.client.ip(),
+                code: self.code,
+                status: self.status,
+                bytes: self.head_bytes + self.body_bytes,
+                method: self.method.clone(),
+                url: std::mem::take(&mut self.url),
+                version: self.version,
+                peer: self.peer,
+                content_type: self.content_type.take(),
+                referer: self.referer.take(),
+                user_agent: self.user_agent.take(),
+                extra: fields.fields,
+            });
+        }
+    }
+}

@@ -1,0 +1,47 @@
+//! Forward and reverse proxying basics: misses, hits, headers added, hop-by-hop removed.
+
+mod common;
+
+use common::{cache_status, Harness};
+use sluice_testkit::Reply;
+
+#[tokio::test]
+async fn forward_proxy_fetches_then_serves_from_cache() {
+    let h = Harness::forward().await;
+    h.origin.on("/a", Reply::ok("hello").header("Cache-Control", "max-age=60"));
+    let first = h.get("/a").await;
+    assert_eq!(first.status, 200);
+    assert_eq!(first.text(), "hello");
+    assert!(cache_status(&first).contains("fwd=uri-miss"), "{}", cache_status(&first));
+    assert!(cache_status(&first).contains("stored"));
+    let second = h.get("/a").await;
+    assert_eq!(second.text(), "hello");
+    assert!(cache_status(&second).starts_with("sluice; hit"), "{}", cache_status(&second));
+    assert_eq!(h.origin.hits("/a"), 1);
+}
+
+#[tokio::test]
+async fn reverse_proxy_maps_paths_to_the_origin() {
+    let h = Harness::reverse().await;
+    h.origin.on("/r?x=1", Reply::ok("rev").header("Cache-Control", "max-age=60"));
+    let reply = h.get("/r?x=1").await;
+    assert_eq!(reply.status, 200);
+    assert_eq!(reply.text(), "rev");
+    let seen = h.origin.last_request("/r?x=1").unwrap();
+    assert_eq!(seen.header("host"), Some(h.origin.addr.to_string().as_str()));
+}
+
+#[tokio::test]
+async fn via_and_x_forwarded_for_are_added_and_hop_by_hop_fields_removed() {
+    let h = Harness::forward().await;
+    h.origin.on("/h", Reply::ok("x").header("Keep-Alive", "timeout=5").header("X-Origin", "1"));
+    let reply = h.get_with("/h", &[("Connection", "X-Secret"), ("X-Secret", "s"), ("Proxy-Authorization", "Basic x")]).await;
+    let seen = h.origin.last_request("/h").unwrap();
+    assert_eq!(seen.header("via"), Some("1.1 sluice"));
+    assert_eq!(seen.header("x-forwarded-for"), Some("127.0.0.1"));
+    assert_eq!(seen.header("x-secret"), None, "a field named by Connection is hop-by-hop");
+    assert_eq!(seen.header("proxy-authorization"), None);
+    assert_eq!(reply.header("via"), "1.1 sluice");
+    assert_eq!(reply.header("keep-alive"), "");
+    assert_eq!(reply.header("x-origin"), "1");
+}

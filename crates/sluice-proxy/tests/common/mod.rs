@@ -1,0 +1,101 @@
+//! Shared harness: a scriptable origin and a Sluice instance on 127.0.0.1 ephemeral ports,
+//! sharing one manual clock so freshness tests move time instead of sleeping.
+
+#![allow(dead_code)]
+
+use sluice_proxy::clock::{Clock, ManualClock};
+use sluice_proxy::config::{Config, ListenerConfig, Mode, RouteConfig};
+use sluice_proxy::{Running, State};
+use sluice_testkit::client::{self, Reply};
+use sluice_testkit::Origin;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+pub struct Harness {
+    pub origin: Origin,
+    pub proxy: Running,
+    pub clock: ManualClock,
+    pub mode: Mode,
+}
+
+impl Harness {
+    /// A forward proxy in front of a fresh origin.
+    pub async fn forward() -> Self {
+        Self::build(Mode::Forward, |_| {}).await
+    }
+
+    /// A reverse proxy routing everything to a fresh origin.
+    pub async fn reverse() -> Self {
+        Self::build(Mode::Reverse, |_| {}).await
+    }
+
+    /// A proxy of `mode` with `tweak` applied to its configuration.
+    pub async fn build(mode: Mode, tweak: impl FnOnce(&mut Config)) -> Self {
+        let clock = ManualClock::default();
+        let origin_clock = clock.clone();
+        let origin = Origin::start(move || origin_clock.now()).await;
+        let mut config = Config::default();
+        config.listener = vec![ListenerConfig { addr: "127.0.0.1:0".parse().unwrap(), mode, tls: None, h2c: true }];
+        config.admin.addr = "127.0.0.1:0".parse().unwrap();
+        config.admin.token = Some("test-token".into());
+        if mode.reverses() {
+            config.route = vec![RouteConfig {
+                host: None,
+                path_prefix: "/".into(),
+                origin: format!("http://{}", origin.addr),
+                preserve_host: false,
+            }];
+        }
+        tweak(&mut config);
+        config.validate().expect("valid test config");
+        let state = State::new(config, Arc::new(clock.clone()), Vec::new()).expect("state");
+        let proxy = sluice_proxy::start(state).await.expect("start");
+        Self { origin, proxy, clock, mode }
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        self.proxy.listeners[0]
+    }
+
+    pub fn admin(&self) -> SocketAddr {
+        self.proxy.admin.expect("admin enabled")
+    }
+
+    /// The request target for `path`: absolute for a forward proxy, the path for a reverse one.
+    pub fn target(&self, path: &str) -> String {
+        if self.mode == Mode::Reverse { path.to_owned() } else { self.origin.url(path) }
+    }
+
+    pub async fn get(&self, path: &str) -> Reply {
+        self.get_with(path, &[]).await
+    }
+
+    pub async fn get_with(&self, path: &str, headers: &[(&str, &str)]) -> Reply {
+        client::get(self.addr(), &self.target(path), headers).await
+    }
+
+    pub async fn send(&self, method: &str, path: &str, headers: &[(&str, &str)], body: Option<&str>) -> Reply {
+        client::send(self.addr(), method, &self.target(path), headers, body).await
+    }
+
+    /// Moves the shared clock forward.
+    pub fn advance(&self, secs: u64) {
+        self.clock.advance(Duration::from_secs(secs));
+    }
+
+    /// Waits (up to 5 s of real time) until `done` holds; panics otherwise. For outcomes of
+    /// background work (stale-while-revalidate) that no response signals.
+    pub async fn eventually(&self, what: &str, mut done: impl FnMut(&Self) -> bool) {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+        while !done(self) {
+            assert!(tokio::time::Instant::now() < deadline, "timed out waiting for {what}");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+}
+
+/// The `Cache-Status` value of a reply.
+pub fn cache_status(reply: &Reply) -> String {
+    reply.header("cache-status").to_owned()
+}

@@ -1,0 +1,186 @@
+//! A body being filled from its source while any number of clients read it.
+//!
+//! The writer (one fetch task) pushes chunks and finally completes or fails the fill.
+//! Readers start at the first chunk and follow the writer; a reader never sees a partial
+//! body as complete: a failed fill ends every reader with [`FillError`], so the client's
+//! connection is cut rather than handed a truncated response that looks whole.
+
+use crate::StoredBody;
+use bytes::Bytes;
+use http_body::{Body, Frame, SizeHint};
+use parking_lot::Mutex;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll, Waker};
+
+/// Why a fill did not complete.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FillError(pub String);
+
+impl std::fmt::Display for FillError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "body source failed: {}", self.0)
+    }
+}
+
+impl std::error::Error for FillError {}
+
+#[derive(Debug, Default)]
+struct State {
+    chunks: Vec<Bytes>,
+    len: u64,
+    end: Option<Result<(), FillError>>,
+    wakers: Vec<Waker>,
+}
+
+/// A growing body shared by one writer and many readers.
+#[derive(Debug, Default)]
+pub struct Fill {
+    state: Mutex<State>,
+    /// The length announced by the source (`Content-Length`), if any.
+    expected_len: Option<u64>,
+}
+
+impl Fill {
+    /// An empty fill; `expected_len` is the announced length, used for readers' size hints.
+    pub fn new(expected_len: Option<u64>) -> Arc<Self> {
+        Arc::new(Self { state: Mutex::default(), expected_len })
+    }
+
+    /// Appends a chunk and wakes readers. Ignored after the fill ended.
+    pub fn push(&self, chunk: Bytes) {
+        if chunk.is_empty() {
+            return;
+        }
+        let wakers = {
+            let mut st = self.state.lock();
+            if st.end.is_some() {
+                return;
+            }
+            st.len += chunk.len() as u64;
+            st.chunks.push(chunk);
+            std::mem::take(&mut st.wakers)
+        };
+        wakers.into_iter().for_each(Waker::wake);
+    }
+
+    /// The body received so far, as a [`StoredBody`] (chunks are shared, not copied).
+    /// The writer calls this once the source ended, stores the object, and only then calls
+    /// [`Fill::complete`], so a reader that sees the end can already find the object stored.
+    pub fn body(&self) -> StoredBody {
+        StoredBody::new(self.state.lock().chunks.clone())
+    }
+
+    /// Marks the body complete: readers end after the last chunk.
+    pub fn complete(&self) {
+        let wakers = {
+            let mut st = self.state.lock();
+            st.end = Some(Ok(()));
+            std::mem::take(&mut st.wakers)
+        };
+        wakers.into_iter().for_each(Waker::wake);
+    }
+
+    /// Marks the body failed: every reader ends with an error.
+    pub fn fail(&self, why: impl Into<String>) {
+        let wakers = {
+            let mut st = self.state.lock();
+            if st.end.is_none() {
+                st.end = Some(Err(FillError(why.into())));
+            }
+            std::mem::take(&mut st.wakers)
+        };
+        wakers.into_iter().for_each(Waker::wake);
+    }
+
+    /// Bytes received so far.
+    pub fn len(&self) -> u64 {
+        self.state.lock().len
+    }
+
+    /// True when nothing has been received yet.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// A reader positioned at the start of the body.
+    pub fn reader(self: &Arc<Self>) -> FillReader {
+        FillReader { fill: Arc::clone(self), next: 0, sent: 0 }
+    }
+}
+
+/// Reads a [`Fill`] from the start, following the writer. Implements [`http_body::Body`].
+#[derive(Debug)]
+pub struct FillReader {
+    fill: Arc<Fill>,
+    next: usize,
+    sent: u64,
+}
+
+impl Body for FillReader {
+    type Data = Bytes;
+    type Error = FillError;
+
+    fn poll_frame(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, FillError>>> {
+        let this = self.get_mut();
+        let mut st = this.fill.state.lock();
+        if let Some(chunk) = st.chunks.get(this.next) {
+            let chunk = chunk.clone();
+            drop(st);
+            this.next += 1;
+            this.sent += chunk.len() as u64;
+            return Poll::Ready(Some(Ok(Frame::data(chunk))));
+        }
+        match &st.end {
+            Some(Ok(())) => Poll::Ready(None),
+            Some(Err(e)) => Poll::Ready(Some(Err(e.clone()))),
+            None => {
+                st.wakers.push(cx.waker().clone());
+                Poll::Pending
+            }
+        }
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match self.fill.expected_len {
+            Some(len) => SizeHint::with_exact(len.saturating_sub(self.sent)),
+            None => SizeHint::default(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http_body_util::BodyExt;
+
+    #[tokio::test]
+    async fn readers_that_join_late_see_the_whole_body() {
+        let fill = Fill::new(None);
+        let early = fill.reader();
+        fill.push(Bytes::from_static(b"hello "));
+        let late = fill.reader();
+        let writer = Arc::clone(&fill);
+        let task = tokio::spawn(async move {
+            writer.push(Bytes::from_static(b"world"));
+            let body = writer.body();
+            writer.complete();
+            body
+        });
+        let a = early.collect().await.unwrap().to_bytes();
+        let b = late.collect().await.unwrap().to_bytes();
+        assert_eq!(a, "hello world");
+        assert_eq!(b, "hello world");
+        assert_eq!(task.await.unwrap().len(), 11);
+    }
+
+    #[tokio::test]
+    async fn a_failed_fill_ends_readers_with_an_error() {
+        let fill = Fill::new(Some(100));
+        let reader = fill.reader();
+        fill.push(Bytes::from_static(b"partial"));
+        fill.fail("origin closed early");
+        let err = reader.collect().await.unwrap_err();
+        assert!(err.to_string().contains("origin closed early"));
+    }
+}

@@ -1,0 +1,150 @@
+//! The memory tier: objects indexed by primary key and variant, bounded in bytes, evicting
+//! by a replacement policy.
+
+use crate::{Object, ObjectMeta};
+use parking_lot::Mutex;
+use sluice_policy::{ObjectId, Policy};
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// Counters and gauges of a store, for `/stats` and `/metrics`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StoreStats {
+    pub objects: u64,
+    pub bytes: u64,
+    pub capacity: u64,
+    pub insertions: u64,
+    pub evictions: u64,
+    pub rejected_too_large: u64,
+}
+
+/// The outcome of [`MemoryStore::lookup`].
+#[derive(Debug)]
+pub enum Lookup {
+    /// A stored variant matched.
+    Found(Arc<Object>),
+    /// The key is stored but no variant matches the request (`Cache-Status: fwd=vary-miss`).
+    VaryMiss,
+    /// Nothing stored under the key.
+    Miss,
+}
+
+struct Inner {
+    /// Primary key to its variants' ids, newest first.
+    index: HashMap<String, Vec<ObjectId>>,
+    objects: HashMap<ObjectId, Arc<Object>>,
+    policy: Box<dyn Policy>,
+    next_id: ObjectId,
+    stats: StoreStats,
+}
+
+/// An in-memory tier. All methods are safe to call from any thread; each holds one short lock.
+pub struct MemoryStore {
+    inner: Mutex<Inner>,
+    max_object: u64,
+}
+
+impl std::fmt::Debug for MemoryStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MemoryStore").field("stats", &self.stats()).finish()
+    }
+}
+
+impl MemoryStore {
+    /// A store holding at most `capacity` bytes, objects of at most `max_object` bytes, that
+    /// evicts by `policy`.
+    pub fn new(capacity: u64, max_object: u64, policy: Box<dyn Policy>) -> Self {
+        let stats = StoreStats { capacity, ..StoreStats::default() };
+        let inner = Inner { index: HashMap::new(), objects: HashMap::new(), policy, next_id: 1, stats };
+        Self { inner: Mutex::new(inner), max_object: max_object.min(capacity) }
+    }
+
+    /// The largest object this store accepts, in bytes.
+    pub fn max_object(&self) -> u64 {
+        self.max_object
+    }
+
+    /// Finds the newest variant of `key` for which `selects` is true and counts a hit on it.
+    pub fn lookup(&self, key: &str, selects: impl Fn(&ObjectMeta) -> bool) -> Lookup {
+        let mut inner = self.inner.lock();
+        let inner = &mut *inner;
+        let Some(ids) = inner.index.get(key) else { return Lookup::Miss };
+        for id in ids {
+            let object = &inner.objects[id];
+            if selects(&object.meta) {
+                object.record_hit();
+                inner.policy.on_hit(*id, object.footprint());
+                return Lookup::Found(Arc::clone(object));
+            }
+        }
+        Lookup::VaryMiss
+    }
+
+    /// Stores `object`, replacing a variant of the same key with the same Vary key, and evicts
+    /// until the total fits. Returns the stored object, or `None` when it is too large.
+    pub fn insert(&self, object: Object) -> Option<Arc<Object>> {
+        let size = object.footprint();
+        let mut inner = self.inner.lock();
+        if size > self.max_object {
+            inner.stats.rejected_too_large += 1;
+            return None;
+        }
+        let object = Arc::new(object);
+        let meta = &object.meta;
+        let same_variant = inner.index.get(&meta.key).and_then(|ids| {
+            ids.iter().copied().find(|id| {
+                let old = &inner.objects[id].meta;
+                old.vary == meta.vary && old.vary_key == meta.vary_key
+            })
+        });
+        if let Some(old) = same_variant {
+            inner.policy.on_remove(old);
+            inner.forget(old);
+        }
+        while inner.stats.bytes + size > inner.stats.capacity {
+            let Some(victim) = inner.policy.evict() else { break };
+            inner.forget(victim);
+            inner.stats.evictions += 1;
+        }
+        let id = inner.next_id;
+        inner.next_id += 1;
+        inner.index.entry(meta.key.clone()).or_default().insert(0, id);
+        inner.objects.insert(id, Arc::clone(&object));
+        inner.stats.bytes += size;
+        inner.stats.objects += 1;
+        inner.stats.insertions += 1;
+        inner.policy.on_insert(id, size);
+        Some(object)
+    }
+
+    /// Removes every variant stored under `key`; returns how many were removed.
+    pub fn remove(&self, key: &str) -> usize {
+        let mut inner = self.inner.lock();
+        let ids = inner.index.get(key).cloned().unwrap_or_default();
+        for id in &ids {
+            inner.policy.on_remove(*id);
+            inner.forget(*id);
+        }
+        ids.len()
+    }
+
+    /// Current counters and gauges.
+    pub fn stats(&self) -> StoreStats {
+        self.inner.lock().stats
+    }
+}
+
+impl Inner {
+    /// Drops object `id` from the index and the accounting (not from the policy).
+    fn forget(&mut self, id: ObjectId) {
+        let Some(object) = self.objects.remove(&id) else { return };
+        self.stats.bytes -= object.footprint();
+        self.stats.objects -= 1;
+        if let Some(ids) = self.index.get_mut(&object.meta.key) {
+            ids.retain(|v| *v != id);
+            if ids.is_empty() {
+                self.index.remove(&object.meta.key);
+            }
+        }
+    }
+}

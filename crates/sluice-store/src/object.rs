@@ -1,0 +1,85 @@
+//! Cache objects: a stored response's metadata and its body, independent of the data source.
+
+use crate::StoredBody;
+use http::header::{HeaderMap, HeaderName};
+use http::StatusCode;
+use sluice_http::freshness::LifetimeSource;
+use sluice_http::vary::VaryKey;
+use sluice_http::CacheControl;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+/// What the cache knows about a stored response, computed once when it is stored (or
+/// freshened by a 304), so a hit does no header parsing.
+#[derive(Debug, Clone)]
+pub struct ObjectMeta {
+    /// Primary cache key (see [`sluice_http::key::primary_key`]).
+    pub key: String,
+    pub status: StatusCode,
+    /// Response header fields as stored (hop-by-hop fields removed).
+    pub headers: HeaderMap,
+    /// The request fields the response varies on (empty without `Vary`).
+    pub vary: Vec<HeaderName>,
+    /// The values of those fields in the request that fetched the response.
+    pub vary_key: VaryKey,
+    /// When the request that fetched (or last validated) the response was sent.
+    pub request_time: SystemTime,
+    /// When its response arrived.
+    pub response_time: SystemTime,
+    /// `corrected_initial_age` (RFC 9111 §4.2.3).
+    pub initial_age: Duration,
+    /// Freshness lifetime (RFC 9111 §4.2.1) and where it came from.
+    pub lifetime: Duration,
+    pub lifetime_source: LifetimeSource,
+    /// The effective response directives.
+    pub cc: CacheControl,
+}
+
+impl ObjectMeta {
+    /// Current age at `now` (RFC 9111 §4.2.3).
+    pub fn age(&self, now: SystemTime) -> Duration {
+        sluice_http::age::current_age(self.initial_age, self.response_time, now)
+    }
+
+    /// Approximate bytes this metadata occupies, for resource accounting.
+    pub fn footprint(&self) -> u64 {
+        let headers: usize = self.headers.iter().map(|(n, v)| n.as_str().len() + v.len() + 32).sum();
+        (std::mem::size_of::<Self>() + self.key.len() + headers) as u64
+    }
+}
+
+/// A complete stored response.
+#[derive(Debug)]
+pub struct Object {
+    pub meta: Arc<ObjectMeta>,
+    pub body: StoredBody,
+    hits: AtomicU64,
+}
+
+impl Object {
+    /// A stored response with no hits yet.
+    pub fn new(meta: Arc<ObjectMeta>, body: StoredBody) -> Self {
+        Self { meta, body, hits: AtomicU64::new(0) }
+    }
+
+    /// The same body with new metadata (after a 304 freshened it), keeping the hit count.
+    pub fn with_meta(&self, meta: Arc<ObjectMeta>) -> Self {
+        Self { meta, body: self.body.clone(), hits: AtomicU64::new(self.hits()) }
+    }
+
+    /// Counts one hit.
+    pub fn record_hit(&self) {
+        self.hits.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Hits since stored.
+    pub fn hits(&self) -> u64 {
+        self.hits.load(Ordering::Relaxed)
+    }
+
+    /// Bytes charged to the tier for this object: body plus metadata.
+    pub fn footprint(&self) -> u64 {
+        self.body.len() + self.meta.footprint()
+    }
+}

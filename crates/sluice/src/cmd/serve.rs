@@ -1,0 +1,84 @@
+//! `sluice serve`: run the proxy.
+
+use anyhow::Context;
+use sluice_proxy::clock::SystemClock;
+use sluice_proxy::config::Config;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// Arguments of `sluice serve`.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// Configuration file (TOML). Without one, Sluice runs a forward caching proxy on
+    /// 127.0.0.1:3128 with a 256 MiB memory cache and its admin API on 127.0.0.1:3129.
+    #[arg(short, long, value_name = "FILE")]
+    config: Option<PathBuf>,
+
+    /// Check the configuration file and exit (0 when valid).
+    #[arg(long, value_name = "FILE", conflicts_with = "config")]
+    check_config: Option<PathBuf>,
+
+    /// Print the effective configuration (defaults filled in) as TOML and exit.
+    #[arg(long)]
+    print_config: bool,
+
+    /// Worker threads (default: one per core).
+    #[arg(long, value_name = "N")]
+    threads: Option<usize>,
+}
+
+/// Runs the proxy until SIGTERM or SIGINT, then drains in-flight requests.
+pub fn run(args: Args) -> anyhow::Result<()> {
+    if let Some(path) = &args.check_config {
+        Config::load(path)?;
+        println!("{}: configuration is valid", path.display());
+        return Ok(());
+    }
+    let config = match &args.config {
+        Some(path) => Config::load(path)?,
+        None => Config::default(),
+    };
+    if args.print_config {
+        print!("{}", toml::to_string_pretty(&config).context("rendering the configuration")?);
+        return Ok(());
+    }
+    init_tracing();
+    let mut runtime = tokio::runtime::Builder::new_multi_thread();
+    if let Some(n) = args.threads {
+        runtime.worker_threads(n.max(1));
+    }
+    let runtime = runtime.enable_all().build().context("starting the runtime")?;
+    runtime.block_on(serve(config))
+}
+
+async fn serve(config: Config) -> anyhow::Result<()> {
+    let state = sluice_proxy::State::new(config, Arc::new(SystemClock), Vec::new())?;
+    let running = sluice_proxy::start(state).await?;
+    for (listener, addr) in running.state.config.listener.iter().zip(&running.listeners) {
+        tracing::info!("listening on {addr} ({:?}{})", listener.mode, if listener.tls.is_some() { ", TLS" } else { "" });
+    }
+    if let Some(admin) = running.admin {
+        tracing::info!("admin API on http://{admin}/ (metrics at /metrics)");
+    }
+    wait_for_signal().await?;
+    tracing::info!("shutting down: draining in-flight requests");
+    running.shutdown().await;
+    tracing::info!("stopped");
+    Ok(())
+}
+
+async fn wait_for_signal() -> anyhow::Result<()> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
+    let mut int = signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = int.recv() => {}
+    }
+    Ok(())
+}
+
+fn init_tracing() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("SLUICE_LOG").unwrap_or_else(|_| "info".into());
+    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+}
