@@ -1,5 +1,6 @@
 //! The `Cache-Status` response header field, RFC 9211.
 
+use crate::sf;
 use http::header::HeaderValue;
 
 /// Why the request went forward (RFC 9211 §2.2).
@@ -52,8 +53,45 @@ pub struct CacheStatus {
 impl CacheStatus {
     /// Renders `<name>; hit; ttl=..` / `<name>; fwd=miss; fwd-status=200; stored` etc.
     /// `name` must be a valid sf-token or is quoted as an sf-string.
+    ///
+    /// Parameters appear in the order `hit`, `fwd`, `fwd-status`, `ttl`, `stored`,
+    /// `collapsed`, `detail`; false booleans are omitted. `hit` and `fwd` are exclusive
+    /// (RFC 9211 §2.1): when `fwd` is set the request went forward, so `hit` is not
+    /// rendered. `ttl` is clamped to the sf-integer range; `detail` is written as a token
+    /// when it is one, else as a string. Characters an sf-string cannot hold are dropped.
     pub fn to_header_value(&self, name: &str) -> HeaderValue {
-        let _ = name;
-        todo!()
+        let mut out = String::new();
+        sf::write_token_or_string(&mut out, name);
+        if self.hit && self.fwd.is_none() {
+            out.push_str("; hit");
+        }
+        if let Some(fwd) = self.fwd {
+            out.push_str("; fwd=");
+            out.push_str(fwd.token());
+        }
+        if let Some(status) = self.fwd_status {
+            out.push_str(&format!("; fwd-status={status}"));
+        }
+        if let Some(ttl) = self.ttl {
+            out.push_str(&format!("; ttl={}", ttl.clamp(-SF_INTEGER_MAX, SF_INTEGER_MAX)));
+        }
+        if self.stored {
+            out.push_str("; stored");
+        }
+        if self.collapsed {
+            out.push_str("; collapsed");
+        }
+        if let Some(detail) = self.detail {
+            out.push_str("; detail=");
+            sf::write_token_or_string(&mut out, detail);
+        }
+        // Only printable ASCII was written, which is always a valid field value.
+        HeaderValue::from_str(&out).unwrap_or_else(|_| HeaderValue::from_static("\"sluice\""))
     }
 }
+
+/// The largest magnitude of an sf-integer (RFC 8941 §3.3.1: at most 15 digits).
+const SF_INTEGER_MAX: i64 = 999_999_999_999_999;
+
+#[cfg(test)]
+mod tests;

@@ -1,11 +1,84 @@
 //! Hop-by-hop header fields, RFC 9110 §7.6.1.
 
-use http::header::HeaderMap;
+use crate::parse::list_members;
+use http::header::{HeaderMap, HeaderName, CONNECTION};
+
+/// The fields that are always hop-by-hop (besides those `Connection` names), as lowercase
+/// names (`HeaderName` constants would carry interior mutability into a `const`).
+pub(crate) const HOP_BY_HOP: [&str; 9] = [
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "te",
+    "trailer",
+    "transfer-encoding",
+    "upgrade",
+    "proxy-authenticate",
+    "proxy-authorization",
+];
+
+/// The field names listed in `Connection` (all lines); members that are not valid field
+/// names (they cannot name a field present in the message) are skipped.
+pub(crate) fn connection_listed(headers: &HeaderMap) -> Vec<HeaderName> {
+    list_members(headers, &CONNECTION).into_iter().filter_map(|m| HeaderName::from_bytes(m).ok()).collect()
+}
+
+/// True when `name` is hop-by-hop in a message whose `Connection` lists `connection_listed`.
+pub(crate) fn is_hop_by_hop(name: &HeaderName, connection_listed: &[HeaderName]) -> bool {
+    HOP_BY_HOP.contains(&name.as_str()) || connection_listed.contains(name)
+}
 
 /// Removes the hop-by-hop fields (`Connection` and every field it names, `Keep-Alive`,
 /// `Proxy-Connection`, `TE`, `Trailer`, `Transfer-Encoding`, `Upgrade`,
 /// `Proxy-Authenticate`, `Proxy-Authorization`) from a message being forwarded.
 pub fn remove_hop_by_hop(headers: &mut HeaderMap) {
-    let _ = headers;
-    todo!()
+    // Read Connection before removing it.
+    for name in connection_listed(headers) {
+        headers.remove(&name);
+    }
+    for name in HOP_BY_HOP {
+        headers.remove(name);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http::header::{HeaderValue, CACHE_CONTROL, CONTENT_TYPE, TE};
+
+    #[test]
+    fn rfc9110_7_6_1_removes_fixed_hop_by_hop_fields() {
+        let mut h = HeaderMap::new();
+        for name in HOP_BY_HOP {
+            h.append(name, HeaderValue::from_static("x"));
+        }
+        h.insert(CONTENT_TYPE, HeaderValue::from_static("text/plain"));
+        remove_hop_by_hop(&mut h);
+        assert_eq!(h.len(), 1);
+        assert!(h.contains_key(CONTENT_TYPE));
+    }
+
+    #[test]
+    fn rfc9110_7_6_1_removes_fields_named_by_connection_on_all_lines() {
+        let mut h = HeaderMap::new();
+        h.append(CONNECTION, HeaderValue::from_static("close, X-Foo"));
+        h.append(CONNECTION, HeaderValue::from_static(" x-bar ,, bad name"));
+        h.append("x-foo", HeaderValue::from_static("1"));
+        h.append("x-foo", HeaderValue::from_static("2"));
+        h.insert("x-bar", HeaderValue::from_static("3"));
+        h.insert("x-keep", HeaderValue::from_static("4"));
+        h.insert(CACHE_CONTROL, HeaderValue::from_static("max-age=5"));
+        remove_hop_by_hop(&mut h);
+        let left: Vec<_> = h.keys().map(|k| k.as_str()).collect();
+        assert_eq!(left.len(), 2);
+        assert!(h.contains_key("x-keep") && h.contains_key(CACHE_CONTROL));
+    }
+
+    #[test]
+    fn rfc9110_7_6_1_is_hop_by_hop_includes_connection_listed() {
+        let listed = vec![HeaderName::from_static("x-foo")];
+        assert!(is_hop_by_hop(&TE, &listed));
+        assert!(is_hop_by_hop(&HeaderName::from_static("x-foo"), &listed));
+        assert!(!is_hop_by_hop(&CACHE_CONTROL, &listed));
+    }
 }

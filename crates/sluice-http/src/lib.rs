@@ -33,4 +33,10 @@ pub mod storable;
 pub mod validation;
 pub mod vary;
 
+// Shared parsing helpers; not part of the API.
+mod etag;
+mod parse;
+mod sf;
+mod uri_ref;
+
 pub use cache_control::CacheControl;

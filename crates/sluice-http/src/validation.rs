@@ -1,29 +1,90 @@
 //! Validation of stored responses with the origin, RFC 9111 §4.3.
 
-use http::header::HeaderMap;
+use crate::dates::header_date;
+use crate::etag;
+use crate::hop::{connection_listed, is_hop_by_hop};
+use http::header::{
+    HeaderMap, HeaderName, CONTENT_ENCODING, CONTENT_LENGTH, CONTENT_RANGE, CONTENT_TYPE, ETAG, IF_MATCH,
+    IF_MODIFIED_SINCE, IF_NONE_MATCH, IF_RANGE, IF_UNMODIFIED_SINCE, LAST_MODIFIED, TRANSFER_ENCODING,
+};
 
 /// Adds `If-None-Match` (from a stored `ETag`) and `If-Modified-Since` (from a stored
 /// `Last-Modified`) to `outgoing`, replacing conditionals already present. Returns false
 /// when the stored response has no validator (then no conditional is added).
+///
+/// Every precondition field (`If-Match`, `If-None-Match`, `If-Modified-Since`,
+/// `If-Unmodified-Since`, `If-Range`) already in `outgoing` is removed in both cases: the
+/// client's preconditions are about the client's copy, and the cache answers them itself
+/// from the (re)validated response ([`crate::conditional::evaluate`]), whereas the origin's
+/// answer must be about the stored response. Only a syntactically valid `ETag` and a valid
+/// HTTP-date `Last-Modified` count as validators.
 pub fn add_validators(outgoing: &mut HeaderMap, stored: &HeaderMap) -> bool {
-    let _ = (outgoing, stored);
-    todo!()
+    for name in [IF_MATCH, IF_NONE_MATCH, IF_MODIFIED_SINCE, IF_UNMODIFIED_SINCE, IF_RANGE] {
+        outgoing.remove(name);
+    }
+    let mut added = false;
+    if let Some(value) = stored.get(ETAG).filter(|v| etag::parse(v.as_bytes()).is_some()) {
+        outgoing.insert(IF_NONE_MATCH, value.clone());
+        added = true;
+    }
+    if let Some(value) = stored.get(LAST_MODIFIED).filter(|v| crate::dates::parse_http_date(v).is_some()) {
+        outgoing.insert(IF_MODIFIED_SINCE, value.clone());
+        added = true;
+    }
+    added
 }
 
 /// Does a 304 with headers `not_modified` select the stored response `stored` (§4.3.4)?
-/// Strong ETag match when the 304 has a strong ETag; else `Last-Modified` equality when the
-/// 304 has one; else true when the stored response is the only candidate (the caller passes
-/// `only_candidate`).
+/// Strong ETag match when the 304 has a strong ETag; else, when the 304 carries weak
+/// validators (a weak ETag, `Last-Modified`), all of them must match the stored ones (weak
+/// ETag comparison, `Last-Modified` equality); else, with no validator in the 304, true when
+/// the stored response is the only candidate (the caller passes `only_candidate`) **and**
+/// itself has no validator, as §4.3.4 requires.
 pub fn not_modified_selects(stored: &HeaderMap, not_modified: &HeaderMap, only_candidate: bool) -> bool {
-    let _ = (stored, not_modified, only_candidate);
-    todo!()
+    let stored_tag = etag::stored(stored);
+    let new_tag = etag::stored(not_modified);
+    if let Some(tag) = new_tag.filter(|t| !t.weak) {
+        return stored_tag.is_some_and(|s| s.strong_eq(&tag));
+    }
+    let new_last_modified = header_date(not_modified, &LAST_MODIFIED);
+    if new_tag.is_some() || new_last_modified.is_some() {
+        let tag_ok = new_tag.is_none_or(|t| stored_tag.is_some_and(|s| s.weak_eq(&t)));
+        let date_ok = new_last_modified.is_none_or(|d| header_date(stored, &LAST_MODIFIED) == Some(d));
+        return tag_ok && date_ok;
+    }
+    let stored_has_validator = stored_tag.is_some() || header_date(stored, &LAST_MODIFIED).is_some();
+    only_candidate && !stored_has_validator
 }
 
 /// Freshens stored header fields from a 304 (§3.2, §4.3.4): every field in `not_modified`
 /// replaces the stored field of that name, except hop-by-hop fields, `Content-Length`,
 /// `Content-Encoding`, `Content-Type`, `Content-Range`, `Transfer-Encoding` and `ETag` of a
-/// different strength (the stored body's description stays the stored body's).
+/// different strength (the stored body's description stays the stored body's). An `ETag`
+/// that is not a valid entity tag is not copied either.
 pub fn freshen_from_304(stored: &mut HeaderMap, not_modified: &HeaderMap) {
-    let _ = (stored, not_modified);
-    todo!()
+    let listed = connection_listed(not_modified);
+    let stored_weak = etag::stored(stored).map(|t| t.weak);
+    for name in not_modified.keys() {
+        if is_hop_by_hop(name, &listed) || describes_stored_body(name) {
+            continue;
+        }
+        if name == ETAG {
+            let new_weak = etag::stored(not_modified).map(|t| t.weak);
+            if new_weak.is_none() || (stored_weak.is_some() && stored_weak != new_weak) {
+                continue;
+            }
+        }
+        stored.remove(name);
+        for value in not_modified.get_all(name) {
+            stored.append(name.clone(), value.clone());
+        }
+    }
 }
+
+/// Fields describing the stored content itself, which a 304 must not rewrite.
+fn describes_stored_body(name: &HeaderName) -> bool {
+    [CONTENT_LENGTH, CONTENT_ENCODING, CONTENT_TYPE, CONTENT_RANGE, TRANSFER_ENCODING].contains(name)
+}
+
+#[cfg(test)]
+mod tests;

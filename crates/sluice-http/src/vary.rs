@@ -1,6 +1,7 @@
 //! Secondary cache keys from `Vary`, RFC 9111 §4.1.
 
-use http::header::{HeaderMap, HeaderName};
+use crate::parse::{list_members, trim_ows};
+use http::header::{HeaderMap, HeaderName, VARY};
 
 /// A response's `Vary`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -17,18 +18,69 @@ impl Vary {
     /// Parses all `Vary` lines of a response. Invalid field names make it `Star`
     /// (conservative: such a response is never reused).
     pub fn from_headers(response: &HeaderMap) -> Self {
-        let _ = response;
-        todo!()
+        let mut fields: Vec<HeaderName> = Vec::new();
+        for member in list_members(response, &VARY) {
+            if member == b"*" {
+                return Vary::Star;
+            }
+            // `from_bytes` lowercases and rejects anything that is not a token.
+            let Ok(name) = HeaderName::from_bytes(member) else {
+                return Vary::Star;
+            };
+            if !fields.contains(&name) {
+                fields.push(name);
+            }
+        }
+        if fields.is_empty() {
+            Vary::None
+        } else {
+            Vary::Fields(fields)
+        }
     }
 }
 
 /// The normalised values, in `fields` order, of the request fields a response varies on:
 /// `None` for an absent field; present lines joined with `,` and whitespace around commas
 /// and at the ends removed. Two requests match a stored response when their keys are equal.
+///
+/// Bytes that are not printable ASCII (obs-text, HTAB inside a value) and the backslash are
+/// escaped as `\xNN` / `\\`, so that distinct field values always give distinct keys.
 pub type VaryKey = Vec<Option<String>>;
 
 /// Computes the [`VaryKey`] of `request` for `fields`.
 pub fn vary_key(fields: &[HeaderName], request: &HeaderMap) -> VaryKey {
-    let _ = (fields, request);
-    todo!()
+    fields.iter().map(|name| normalised_value(request, name)).collect()
 }
+
+fn normalised_value(request: &HeaderMap, name: &HeaderName) -> Option<String> {
+    let mut lines = request.get_all(name).iter().peekable();
+    lines.peek()?;
+    let mut joined = Vec::new();
+    for (i, line) in lines.enumerate() {
+        if i > 0 {
+            joined.push(b',');
+        }
+        joined.extend_from_slice(line.as_bytes());
+    }
+    let mut out = String::with_capacity(joined.len());
+    for (i, piece) in joined.split(|&b| b == b',').enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        escape_into(&mut out, trim_ows(piece));
+    }
+    Some(out)
+}
+
+fn escape_into(out: &mut String, bytes: &[u8]) {
+    for &b in bytes {
+        match b {
+            b'\\' => out.push_str("\\\\"),
+            b' '..=b'~' => out.push(char::from(b)),
+            _ => out.push_str(&format!("\\x{b:02x}")),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

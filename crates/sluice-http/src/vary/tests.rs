@@ -1,0 +1,95 @@
+use super::*;
+use http::header::{HeaderValue, ACCEPT, ACCEPT_ENCODING, ACCEPT_LANGUAGE, COOKIE};
+use proptest::prelude::*;
+
+fn map(name: &HeaderName, lines: &[&'static str]) -> HeaderMap {
+    let mut h = HeaderMap::new();
+    for l in lines {
+        h.append(name.clone(), HeaderValue::from_static(l));
+    }
+    h
+}
+
+#[test]
+fn rfc9111_4_1_no_vary_or_empty_vary_is_none() {
+    assert_eq!(Vary::from_headers(&HeaderMap::new()), Vary::None);
+    assert_eq!(Vary::from_headers(&map(&VARY, &["", " , "])), Vary::None);
+}
+
+#[test]
+fn rfc9111_4_1_vary_star_alone_or_in_a_list() {
+    assert_eq!(Vary::from_headers(&map(&VARY, &["*"])), Vary::Star);
+    assert_eq!(Vary::from_headers(&map(&VARY, &["accept, *"])), Vary::Star);
+    assert_eq!(Vary::from_headers(&map(&VARY, &["accept", " * "])), Vary::Star);
+}
+
+#[test]
+fn rfc9111_4_1_vary_names_are_lowercased_deduplicated_in_order() {
+    let got = Vary::from_headers(&map(&VARY, &["Accept-Encoding, ACCEPT", "accept-encoding,Accept-Language"]));
+    assert_eq!(got, Vary::Fields(vec![ACCEPT_ENCODING, ACCEPT, ACCEPT_LANGUAGE]));
+}
+
+#[test]
+fn rfc9111_4_1_invalid_vary_name_never_matches() {
+    assert_eq!(Vary::from_headers(&map(&VARY, &["accept, bad name"])), Vary::Star);
+    assert_eq!(Vary::from_headers(&map(&VARY, &["\"accept\""])), Vary::Star);
+}
+
+#[test]
+fn rfc9111_4_1_vary_key_absent_and_present_fields() {
+    let mut req = map(&ACCEPT_ENCODING, &["gzip"]);
+    req.append(COOKIE, HeaderValue::from_static(""));
+    assert_eq!(
+        vary_key(&[ACCEPT_ENCODING, ACCEPT, COOKIE], &req),
+        vec![Some("gzip".to_string()), None, Some(String::new())]
+    );
+}
+
+#[test]
+fn rfc9111_4_1_vary_key_normalises_whitespace_and_lines() {
+    let a = vary_key(&[ACCEPT_ENCODING], &map(&ACCEPT_ENCODING, &["gzip , br", "deflate "]));
+    let b = vary_key(&[ACCEPT_ENCODING], &map(&ACCEPT_ENCODING, &["gzip,br,deflate"]));
+    assert_eq!(a, b);
+    assert_eq!(a, vec![Some("gzip,br,deflate".to_string())]);
+    // Whitespace inside a member is significant.
+    let c = vary_key(&[ACCEPT_ENCODING], &map(&ACCEPT_ENCODING, &["gzip;q=1, b r"]));
+    assert_eq!(c, vec![Some("gzip;q=1,b r".to_string())]);
+}
+
+#[test]
+fn rfc9111_4_1_vary_key_is_case_sensitive_in_values() {
+    let a = vary_key(&[ACCEPT], &map(&ACCEPT, &["text/html"]));
+    let b = vary_key(&[ACCEPT], &map(&ACCEPT, &["TEXT/HTML"]));
+    assert_ne!(a, b);
+}
+
+#[test]
+fn rfc9111_4_1_vary_key_keeps_distinct_obs_text_distinct() {
+    let mut a = HeaderMap::new();
+    a.insert(ACCEPT, HeaderValue::from_bytes(b"x\xff").unwrap());
+    let mut b = HeaderMap::new();
+    b.insert(ACCEPT, HeaderValue::from_bytes(b"x\xfe").unwrap());
+    let mut c = HeaderMap::new();
+    c.insert(ACCEPT, HeaderValue::from_static("x\\xff"));
+    let keys = [vary_key(&[ACCEPT], &a), vary_key(&[ACCEPT], &b), vary_key(&[ACCEPT], &c)];
+    assert_ne!(keys[0], keys[1]);
+    assert_ne!(keys[0], keys[2]);
+}
+
+proptest! {
+    #[test]
+    fn rfc9111_4_1_parsing_never_panics(lines in proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..40), 0..4)) {
+        let mut h = HeaderMap::new();
+        for line in &lines {
+            if let Ok(v) = HeaderValue::from_bytes(line) {
+                h.append(VARY, v.clone());
+                h.append(ACCEPT, v);
+            }
+        }
+        if let Vary::Fields(fields) = Vary::from_headers(&h) {
+            prop_assert!(!fields.is_empty());
+            let _ = vary_key(&fields, &h);
+        }
+        prop_assert_eq!(vary_key(&[ACCEPT], &h).len(), 1);
+    }
+}
