@@ -1,0 +1,525 @@
+//! RFC 9111 (and RFC 5861, 9211, 9213) behaviours, end to end through real sockets. Each
+//! test is named after the section it checks. Time is moved with the shared manual clock.
+
+mod common;
+
+use common::{cache_status, Harness};
+use sluice_proxy::config::Mode;
+use sluice_testkit::Reply;
+
+// ---- §3 Storing responses -------------------------------------------------------------
+
+#[tokio::test]
+async fn rfc9111_3_unsafe_methods_are_not_stored() {
+    let h = Harness::forward().await;
+    h.origin.on("/p", Reply::ok("posted").header("Cache-Control", "max-age=60"));
+    h.send("POST", "/p", &[], Some("data")).await;
+    h.send("POST", "/p", &[], Some("data")).await;
+    assert_eq!(h.origin.hits("/p"), 2);
+    assert_eq!(h.origin.last_request("/p").unwrap().body, b"data");
+}
+
+#[tokio::test]
+async fn rfc9111_3_partial_content_is_not_stored() {
+    let h = Harness::forward().await;
+    h.origin.on("/206", Reply::status(206, "part").header("Content-Range", "bytes 0-3/10").header("Cache-Control", "max-age=60"));
+    h.get("/206").await;
+    h.get("/206").await;
+    assert_eq!(h.origin.hits("/206"), 2);
+}
+
+#[tokio::test]
+async fn rfc9111_3_status_without_freshness_information_is_not_stored() {
+    let h = Harness::forward().await;
+    h.origin.on("/500", Reply::status(500, "boom"));
+    let r = h.get("/500").await;
+    assert!(cache_status(&r).contains("detail="), "{}", cache_status(&r));
+    h.get("/500").await;
+    assert_eq!(h.origin.hits("/500"), 2);
+}
+
+#[tokio::test]
+async fn rfc9111_3_heuristically_cacheable_404_is_stored() {
+    let h = Harness::forward().await;
+    h.origin.on("/404", Reply::status(404, "gone").date("Last-Modified", -10_000));
+    h.get("/404").await;
+    let second = h.get("/404").await;
+    assert_eq!(second.status, 404);
+    assert_eq!(h.origin.hits("/404"), 1);
+}
+
+#[tokio::test]
+async fn rfc9111_5_2_2_5_response_no_store_is_not_stored() {
+    let h = Harness::forward().await;
+    h.origin.on("/ns", Reply::ok("x").header("Cache-Control", "no-store, max-age=60"));
+    h.get("/ns").await;
+    h.get("/ns").await;
+    assert_eq!(h.origin.hits("/ns"), 2);
+}
+
+#[tokio::test]
+async fn rfc9111_5_2_1_5_request_no_store_is_not_stored() {
+    let h = Harness::forward().await;
+    h.origin.on("/rns", Reply::ok("x").header("Cache-Control", "max-age=60"));
+    h.get_with("/rns", &[("Cache-Control", "no-store")]).await;
+    h.get("/rns").await;
+    assert_eq!(h.origin.hits("/rns"), 2);
+}
+
+#[tokio::test]
+async fn rfc9111_5_2_2_7_private_is_not_stored_by_a_shared_cache() {
+    let h = Harness::forward().await;
+    h.origin.on("/priv", Reply::ok("mine").header("Cache-Control", "private, max-age=60"));
+    h.get("/priv").await;
+    h.get("/priv").await;
+    assert_eq!(h.origin.hits("/priv"), 2);
+}
+
+#[tokio::test]
+async fn rfc9111_3_5_authorization_responses_need_public_s_maxage_or_must_revalidate() {
+    let h = Harness::forward().await;
+    h.origin.on("/auth-plain", Reply::ok("x").header("Cache-Control", "max-age=60"));
+    h.origin.on("/auth-public", Reply::ok("x").header("Cache-Control", "public, max-age=60"));
+    h.origin.on("/auth-smax", Reply::ok("x").header("Cache-Control", "s-maxage=60"));
+    h.origin.on("/auth-mr", Reply::ok("x").header("Cache-Control", "max-age=60, must-revalidate"));
+    for path in ["/auth-plain", "/auth-public", "/auth-smax", "/auth-mr"] {
+        h.get_with(path, &[("Authorization", "Bearer t")]).await;
+        h.get_with(path, &[("Authorization", "Bearer t")]).await;
+    }
+    assert_eq!(h.origin.hits("/auth-plain"), 2);
+    assert_eq!(h.origin.hits("/auth-public"), 1);
+    assert_eq!(h.origin.hits("/auth-smax"), 1);
+    assert_eq!(h.origin.hits("/auth-mr"), 1);
+}
+
+#[tokio::test]
+async fn rfc9111_5_2_2_3_must_understand_overrides_no_store_for_understood_status() {
+    let h = Harness::forward().await;
+    h.origin.on("/mu", Reply::ok("x").header("Cache-Control", "max-age=60, no-store, must-understand"));
+    h.get("/mu").await;
+    h.get("/mu").await;
+    assert_eq!(h.origin.hits("/mu"), 1);
+}
+
+#[tokio::test]
+async fn rfc9111_3_set_cookie_responses_are_passed_by_default() {
+    let h = Harness::forward().await;
+    h.origin.on("/cookie", Reply::ok("x").header("Cache-Control", "max-age=60").header("Set-Cookie", "s=1"));
+    let r = h.get("/cookie").await;
+    assert!(cache_status(&r).contains("detail=set-cookie"), "{}", cache_status(&r));
+    h.get("/cookie").await;
+    assert_eq!(h.origin.hits("/cookie"), 2);
+}
+
+// ---- §4.2 Freshness -------------------------------------------------------------------
+
+#[tokio::test]
+async fn rfc9111_4_2_1_max_age_bounds_freshness() {
+    let h = Harness::forward().await;
+    h.origin.on("/ma", Reply::ok("x").header("Cache-Control", "max-age=60"));
+    h.get("/ma").await;
+    h.advance(59);
+    h.get("/ma").await;
+    assert_eq!(h.origin.hits("/ma"), 1, "fresh at 59 s");
+    h.advance(2);
+    let stale = h.get("/ma").await;
+    assert_eq!(h.origin.hits("/ma"), 2, "stale at 61 s");
+    assert!(cache_status(&stale).contains("fwd=stale"), "{}", cache_status(&stale));
+}
+
+#[tokio::test]
+async fn rfc9111_4_2_1_s_maxage_overrides_max_age_in_a_shared_cache() {
+    let h = Harness::forward().await;
+    h.origin.on("/sm", Reply::ok("x").header("Cache-Control", "max-age=600, s-maxage=10"));
+    h.get("/sm").await;
+    h.advance(11);
+    h.get("/sm").await;
+    assert_eq!(h.origin.hits("/sm"), 2);
+}
+
+#[tokio::test]
+async fn rfc9111_4_2_1_expires_gives_freshness_and_invalid_expires_means_stale() {
+    let h = Harness::forward().await;
+    h.origin.on("/exp", Reply::ok("x").date("Expires", 30));
+    h.origin.on("/exp0", Reply::ok("x").header("Expires", "0").header("ETag", "\"e\"").validating());
+    h.get("/exp").await;
+    h.advance(20);
+    h.get("/exp").await;
+    assert_eq!(h.origin.hits("/exp"), 1);
+    h.advance(20);
+    h.get("/exp").await;
+    assert_eq!(h.origin.hits("/exp"), 2);
+    h.get("/exp0").await;
+    h.get("/exp0").await;
+    assert_eq!(h.origin.hits("/exp0"), 2, "Expires: 0 is already expired");
+}
+
+#[tokio::test]
+async fn rfc9111_4_2_2_heuristic_freshness_is_a_fraction_of_last_modified_age() {
+    let h = Harness::forward().await;
+    // Modified 1000 s ago: 10% gives 100 s of heuristic freshness.
+    h.origin.on("/heur", Reply::ok("x").date("Last-Modified", -1000));
+    h.get("/heur").await;
+    h.advance(90);
+    h.get("/heur").await;
+    assert_eq!(h.origin.hits("/heur"), 1);
+    h.advance(20);
+    h.get("/heur").await;
+    assert_eq!(h.origin.hits("/heur"), 2);
+}
+
+#[tokio::test]
+async fn rfc9111_4_2_3_age_counts_upstream_age_and_resident_time() {
+    let h = Harness::forward().await;
+    h.origin.on("/age", Reply::ok("x").header("Cache-Control", "max-age=60").header("Age", "30"));
+    let first = h.get("/age").await;
+    assert_eq!(first.header("age"), "30");
+    h.advance(10);
+    let hit = h.get("/age").await;
+    assert_eq!(hit.header("age"), "40");
+    h.advance(25);
+    h.get("/age").await;
+    assert_eq!(h.origin.hits("/age"), 2, "30 s old on arrival, stale 31 s later");
+}
+
+// ---- §5.2.1 Request directives ----------------------------------------------------------
+
+#[tokio::test]
+async fn rfc9111_5_2_1_1_request_max_age_forces_validation_of_older_responses() {
+    let h = Harness::forward().await;
+    h.origin.on("/rma", Reply::ok("x").header("Cache-Control", "max-age=600").header("ETag", "\"v\"").validating());
+    h.get("/rma").await;
+    h.advance(30);
+    let r = h.get_with("/rma", &[("Cache-Control", "max-age=10")]).await;
+    assert_eq!(r.status, 200);
+    assert_eq!(h.origin.hits("/rma"), 2);
+    assert_eq!(h.origin.last_request("/rma").unwrap().header("if-none-match"), Some("\"v\""));
+}
+
+#[tokio::test]
+async fn rfc9111_5_2_1_3_min_fresh_needs_remaining_freshness() {
+    let h = Harness::forward().await;
+    h.origin.on("/mf", Reply::ok("x").header("Cache-Control", "max-age=60"));
+    h.get("/mf").await;
+    h.advance(50);
+    h.get_with("/mf", &[("Cache-Control", "min-fresh=5")]).await;
+    assert_eq!(h.origin.hits("/mf"), 1);
+    h.get_with("/mf", &[("Cache-Control", "min-fresh=20")]).await;
+    assert_eq!(h.origin.hits("/mf"), 2);
+}
+
+#[tokio::test]
+async fn rfc9111_5_2_1_2_max_stale_allows_stale_unless_must_revalidate() {
+    let h = Harness::forward().await;
+    h.origin.on("/ms", Reply::ok("x").header("Cache-Control", "max-age=10"));
+    h.origin.on("/ms-mr", Reply::ok("x").header("Cache-Control", "max-age=10, must-revalidate"));
+    h.get("/ms").await;
+    h.get("/ms-mr").await;
+    h.advance(30);
+    let r = h.get_with("/ms", &[("Cache-Control", "max-stale=60")]).await;
+    assert!(cache_status(&r).contains("hit"), "{}", cache_status(&r));
+    h.get_with("/ms", &[("Cache-Control", "max-stale")]).await;
+    assert_eq!(h.origin.hits("/ms"), 1);
+    h.get_with("/ms", &[("Cache-Control", "max-stale=5")]).await;
+    assert_eq!(h.origin.hits("/ms"), 2, "20 s stale is more than max-stale=5");
+    h.get_with("/ms-mr", &[("Cache-Control", "max-stale=60")]).await;
+    assert_eq!(h.origin.hits("/ms-mr"), 2, "must-revalidate forbids serving stale");
+}
+
+#[tokio::test]
+async fn rfc9111_5_2_1_4_request_no_cache_validates_with_the_origin() {
+    let h = Harness::forward().await;
+    h.origin.on("/nc", Reply::ok("x").header("Cache-Control", "max-age=600").date("Last-Modified", -500).validating());
+    h.get("/nc").await;
+    let r = h.get_with("/nc", &[("Cache-Control", "no-cache")]).await;
+    assert_eq!(r.status, 200);
+    assert_eq!(r.text(), "x");
+    assert_eq!(h.origin.hits("/nc"), 2);
+    assert!(h.origin.last_request("/nc").unwrap().header("if-modified-since").is_some());
+}
+
+#[tokio::test]
+async fn rfc9111_5_4_pragma_no_cache_only_without_cache_control() {
+    let h = Harness::forward().await;
+    h.origin.on("/pr", Reply::ok("x").header("Cache-Control", "max-age=600"));
+    h.get("/pr").await;
+    h.get_with("/pr", &[("Pragma", "no-cache"), ("Cache-Control", "max-stale=1")]).await;
+    assert_eq!(h.origin.hits("/pr"), 1, "Pragma is ignored when Cache-Control is present");
+    h.get_with("/pr", &[("Pragma", "no-cache")]).await;
+    assert_eq!(h.origin.hits("/pr"), 2);
+}
+
+#[tokio::test]
+async fn rfc9111_5_2_1_7_only_if_cached_gives_504_on_a_miss_and_the_object_on_a_hit() {
+    let h = Harness::forward().await;
+    h.origin.on("/oic", Reply::ok("x").header("Cache-Control", "max-age=600"));
+    let miss = h.get_with("/oic", &[("Cache-Control", "only-if-cached")]).await;
+    assert_eq!(miss.status, 504);
+    assert_eq!(h.origin.hits("/oic"), 0);
+    h.get("/oic").await;
+    let hit = h.get_with("/oic", &[("Cache-Control", "only-if-cached")]).await;
+    assert_eq!(hit.status, 200);
+}
+
+#[tokio::test]
+async fn rfc9111_5_2_2_4_response_no_cache_is_validated_on_every_use() {
+    let h = Harness::forward().await;
+    h.origin.on("/rnc", Reply::ok("x").header("Cache-Control", "no-cache, max-age=600").header("ETag", "\"n\"").validating());
+    h.get("/rnc").await;
+    let r = h.get("/rnc").await;
+    assert_eq!(r.text(), "x");
+    assert_eq!(h.origin.hits("/rnc"), 2);
+    assert!(cache_status(&r).contains("fwd-status=304"), "{}", cache_status(&r));
+}
+
+// ---- §4.3 Validation -------------------------------------------------------------------
+
+#[tokio::test]
+async fn rfc9111_4_3_1_stale_etag_response_is_revalidated_with_if_none_match() {
+    let h = Harness::forward().await;
+    h.origin.on("/etag", Reply::ok("body").header("Cache-Control", "max-age=10").header("ETag", "\"abc\"").validating());
+    h.get("/etag").await;
+    h.advance(20);
+    let r = h.get("/etag").await;
+    assert_eq!(r.status, 200);
+    assert_eq!(r.text(), "body");
+    assert_eq!(h.origin.last_request("/etag").unwrap().header("if-none-match"), Some("\"abc\""));
+    assert!(cache_status(&r).contains("fwd=stale") && cache_status(&r).contains("fwd-status=304"));
+    // The 304 made it fresh again.
+    h.get("/etag").await;
+    assert_eq!(h.origin.hits("/etag"), 2);
+}
+
+#[tokio::test]
+async fn rfc9111_4_3_4_a_304_updates_the_stored_header_fields() {
+    let h = Harness::forward().await;
+    h.origin.on_seq(
+        "/upd",
+        vec![
+            Reply::ok("body").header("Cache-Control", "max-age=10").header("ETag", "\"u\"").header("X-Version", "1"),
+            Reply::ok("body").header("Cache-Control", "max-age=100").header("ETag", "\"u\"").header("X-Version", "2").validating(),
+        ],
+    );
+    h.get("/upd").await;
+    h.advance(20);
+    let r = h.get("/upd").await;
+    assert_eq!(r.header("x-version"), "2");
+    assert_eq!(r.text(), "body");
+    h.advance(50);
+    let hit = h.get("/upd").await;
+    assert_eq!(h.origin.hits("/upd"), 2, "the 304's max-age=100 now applies");
+    assert_eq!(hit.header("x-version"), "2");
+}
+
+#[tokio::test]
+async fn rfc9111_4_3_2_client_conditionals_are_answered_from_the_cache() {
+    let h = Harness::forward().await;
+    h.origin.on("/cond", Reply::ok("body").header("Cache-Control", "max-age=600").header("ETag", "\"c\"").date("Last-Modified", -100));
+    h.get("/cond").await;
+    let inm = h.get_with("/cond", &[("If-None-Match", "\"x\", W/\"c\"")]).await;
+    assert_eq!(inm.status, 304);
+    assert_eq!(inm.header("etag"), "\"c\"");
+    assert!(inm.body.is_empty());
+    let lm = inm.header("last-modified").to_owned();
+    let ims = h.get_with("/cond", &[("If-Modified-Since", &lm)]).await;
+    assert_eq!(ims.status, 304);
+    let changed = h.get_with("/cond", &[("If-None-Match", "\"other\"")]).await;
+    assert_eq!(changed.status, 200);
+    assert_eq!(h.origin.hits("/cond"), 1);
+}
+
+#[tokio::test]
+async fn rfc9110_13_1_1_if_match_failure_gives_412_from_the_cache() {
+    let h = Harness::forward().await;
+    h.origin.on("/im", Reply::ok("body").header("Cache-Control", "max-age=600").header("ETag", "\"m\""));
+    h.get("/im").await;
+    assert_eq!(h.get_with("/im", &[("If-Match", "\"m\"")]).await.status, 200);
+    assert_eq!(h.get_with("/im", &[("If-Match", "\"z\"")]).await.status, 412);
+}
+
+// ---- §4.1 Vary ---------------------------------------------------------------------------
+
+#[tokio::test]
+async fn rfc9111_4_1_vary_stores_one_variant_per_request_field_value() {
+    let h = Harness::forward().await;
+    h.origin.on("/v", Reply::ok("variant").header("Cache-Control", "max-age=600").header("Vary", "Accept-Encoding"));
+    h.get_with("/v", &[("Accept-Encoding", "gzip")]).await;
+    h.get_with("/v", &[("Accept-Encoding", "gzip")]).await;
+    assert_eq!(h.origin.hits("/v"), 1);
+    let other = h.get_with("/v", &[("Accept-Encoding", "br")]).await;
+    assert!(cache_status(&other).contains("fwd=vary-miss"), "{}", cache_status(&other));
+    h.get_with("/v", &[("Accept-Encoding", "br")]).await;
+    h.get_with("/v", &[("Accept-Encoding", "gzip")]).await;
+    assert_eq!(h.origin.hits("/v"), 2, "both variants are stored side by side");
+}
+
+#[tokio::test]
+async fn rfc9111_4_1_vary_list_syntax_and_star() {
+    let h = Harness::forward().await;
+    h.origin.on("/vl", Reply::ok("x").header("Cache-Control", "max-age=600").header("Vary", "accept-encoding, Accept-Language"));
+    h.origin.on("/vs", Reply::ok("x").header("Cache-Control", "max-age=600").header("Vary", "Accept, *"));
+    h.get_with("/vl", &[("Accept-Encoding", "gzip"), ("Accept-Language", "en")]).await;
+    h.get_with("/vl", &[("Accept-Encoding", "gzip"), ("Accept-Language", "en")]).await;
+    assert_eq!(h.origin.hits("/vl"), 1);
+    h.get_with("/vl", &[("Accept-Encoding", "gzip"), ("Accept-Language", "fr")]).await;
+    assert_eq!(h.origin.hits("/vl"), 2);
+    h.get("/vs").await;
+    h.get("/vs").await;
+    assert_eq!(h.origin.hits("/vs"), 2, "Vary: * never matches");
+}
+
+// ---- §4.4 Invalidation -----------------------------------------------------------------
+
+#[tokio::test]
+async fn rfc9111_4_4_unsafe_methods_invalidate_the_uri_and_same_origin_locations() {
+    let h = Harness::forward().await;
+    h.origin.on("/doc", Reply::ok("doc").header("Cache-Control", "max-age=600"));
+    h.origin.on("/other", Reply::ok("other").header("Cache-Control", "max-age=600"));
+    h.origin.on("/list", Reply::ok("list").header("Cache-Control", "max-age=600"));
+    for p in ["/doc", "/other", "/list"] {
+        h.get(p).await;
+    }
+    h.origin.on("/doc?edit", Reply::status(200, "ok"));
+    h.origin.on("/doc", Reply::status(204, "").header("Location", "/list").header("Content-Location", "/other"));
+    h.send("PUT", "/doc", &[], Some("new")).await;
+    h.origin.on("/doc", Reply::ok("doc2").header("Cache-Control", "max-age=600"));
+    for p in ["/doc", "/other", "/list"] {
+        h.get(p).await;
+    }
+    assert_eq!(h.origin.hits("/doc"), 3, "GET, PUT, GET again after invalidation");
+    assert_eq!(h.origin.hits("/other"), 2, "Content-Location was invalidated");
+    assert_eq!(h.origin.hits("/list"), 2, "Location was invalidated");
+}
+
+// ---- RFC 5861 -----------------------------------------------------------------------------
+
+#[tokio::test]
+async fn rfc5861_3_stale_while_revalidate_serves_stale_and_refreshes_in_background() {
+    let h = Harness::forward().await;
+    h.origin.on_seq(
+        "/swr",
+        vec![
+            Reply::ok("old").header("Cache-Control", "max-age=10, stale-while-revalidate=60"),
+            Reply::ok("new").header("Cache-Control", "max-age=10, stale-while-revalidate=60"),
+        ],
+    );
+    h.get("/swr").await;
+    h.advance(30);
+    let stale = h.get("/swr").await;
+    assert_eq!(stale.text(), "old", "served stale at once");
+    assert!(cache_status(&stale).contains("hit"), "{}", cache_status(&stale));
+    h.eventually("the background revalidation", |h| h.origin.hits("/swr") == 2 && h.proxy.state.collapser.in_flight() == 0)
+        .await;
+    let fresh = h.get("/swr").await;
+    assert_eq!(fresh.text(), "new");
+    h.advance(100);
+    h.get("/swr").await;
+    assert_eq!(h.origin.hits("/swr"), 3, "beyond the window the cache validates synchronously");
+}
+
+#[tokio::test]
+async fn rfc5861_4_stale_if_error_serves_stale_when_the_origin_fails() {
+    let h = Harness::forward().await;
+    h.origin.on_seq(
+        "/sie",
+        vec![Reply::ok("good").header("Cache-Control", "max-age=10, stale-if-error=60"), Reply::status(503, "down")],
+    );
+    h.get("/sie").await;
+    h.advance(30);
+    let r = h.get("/sie").await;
+    assert_eq!(r.status, 200);
+    assert_eq!(r.text(), "good");
+    h.advance(100);
+    let late = h.get("/sie").await;
+    assert_eq!(late.status, 503, "beyond the window the error is passed on");
+}
+
+#[tokio::test]
+async fn rfc5861_4_stale_if_error_covers_an_unreachable_origin() {
+    let h = Harness::forward().await;
+    h.origin.on_seq(
+        "/sie-gone",
+        vec![Reply::ok("good").header("Cache-Control", "max-age=10, stale-if-error=60"), Reply::ok("").close_before_head()],
+    );
+    h.get("/sie-gone").await;
+    h.advance(30);
+    let r = h.get("/sie-gone").await;
+    assert_eq!(r.status, 200);
+    assert_eq!(r.text(), "good");
+}
+
+// ---- RFC 9213, RFC 9211 -------------------------------------------------------------------
+
+#[tokio::test]
+async fn rfc9213_cdn_cache_control_governs_a_reverse_proxy_only() {
+    let reverse = Harness::reverse().await;
+    reverse.origin.on("/cdn", Reply::ok("x").header("Cache-Control", "no-store").header("CDN-Cache-Control", "max-age=60"));
+    reverse.get("/cdn").await;
+    reverse.get("/cdn").await;
+    assert_eq!(reverse.origin.hits("/cdn"), 1);
+    let forward = Harness::forward().await;
+    forward.origin.on("/cdn", Reply::ok("x").header("Cache-Control", "no-store").header("CDN-Cache-Control", "max-age=60"));
+    forward.get("/cdn").await;
+    forward.get("/cdn").await;
+    assert_eq!(forward.origin.hits("/cdn"), 2);
+}
+
+#[tokio::test]
+async fn rfc9211_cache_status_reports_hits_misses_ttl_and_storage() {
+    let h = Harness::build(Mode::Reverse, |c| c.cache.name = "edge-1".into()).await;
+    h.origin.on("/cs", Reply::ok("x").header("Cache-Control", "max-age=60"));
+    let miss = h.get("/cs").await;
+    assert_eq!(cache_status(&miss), "edge-1; fwd=uri-miss; fwd-status=200; ttl=60; stored");
+    h.advance(15);
+    let hit = h.get("/cs").await;
+    assert_eq!(cache_status(&hit), "edge-1; hit; ttl=45");
+}
+
+// ---- RFC 9110 §14 ranges, HEAD -------------------------------------------------------------
+
+#[tokio::test]
+async fn rfc9110_14_ranges_are_answered_from_a_complete_stored_object() {
+    let h = Harness::forward().await;
+    h.origin.on("/range", Reply::ok("0123456789").header("Cache-Control", "max-age=600").header("Content-Type", "text/plain"));
+    h.get("/range").await;
+    let one = h.get_with("/range", &[("Range", "bytes=2-4")]).await;
+    assert_eq!(one.status, 206);
+    assert_eq!(one.text(), "234");
+    assert_eq!(one.header("content-range"), "bytes 2-4/10");
+    let suffix = h.get_with("/range", &[("Range", "bytes=-3")]).await;
+    assert_eq!(suffix.text(), "789");
+    let bad = h.get_with("/range", &[("Range", "bytes=50-")]).await;
+    assert_eq!(bad.status, 416);
+    assert_eq!(bad.header("content-range"), "bytes */10");
+    let multi = h.get_with("/range", &[("Range", "bytes=0-1,8-9")]).await;
+    assert_eq!(multi.status, 206);
+    assert!(multi.header("content-type").starts_with("multipart/byteranges; boundary="));
+    let text = multi.text();
+    assert!(text.contains("Content-Range: bytes 0-1/10\r\n\r\n01"), "{text}");
+    assert!(text.contains("Content-Range: bytes 8-9/10\r\n\r\n89"), "{text}");
+    assert_eq!(h.origin.hits("/range"), 1);
+}
+
+#[tokio::test]
+async fn rfc9110_14_a_range_miss_fetches_and_stores_the_whole_object() {
+    let h = Harness::forward().await;
+    h.origin.on("/rmiss", Reply::ok("abcdefghij").header("Cache-Control", "max-age=600"));
+    let first = h.get_with("/rmiss", &[("Range", "bytes=0-2")]).await;
+    assert_eq!(first.status, 200, "a range on an object still arriving is answered in full");
+    assert_eq!(h.origin.last_request("/rmiss").unwrap().header("range"), None);
+    let second = h.get_with("/rmiss", &[("Range", "bytes=0-2")]).await;
+    assert_eq!(second.status, 206);
+    assert_eq!(second.text(), "abc");
+}
+
+#[tokio::test]
+async fn rfc9110_9_3_2_head_is_answered_from_a_stored_get() {
+    let h = Harness::forward().await;
+    h.origin.on("/head", Reply::ok("twelve bytes").header("Cache-Control", "max-age=600"));
+    h.get("/head").await;
+    let head = h.send("HEAD", "/head", &[], None).await;
+    assert_eq!(head.status, 200);
+    assert_eq!(head.header("content-length"), "12");
+    assert!(head.body.is_empty());
+    assert_eq!(h.origin.hits("/head"), 1);
+}
