@@ -33,6 +33,7 @@ use sluice_http::vary::{self, Vary};
 use sluice_http::CacheControl;
 use sluice_module::{LookupOutcome, LookupOverride, TxnInfo};
 use sluice_store::{Fill, Join, Leader, Lookup, Object, ObjectMeta, Outcome};
+use std::borrow::Cow;
 use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::SystemTime;
@@ -272,31 +273,48 @@ async fn fetch(
     mut modules: Option<(&mut ModuleChain, &TxnInfo)>,
     peer: &mut Option<IpAddr>,
 ) -> Result<Fetched, ProxyError> {
-    let mut headers = spec.out_headers.clone();
-    for name in &CLIENT_ONLY {
-        headers.remove(name);
-    }
-    if let Some(object) = stale {
-        sluice_http::validation::add_validators(&mut headers, &object.meta.headers);
-    }
-    let mut parts = origin_request(&spec.uri, Method::GET, headers)?;
-    if let Some((chain, info)) = modules.as_mut() {
-        if let Some(local) = chain.request_phase(|m| m.req_out(info, &mut parts)) {
-            return Err(ProxyError::new(Kind::Internal, Side::Module, format!("module answered {} at req_out on a cache fetch", local.status)));
+    // A 304 that does not select the stored response (RFC 9111 §4.3.4) leaves nothing to
+    // serve: ask again, unconditionally.
+    let mut validating = stale;
+    let (origin, request_time) = loop {
+        let mut headers = spec.out_headers.clone();
+        for name in &CLIENT_ONLY {
+            headers.remove(name);
         }
-    }
-    let request_time = state.clock.now();
-    let sent = state.upstream.send(&spec.target, Request::from_parts(parts, OutBody::Empty)).await;
-    let origin = match sent {
-        Ok(origin) => origin,
-        Err(err) => {
-            if let Some(object) = stale {
-                if err.is_origin_failure() && reuse::stale_if_error_allows(&freshness(object, state.clock.now()), req_cc) {
-                    return Ok(Fetched::ServeStale);
-                }
+        if let Some(object) = validating {
+            sluice_http::validation::add_validators(&mut headers, &object.meta.headers);
+        }
+        let mut parts = origin_request(&spec.uri, Method::GET, headers)?;
+        if let Some((chain, info)) = modules.as_mut() {
+            if let Some(local) = chain.request_phase(|m| m.req_out(info, &mut parts)) {
+                return Err(ProxyError::new(
+                    Kind::Internal,
+                    Side::Module,
+                    format!("module answered {} at req_out on a cache fetch", local.status),
+                ));
             }
-            return Err(err);
         }
+        let request_time = state.clock.now();
+        let origin = match state.upstream.send(&spec.target, Request::from_parts(parts, OutBody::Empty)).await {
+            Ok(origin) => origin,
+            Err(err) => {
+                if let Some(object) = stale {
+                    if err.is_origin_failure() && reuse::stale_if_error_allows(&freshness(object, state.clock.now()), req_cc) {
+                        return Ok(Fetched::ServeStale);
+                    }
+                }
+                return Err(err);
+            }
+        };
+        let unselected_304 = validating.is_some_and(|object| {
+            origin.response.status() == StatusCode::NOT_MODIFIED
+                && !sluice_http::validation::not_modified_selects(&object.meta.headers, origin.response.headers(), true)
+        });
+        if unselected_304 {
+            validating = None;
+            continue;
+        }
+        break (origin, request_time);
     };
     *peer = Some(origin.peer);
     let response_time = state.clock.now();
@@ -305,8 +323,8 @@ async fn fetch(
     if let Some((chain, info)) = modules.as_mut() {
         chain.response_phase(|m| m.origin_resp_headers(info, &mut parts));
     }
-    if let Some(object) = stale {
-        if parts.status == StatusCode::NOT_MODIFIED && sluice_http::validation::not_modified_selects(&object.meta.headers, &parts.headers, true) {
+    if let Some(object) = validating {
+        if parts.status == StatusCode::NOT_MODIFIED {
             let mut headers = object.meta.headers.clone();
             sluice_http::validation::freshen_from_304(&mut headers, &parts.headers);
             let meta = build_meta(state, spec, object.meta.status, headers, request_time, response_time);
@@ -350,9 +368,22 @@ async fn fetch(
     }
 }
 
+/// The header fields freshness and storability are computed from: a targeted CDN cache
+/// ignores `Expires` while a valid `CDN-Cache-Control` governs (RFC 9213 §2.1).
+fn freshness_fields<'a>(state: &State, spec: &FetchSpec, headers: &'a HeaderMap) -> Cow<'a, HeaderMap> {
+    if spec.reverse && state.config.cache.cdn_cache_control && sluice_http::cache_control::cdn_cache_control_in_force(headers) {
+        let mut without = headers.clone();
+        without.remove(header::EXPIRES);
+        Cow::Owned(without)
+    } else {
+        Cow::Borrowed(headers)
+    }
+}
+
 /// Why a response is not stored, or `Ok` when it is.
 fn storability(state: &State, spec: &FetchSpec, parts: &response::Parts, cc: &CacheControl) -> Result<(), &'static str> {
-    sluice_http::storable::storable(&Method::GET, &spec.client_headers, parts.status, &parts.headers, cc).map_err(|r| r.token())?;
+    let fields = freshness_fields(state, spec, &parts.headers);
+    sluice_http::storable::storable(&Method::GET, &spec.client_headers, parts.status, &fields, cc).map_err(|r| r.token())?;
     if !state.config.cache.store_set_cookie && parts.headers.contains_key(header::SET_COOKIE) {
         return Err("set-cookie");
     }
@@ -390,8 +421,13 @@ fn build_meta_with(
     };
     let vary_key = if vary.is_empty() { Vec::new() } else { vary::vary_key(&vary, &spec.client_headers) };
     let initial_age = sluice_http::age::corrected_initial_age(&headers, request_time, response_time);
-    let (lifetime, lifetime_source) =
-        sluice_http::freshness::freshness_lifetime(status, &headers, &cc, response_time, &state.heuristic);
+    let (lifetime, lifetime_source) = sluice_http::freshness::freshness_lifetime(
+        status,
+        &freshness_fields(state, spec, &headers),
+        &cc,
+        response_time,
+        &state.heuristic,
+    );
     ObjectMeta {
         key: spec.key.clone(),
         status,

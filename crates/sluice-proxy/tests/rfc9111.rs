@@ -312,6 +312,38 @@ async fn rfc9111_4_3_4_a_304_updates_the_stored_header_fields() {
 }
 
 #[tokio::test]
+async fn rfc9111_4_3_4_a_304_that_selects_nothing_leads_to_an_unconditional_fetch() {
+    let h = Harness::forward().await;
+    h.origin.on_seq(
+        "/sel",
+        vec![
+            Reply::ok("old").header("Cache-Control", "max-age=10").header("ETag", "\"a\""),
+            Reply::status(304, "").header("ETag", "\"b\""),
+            Reply::ok("new").header("Cache-Control", "max-age=10").header("ETag", "\"b\""),
+        ],
+    );
+    h.get("/sel").await;
+    h.advance(20);
+    let r = h.get("/sel").await;
+    assert_eq!(r.status, 200);
+    assert_eq!(r.text(), "new");
+    let requests = h.origin.requests("/sel");
+    assert_eq!(requests.len(), 3);
+    assert_eq!(requests[1].header("if-none-match"), Some("\"a\""));
+    assert_eq!(requests[2].header("if-none-match"), None, "the retry is unconditional");
+}
+
+#[tokio::test]
+async fn rfc9213_2_1_expires_is_ignored_while_cdn_cache_control_governs() {
+    let h = Harness::reverse().await;
+    h.origin.on("/cdn-exp", Reply::ok("x").header("CDN-Cache-Control", "max-age=100").date("Expires", 10));
+    h.get("/cdn-exp").await;
+    h.advance(50);
+    h.get("/cdn-exp").await;
+    assert_eq!(h.origin.hits("/cdn-exp"), 1, "CDN-Cache-Control's max-age=100 governs, not Expires");
+}
+
+#[tokio::test]
 async fn rfc9111_4_3_2_client_conditionals_are_answered_from_the_cache() {
     let h = Harness::forward().await;
     h.origin.on("/cond", Reply::ok("body").header("Cache-Control", "max-age=600").header("ETag", "\"c\"").date("Last-Modified", -100));

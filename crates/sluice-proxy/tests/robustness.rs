@@ -1,0 +1,150 @@
+//! Bad input gets a clear status and the proxy keeps going (malformed requests, oversized
+//! heads, smuggling attempts, broken and slow origins, truncated bodies), and the safe
+//! defaults hold (client ACL, CONNECT ports, loops).
+
+mod common;
+
+use common::Harness;
+use sluice_proxy::config::Mode;
+use sluice_testkit::client;
+use sluice_testkit::Reply;
+use std::time::Duration;
+
+#[tokio::test]
+async fn malformed_request_line_gets_400_and_the_proxy_keeps_serving() {
+    let h = Harness::forward().await;
+    let answer = client::raw(h.addr(), b"THIS IS NOT HTTP\r\n\r\n").await;
+    assert!(answer.starts_with("HTTP/1.1 400"), "{answer}");
+    h.origin.on("/after", Reply::ok("still here"));
+    assert_eq!(h.get("/after").await.text(), "still here");
+}
+
+#[tokio::test]
+async fn oversized_request_head_gets_431() {
+    let h = Harness::build(Mode::Forward, |c| c.client.max_header_bytes = sluice_proxy::units::Size(16 * 1024)).await;
+    let big = "x".repeat(40 * 1024);
+    let request = format!("GET {} HTTP/1.1\r\nHost: a\r\nX-Big: {big}\r\n\r\n", h.origin.url("/big"));
+    let answer = client::raw(h.addr(), request.as_bytes()).await;
+    assert!(answer.starts_with("HTTP/1.1 431"), "{}", &answer[..answer.len().min(200)]);
+}
+
+#[tokio::test]
+async fn content_length_with_transfer_encoding_is_rejected_and_the_connection_closed() {
+    let h = Harness::forward().await;
+    h.origin.on("/smuggle", Reply::ok("x"));
+    let request = format!(
+        "POST {} HTTP/1.1\r\nHost: a\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\nGET /admin HTTP/1.1\r\nHost: a\r\n\r\n",
+        h.origin.url("/smuggle")
+    );
+    let answer = client::raw(h.addr(), request.as_bytes()).await;
+    assert!(answer.starts_with("HTTP/1.1 400"), "{answer}");
+    assert_eq!(answer.matches("HTTP/1.1").count(), 1, "nothing after the rejected request is served: {answer}");
+    assert_eq!(h.origin.hits("/smuggle"), 0);
+}
+
+#[tokio::test]
+async fn conflicting_content_lengths_are_rejected() {
+    let h = Harness::forward().await;
+    let request = format!("POST {} HTTP/1.1\r\nHost: a\r\nContent-Length: 4\r\nContent-Length: 5\r\n\r\nabcde", h.origin.url("/cl"));
+    let answer = client::raw(h.addr(), request.as_bytes()).await;
+    assert!(answer.starts_with("HTTP/1.1 400"), "{answer}");
+}
+
+#[tokio::test]
+async fn http11_request_without_host_is_rejected() {
+    let h = Harness::reverse().await;
+    let answer = client::raw(h.addr(), b"GET / HTTP/1.1\r\n\r\n").await;
+    assert!(answer.starts_with("HTTP/1.1 400"), "{answer}");
+}
+
+#[tokio::test]
+async fn origin_speaking_garbage_gives_502() {
+    let h = Harness::forward().await;
+    h.origin.on("/garbage", Reply::ok("").garbage());
+    assert_eq!(h.get("/garbage").await.status, 502);
+}
+
+#[tokio::test]
+async fn origin_closing_without_answer_gives_502() {
+    let h = Harness::forward().await;
+    h.origin.on("/close", Reply::ok("").close_before_head());
+    assert_eq!(h.get("/close").await.status, 502);
+}
+
+#[tokio::test]
+async fn unreachable_origin_gives_502() {
+    let h = Harness::forward().await;
+    // A port nothing listens on: bind one, note it, and close it.
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let reply = client::get(h.addr(), &format!("http://127.0.0.1:{port}/x"), &[]).await;
+    assert_eq!(reply.status, 502);
+}
+
+#[tokio::test]
+async fn slow_origin_gives_504() {
+    let h = Harness::build(Mode::Forward, |c| c.upstream.response_timeout = sluice_proxy::units::Dur(Duration::from_millis(200))).await;
+    h.origin.on("/slow", Reply::ok("late").delay(Duration::from_secs(3)));
+    assert_eq!(h.get("/slow").await.status, 504);
+}
+
+#[tokio::test]
+async fn truncated_origin_body_is_never_stored() {
+    let h = Harness::forward().await;
+    h.origin.on_seq(
+        "/trunc",
+        vec![
+            Reply::ok("0123456789").header("Cache-Control", "max-age=600").truncate_after(4),
+            Reply::ok("0123456789").header("Cache-Control", "max-age=600"),
+        ],
+    );
+    let stream = tokio::net::TcpStream::connect(h.addr()).await.unwrap();
+    let (mut sender, conn) = hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream)).await.unwrap();
+    tokio::spawn(conn);
+    let req = http::Request::get(h.origin.url("/trunc")).header("host", "a").body(http_body_util::Empty::<bytes::Bytes>::new()).unwrap();
+    let response = sender.send_request(req).await.unwrap();
+    let body = http_body_util::BodyExt::collect(response.into_body()).await;
+    assert!(body.is_err(), "the client sees the truncation as an error, not a short body");
+    let second = h.get("/trunc").await;
+    assert_eq!(second.text(), "0123456789");
+    assert_eq!(h.origin.hits("/trunc"), 2, "the truncated response was not served from cache");
+}
+
+#[tokio::test]
+async fn clients_outside_the_acl_are_refused() {
+    let h = Harness::build(Mode::Forward, |c| c.access.allow = vec!["10.0.0.0/8".parse().unwrap()]).await;
+    h.origin.on("/acl", Reply::ok("x"));
+    let reply = h.get("/acl").await;
+    assert_eq!(reply.status, 403);
+    assert_eq!(h.origin.hits("/acl"), 0);
+}
+
+#[tokio::test]
+async fn connect_to_a_port_not_allowed_is_refused() {
+    let h = Harness::forward().await;
+    let request = format!("CONNECT {} HTTP/1.1\r\nHost: x\r\n\r\n", h.origin.addr);
+    let answer = client::raw(h.addr(), request.as_bytes()).await;
+    assert!(answer.starts_with("HTTP/1.1 403"), "{answer}");
+}
+
+#[tokio::test]
+async fn forwarding_loops_are_detected_by_via() {
+    let h = Harness::forward().await;
+    let reply = h.get_with("/loop", &[("Via", "1.1 other, 1.1 sluice")]).await;
+    assert_eq!(reply.status, 508);
+    assert_eq!(h.origin.hits("/loop"), 0);
+}
+
+#[tokio::test]
+async fn origin_form_request_to_a_forward_proxy_is_a_clear_400() {
+    let h = Harness::forward().await;
+    let answer = client::raw(h.addr(), b"GET /just-a-path HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n").await;
+    assert!(answer.starts_with("HTTP/1.1 400"), "{answer}");
+    assert!(answer.contains("absolute URI"), "{answer}");
+}
+
+#[tokio::test]
+async fn reverse_proxy_without_matching_route_gives_404() {
+    let h = Harness::build(Mode::Reverse, |c| c.route[0].host = Some("only.example".into())).await;
+    let reply = client::get(h.addr(), "/x", &[("Host", "other.example")]).await;
+    assert_eq!(reply.status, 404);
+}
