@@ -32,6 +32,11 @@ impl Harness {
 
     /// A proxy of `mode` with `tweak` applied to its configuration.
     pub async fn build(mode: Mode, tweak: impl FnOnce(&mut Config)) -> Self {
+        Self::build_with_origin(mode, |c, _| tweak(c)).await
+    }
+
+    /// Like [`Harness::build`], with the origin's address given to `tweak`.
+    pub async fn build_with_origin(mode: Mode, tweak: impl FnOnce(&mut Config, SocketAddr)) -> Self {
         let clock = ManualClock::default();
         let origin_clock = clock.clone();
         let origin = Origin::start(move || origin_clock.now()).await;
@@ -47,7 +52,7 @@ impl Harness {
                 preserve_host: false,
             }];
         }
-        tweak(&mut config);
+        tweak(&mut config, origin.addr);
         config.validate().expect("valid test config");
         let state = State::new(config, Arc::new(clock.clone()), Vec::new()).expect("state");
         let proxy = sluice_proxy::start(state).await.expect("start");

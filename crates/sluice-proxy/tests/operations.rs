@@ -1,0 +1,219 @@
+//! Operations as users meet them: real curl through the forward proxy and CONNECT tunnels,
+//! HTTP/2 (h2c and TLS), pipelining, collapsing, PURGE, the admin API, the access log,
+//! Max-Forwards, and graceful shutdown.
+
+mod common;
+
+use common::Harness;
+use sluice_proxy::config::{Mode, TlsConfig};
+use sluice_proxy::units::Dur;
+use sluice_testkit::client;
+use sluice_testkit::Reply;
+use std::time::Duration;
+
+async fn curl(args: &[&str]) -> String {
+    let out = tokio::process::Command::new("curl").args(["-s", "--max-time", "10"]).args(args).output().await.expect("curl is installed (scripts/install-deps.sh)");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[tokio::test]
+async fn curl_through_the_forward_proxy() {
+    let h = Harness::forward().await;
+    h.origin.on("/curl", Reply::ok("via curl").header("Cache-Control", "max-age=60"));
+    let proxy = format!("http://{}", h.addr());
+    assert_eq!(curl(&["-x", &proxy, &h.origin.url("/curl")]).await, "via curl");
+    let headers = curl(&["-x", &proxy, "-D", "-", "-o", "/dev/null", &h.origin.url("/curl")]).await;
+    assert!(headers.contains("cache-status: sluice; hit"), "{headers}");
+    assert_eq!(h.origin.hits("/curl"), 1);
+}
+
+#[tokio::test]
+async fn curl_through_a_connect_tunnel() {
+    let h = Harness::build_with_origin(Mode::Forward, |c, origin| c.access.connect_ports = vec![origin.port()]).await;
+    h.origin.on("/tunnel", Reply::ok("through the tunnel"));
+    let proxy = format!("http://{}", h.addr());
+    let body = curl(&["-p", "-x", &proxy, &h.origin.url("/tunnel")]).await;
+    assert_eq!(body, "through the tunnel");
+    assert_eq!(h.origin.hits("/tunnel"), 1);
+}
+
+#[tokio::test]
+async fn h2c_prior_knowledge_is_served() {
+    let h = Harness::reverse().await;
+    h.origin.on("/h2", Reply::ok("over h2").header("Cache-Control", "max-age=60"));
+    let url = format!("http://{}/h2", h.addr());
+    let out = curl(&["--http2-prior-knowledge", "-w", " %{http_version}", &url]).await;
+    assert_eq!(out, "over h2 2");
+}
+
+#[tokio::test]
+async fn tls_listener_negotiates_h2_with_alpn() {
+    let dir = tempfile::tempdir().unwrap();
+    let key = rcgen::generate_simple_self_signed(vec!["localhost".into()]).unwrap();
+    let cert = dir.path().join("cert.pem");
+    let pem = dir.path().join("key.pem");
+    std::fs::write(&cert, key.cert.pem()).unwrap();
+    std::fs::write(&pem, key.signing_key.serialize_pem()).unwrap();
+    let tls = TlsConfig { cert, key: pem };
+    let h = Harness::build(Mode::Reverse, move |c| c.listener[0].tls = Some(tls)).await;
+    h.origin.on("/tls", Reply::ok("secure").header("Cache-Control", "max-age=60"));
+    let url = format!("https://localhost:{}/tls", h.addr().port());
+    let resolve = format!("localhost:{}:127.0.0.1", h.addr().port());
+    let out = curl(&["-k", "--resolve", &resolve, "--http2", "-w", " %{http_version}", &url]).await;
+    assert_eq!(out, "secure 2");
+    let out = curl(&["-k", "--resolve", &resolve, "--http1.1", "-w", " %{http_version}", &url]).await;
+    assert_eq!(out, "secure 1.1");
+    let forwarded = h.origin.last_request("/tls").unwrap();
+    assert_eq!(forwarded.header("x-forwarded-proto"), Some("https"));
+}
+
+#[tokio::test]
+async fn pipelined_requests_are_answered_in_order() {
+    let h = Harness::forward().await;
+    h.origin.on("/one", Reply::ok("first").header("Cache-Control", "max-age=60"));
+    h.origin.on("/two", Reply::ok("second"));
+    let raw = format!(
+        "GET {} HTTP/1.1\r\nHost: a\r\n\r\nGET {} HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n",
+        h.origin.url("/one"),
+        h.origin.url("/two")
+    );
+    let answer = client::raw(h.addr(), raw.as_bytes()).await;
+    let first = answer.find("first").expect("first response");
+    let second = answer.find("second").expect("second response");
+    assert!(first < second, "{answer}");
+    assert_eq!(answer.matches("HTTP/1.1 200").count(), 2);
+}
+
+#[tokio::test]
+async fn concurrent_misses_collapse_onto_one_origin_fetch() {
+    let h = Harness::forward().await;
+    h.origin.on("/popular", Reply::ok("x".repeat(100_000)).header("Cache-Control", "max-age=60").delay(Duration::from_millis(300)));
+    let target = h.target("/popular");
+    let tasks: Vec<_> = (0..10).map(|_| {
+            let (addr, target) = (h.addr(), target.clone());
+            tokio::spawn(async move { client::get(addr, &target, &[]).await })
+        }).collect();
+    for task in tasks {
+        let reply = task.await.unwrap();
+        assert_eq!(reply.status, 200);
+        assert_eq!(reply.body.len(), 100_000);
+    }
+    assert_eq!(h.origin.hits("/popular"), 1);
+    let collapsed = h.proxy.state.metrics.collapsed.load(std::sync::atomic::Ordering::Relaxed);
+    assert!(collapsed >= 1, "at least one request waited on the leader's fetch");
+}
+
+#[tokio::test]
+async fn a_collapsed_request_stops_waiting_and_fetches_itself() {
+    let h = Harness::build(Mode::Forward, |c| c.cache.collapse_wait = Dur(Duration::from_millis(50))).await;
+    h.origin.on("/glacial", Reply::ok("slow").header("Cache-Control", "max-age=60").delay(Duration::from_millis(600)));
+    let target = h.target("/glacial");
+    let tasks: Vec<_> = (0..3).map(|_| {
+            let (addr, target) = (h.addr(), target.clone());
+            tokio::spawn(async move { client::get(addr, &target, &[]).await })
+        }).collect();
+    for task in tasks {
+        assert_eq!(task.await.unwrap().text(), "slow");
+    }
+    assert_eq!(h.origin.hits("/glacial"), 3, "waiters gave up after collapse_wait and fetched on their own");
+}
+
+#[tokio::test]
+async fn purge_removes_stored_variants_and_is_acl_restricted() {
+    let h = Harness::forward().await;
+    h.origin.on("/purge-me", Reply::ok("x").header("Cache-Control", "max-age=600"));
+    h.get("/purge-me").await;
+    assert_eq!(h.send("PURGE", "/purge-me", &[], None).await.status, 200);
+    assert_eq!(h.send("PURGE", "/purge-me", &[], None).await.status, 404);
+    h.get("/purge-me").await;
+    assert_eq!(h.origin.hits("/purge-me"), 2);
+
+    let locked = Harness::build(Mode::Forward, |c| c.access.purge_allow = vec!["10.0.0.0/8".parse().unwrap()]).await;
+    assert_eq!(locked.send("PURGE", "/x", &[], None).await.status, 403);
+}
+
+#[tokio::test]
+async fn admin_api_serves_metrics_and_requires_a_token_for_the_rest() {
+    let h = Harness::forward().await;
+    h.origin.on("/m", Reply::ok("x").header("Cache-Control", "max-age=600"));
+    h.get("/m").await;
+    h.get("/m").await;
+    let admin = h.admin();
+    let metrics = client::get(admin, "/metrics", &[]).await;
+    assert_eq!(metrics.status, 200);
+    assert!(metrics.text().contains("sluice_requests_total{result=\"TCP_MEM_HIT\"} 1"), "{}", metrics.text());
+    assert!(metrics.text().contains("sluice_requests_total{result=\"TCP_MISS\"} 1"));
+    assert_eq!(client::get(admin, "/stats", &[]).await.status, 401);
+    assert_eq!(client::get(admin, "/stats", &[("Authorization", "Bearer wrong")]).await.status, 401);
+    let stats = client::get(admin, "/stats", &[("Authorization", "Bearer test-token")]).await;
+    let json: serde_json::Value = serde_json::from_slice(&stats.body).unwrap();
+    assert_eq!(json["hits"], 1);
+    assert_eq!(json["cache"]["objects"], 1);
+    let url = h.origin.url("/m");
+    let delete = client::send(admin, "DELETE", &format!("/cache?url={url}"), &[("Authorization", "Bearer test-token")], None).await;
+    assert_eq!(delete.status, 200, "{}", delete.text());
+    let bad = client::send(admin, "DELETE", "/cache?url=not-a-url", &[("Authorization", "Bearer test-token")], None).await;
+    assert_eq!(bad.status, 400);
+    h.get("/m").await;
+    assert_eq!(h.origin.hits("/m"), 2);
+}
+
+#[tokio::test]
+async fn access_log_is_written_in_squid_native_format() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("access.log");
+    let log_path = path.clone();
+    let h = Harness::build(Mode::Forward, move |c| c.log.access_log = Some(log_path)).await;
+    h.origin.on("/logged", Reply::ok("12345").header("Content-Type", "text/plain").header("Cache-Control", "max-age=60"));
+    h.get("/logged").await;
+    h.get("/logged").await;
+    h.eventually("two access log lines", |_| std::fs::read_to_string(&path).map(|t| t.lines().count() == 2).unwrap_or(false)).await;
+    let text = std::fs::read_to_string(&path).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    let url = h.origin.url("/logged");
+    for (line, code, hier) in [(lines[0], "TCP_MISS/200", "HIER_DIRECT/127.0.0.1"), (lines[1], "TCP_MEM_HIT/200", "HIER_NONE/-")] {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        assert_eq!(fields.len(), 10, "{line}");
+        assert!(fields[0].len() > 4 && fields[0].as_bytes()[fields[0].len() - 4] == b'.', "seconds.millis: {line}");
+        assert_eq!(fields[2], "127.0.0.1");
+        assert_eq!(fields[3], code);
+        assert!(fields[4].parse::<u64>().unwrap() > 5, "bytes include the head: {line}");
+        assert_eq!(fields[5], "GET");
+        assert_eq!(fields[6], url);
+        assert_eq!(fields[7], "-");
+        assert_eq!(fields[8], hier);
+        assert_eq!(fields[9], "text/plain");
+    }
+}
+
+#[tokio::test]
+async fn max_forwards_zero_is_answered_by_the_proxy() {
+    let h = Harness::forward().await;
+    let trace = h.send("TRACE", "/t", &[("Max-Forwards", "0"), ("Cookie", "secret")], None).await;
+    assert_eq!(trace.status, 200);
+    assert_eq!(trace.header("content-type"), "message/http");
+    assert!(trace.text().starts_with("TRACE "), "{}", trace.text());
+    assert!(!trace.text().contains("secret"));
+    let options = h.send("OPTIONS", "/t", &[("Max-Forwards", "0")], None).await;
+    assert!(options.header("allow").contains("GET"));
+    h.origin.on("/t", Reply::ok(""));
+    h.send("OPTIONS", "/t", &[("Max-Forwards", "3")], None).await;
+    assert_eq!(h.origin.last_request("/t").unwrap().header("max-forwards"), Some("2"));
+}
+
+#[tokio::test]
+async fn shutdown_lets_in_flight_requests_finish() {
+    let h = Harness::forward().await;
+    h.origin.on("/draining", Reply::ok("finished").delay(Duration::from_millis(300)));
+    let addr = h.addr();
+    let target = h.target("/draining");
+    let in_flight = tokio::spawn(async move { client::get(addr, &target, &[]).await });
+    h.eventually("the request to reach the origin", |h| h.origin.hits("/draining") == 1).await;
+    let Harness { proxy, origin, .. } = h;
+    proxy.shutdown().await;
+    let reply = in_flight.await.unwrap();
+    assert_eq!(reply.status, 200);
+    assert_eq!(reply.text(), "finished");
+    assert!(tokio::net::TcpStream::connect(addr).await.is_err(), "no longer accepting");
+    drop(origin);
+}
