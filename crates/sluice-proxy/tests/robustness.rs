@@ -148,3 +148,28 @@ async fn reverse_proxy_without_matching_route_gives_404() {
     let reply = client::get(h.addr(), "/x", &[("Host", "other.example")]).await;
     assert_eq!(reply.status, 404);
 }
+
+#[tokio::test]
+async fn idle_keep_alive_connections_are_closed_after_the_header_read_timeout() {
+    let h = Harness::build(Mode::Forward, |c| c.client.header_read_timeout = sluice_proxy::units::Dur(Duration::from_millis(300))).await;
+    h.origin.on("/idle", Reply::ok("x"));
+    let mut stream = tokio::net::TcpStream::connect(h.addr()).await.unwrap();
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let request = format!("GET {} HTTP/1.1\r\nHost: a\r\n\r\n", h.origin.url("/idle"));
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut seen = Vec::new();
+    let mut buf = [0u8; 4096];
+    // Read until the server closes; the deadline only bounds a failing test.
+    let closed = tokio::time::timeout(Duration::from_secs(5), async {
+        loop {
+            match stream.read(&mut buf).await {
+                Ok(0) | Err(_) => return true,
+                Ok(n) => seen.extend_from_slice(&buf[..n]),
+            }
+        }
+    })
+    .await
+    .unwrap_or(false);
+    assert!(String::from_utf8_lossy(&seen).starts_with("HTTP/1.1 200"));
+    assert!(closed, "an idle keep-alive connection must be closed by the proxy");
+}
