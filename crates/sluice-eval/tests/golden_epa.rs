@@ -106,8 +106,10 @@ fn pinned_miss_counts() {
     let names = ["lru", "fifo", "belady"];
     let contenders: Vec<Contender> = names.iter().map(|n| Contender::parse(n).unwrap()).collect();
     let cells = run_grid(&t, &contenders, &caps, &GridOptions { threads: 2, ..GridOptions::default() });
-    let got: Vec<Vec<u64>> =
-        names.iter().map(|n| cells.iter().filter(|c| c.contender.name() == *n).map(|c| c.result.misses()).collect()).collect();
+    let got: Vec<Vec<u64>> = names
+        .iter()
+        .map(|n| cells.iter().filter(|c| c.contender.name() == *n).map(|c| c.result.misses()).collect())
+        .collect();
     let want: [[u64; 6]; 3] = PINNED;
     assert_eq!(got, want.iter().map(|r| r.to_vec()).collect::<Vec<_>>());
 }

@@ -64,11 +64,7 @@ impl Contender {
     pub fn parse_list(spec: &str, unit: Unit) -> Result<Vec<Self>, UnknownContender> {
         let mut out: Vec<Contender> = Vec::new();
         for part in spec.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-            let items = if part.eq_ignore_ascii_case("all") {
-                Self::all(unit)
-            } else {
-                vec![Self::parse(part)?]
-            };
+            let items = if part.eq_ignore_ascii_case("all") { Self::all(unit) } else { vec![Self::parse(part)?] };
             for c in items {
                 if !out.iter().any(|o| o.name() == c.name()) {
                     out.push(c);

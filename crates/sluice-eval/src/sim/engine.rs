@@ -53,7 +53,7 @@ fn ratio(a: u64, b: u64) -> f64 {
     }
 }
 
-/// Progress is reported in steps of this many requests.
+/// Progress is reported in steps of this many requests (a power of two).
 pub(crate) const PROGRESS_STEP: u64 = 1 << 16;
 
 const ABSENT: u64 = u64::MAX;
@@ -140,7 +140,7 @@ fn run_online(
                 }
             }
         }
-        if (i as u64 + 1) % PROGRESS_STEP == 0 {
+        if (i as u64 + 1) & (PROGRESS_STEP - 1) == 0 {
             progress(PROGRESS_STEP);
         }
     }
@@ -166,7 +166,7 @@ fn run_oracle(
                 t.set_hit(i);
             }
         }
-        if (i as u64 + 1) % PROGRESS_STEP == 0 {
+        if (i as u64 + 1) & (PROGRESS_STEP - 1) == 0 {
             progress(PROGRESS_STEP);
         }
     }

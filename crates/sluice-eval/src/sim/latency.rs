@@ -33,7 +33,8 @@ impl LatencyModel {
 
     /// Estimated total seconds with no cache (every request a miss).
     pub fn no_cache_s(&self, trace: &Trace) -> f64 {
-        let all_miss = RunResult { requests: trace.requests.len() as u64, bytes: trace.bytes(), ..RunResult::default() };
+        let all_miss =
+            RunResult { requests: trace.requests.len() as u64, bytes: trace.bytes(), ..RunResult::default() };
         self.access_time_s(&all_miss)
     }
 }

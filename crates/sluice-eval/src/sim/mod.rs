@@ -17,3 +17,6 @@ pub use grid::{run_grid, Cell, GridOptions};
 pub use latency::LatencyModel;
 pub use sizes::{SizeError, SizeSpec, Unit};
 pub use timeline::Timeline;
+
+/// The capacity type of `sluice-policy`, re-exported for callers of this module.
+pub use sluice_policy::Capacity;

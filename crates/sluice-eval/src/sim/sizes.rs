@@ -142,7 +142,10 @@ mod tests {
     #[test]
     fn parses_and_resolves() {
         let v = SizeSpec::parse_list("10%, 250,1.5KiB,2MB").unwrap();
-        assert_eq!(v, vec![SizeSpec::Percent(10.0), SizeSpec::Absolute(250), SizeSpec::Bytes(1536), SizeSpec::Bytes(2_000_000)]);
+        assert_eq!(
+            v,
+            vec![SizeSpec::Percent(10.0), SizeSpec::Absolute(250), SizeSpec::Bytes(1536), SizeSpec::Bytes(2_000_000)]
+        );
         let t = Trace { objects: 1234, object_bytes: 10_000, ..Trace::default() };
         assert_eq!(v[0].resolve(&t, Unit::Objects), Ok(Capacity::Objects(123)));
         assert_eq!(v[0].resolve(&t, Unit::Bytes), Ok(Capacity::Bytes(1000)));

@@ -23,9 +23,20 @@ impl Filter {
         match self {
             Filter::All => true,
             Filter::Cacheable => {
-                record.method.is_none_or(|m| m.eq_ignore_ascii_case("GET"))
-                    && record.status.is_none_or(|s| s == 200)
+                record.method.is_none_or(|m| m.eq_ignore_ascii_case("GET")) && record.status.is_none_or(|s| s == 200)
             }
+        }
+    }
+}
+
+impl std::str::FromStr for Filter {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.to_ascii_lowercase().as_str() {
+            "cacheable" => Ok(Filter::Cacheable),
+            "all" => Ok(Filter::All),
+            _ => Err(format!("unknown filter {s:?}; valid filters: cacheable, all")),
         }
     }
 }

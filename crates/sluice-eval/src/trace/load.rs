@@ -97,7 +97,6 @@ pub fn load_from(name: &str, input: impl io::Read + Send + 'static, opts: &ReadO
         }
     };
     while kept.get() < limit && source.next(&mut sink).map_err(io_err)? {}
-    drop(sink);
     interner.finish(&mut trace);
     Ok(trace)
 }

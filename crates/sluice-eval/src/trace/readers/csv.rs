@@ -78,9 +78,7 @@ fn parse<'r>(rec: &'r csv::StringRecord, at: &Positions) -> Result<Record<'r>, &
         },
     };
     let method = at.method.map(|i| rec.get(i).map(str::trim).ok_or("missing method column")).transpose()?;
-    let status = at
-        .status
-        .map(|i| rec.get(i).and_then(|s| s.trim().parse::<u16>().ok()).ok_or("bad status"))
-        .transpose()?;
+    let status =
+        at.status.map(|i| rec.get(i).and_then(|s| s.trim().parse::<u16>().ok()).ok_or("bad status")).transpose()?;
     Ok(Record { key: Key::Text(key), size, method, status })
 }

@@ -21,7 +21,8 @@ mod tests {
 
     #[test]
     fn parses_epa_lines() {
-        let r = parse(r#"port11.annex1.naples.net [30:00:00:02] "GET /icons/circle_logo_small.gif HTTP/1.0" 200 2624"#).unwrap();
+        let r = parse(r#"port11.annex1.naples.net [30:00:00:02] "GET /icons/circle_logo_small.gif HTTP/1.0" 200 2624"#)
+            .unwrap();
         assert_eq!(r.key, Key::Text("/icons/circle_logo_small.gif"));
         assert_eq!((r.method, r.status, r.size), (Some("GET"), Some(200), Some(2624)));
         assert!(parse(r#"host [30:00:00] "GET / HTTP/1.0" 200 1"#).is_err());

@@ -23,10 +23,8 @@ fn split_request(body: &str) -> Option<(&str, &str)> {
     let bytes = body.as_bytes();
     body.match_indices('"').map(|(i, _)| i).find_map(|i| {
         let after = &bytes[i + 1..];
-        let is_status = after.len() >= 5
-            && after[0] == b' '
-            && after[1..4].iter().all(u8::is_ascii_digit)
-            && after[4] == b' ';
+        let is_status =
+            after.len() >= 5 && after[0] == b' ' && after[1..4].iter().all(u8::is_ascii_digit) && after[4] == b' ';
         is_status.then(|| (&body[..i], &body[i + 1..]))
     })
 }

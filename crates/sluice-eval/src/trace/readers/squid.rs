@@ -23,9 +23,16 @@ mod tests {
 
     #[test]
     fn parses_squid_lines() {
-        let r = parse("1686826073.356 0 10.143.127.18 TCP_HIT/200 11719 GET http://a:3128/x.png - HIER_NONE/- image/png").unwrap();
-        assert_eq!((r.key, r.size, r.method, r.status), (Key::Text("http://a:3128/x.png"), Some(11719), Some("GET"), Some(200)));
-        let r = parse("1686826658.797 0 10.58.207.210 NONE_NONE/400 3716 - error:invalid-request - HIER_NONE/- text/html").unwrap();
+        let r =
+            parse("1686826073.356 0 10.143.127.18 TCP_HIT/200 11719 GET http://a:3128/x.png - HIER_NONE/- image/png")
+                .unwrap();
+        assert_eq!(
+            (r.key, r.size, r.method, r.status),
+            (Key::Text("http://a:3128/x.png"), Some(11719), Some("GET"), Some(200))
+        );
+        let r =
+            parse("1686826658.797 0 10.58.207.210 NONE_NONE/400 3716 - error:invalid-request - HIER_NONE/- text/html")
+                .unwrap();
         assert_eq!((r.method, r.status), (Some("-"), Some(400)));
         assert!(parse("1686826073.356 0 10.143.127.18 TCP_HIT 11719 GET /x").is_err());
         assert!(parse("1686826073.356 0 10.143.127.18 TCP_HIT/200").is_err());
