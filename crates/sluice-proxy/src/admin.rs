@@ -49,7 +49,8 @@ impl Admin {
                 state.metrics.prometheus(&state.store.stats(), state.collapser.in_flight()),
             ),
             _ if !self.authorized(&req) => {
-                let mut r = text(StatusCode::UNAUTHORIZED, "missing or wrong admin token (Authorization: Bearer <token>)\n");
+                let mut r =
+                    text(StatusCode::UNAUTHORIZED, "missing or wrong admin token (Authorization: Bearer <token>)\n");
                 r.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
                 r
             }
@@ -58,7 +59,9 @@ impl Admin {
                 reply(StatusCode::OK, "application/json", json.to_string())
             }
             (&Method::DELETE, "/cache") => self.delete(&req),
-            (_, "/healthz" | "/metrics" | "/stats" | "/cache") => text(StatusCode::METHOD_NOT_ALLOWED, "method not allowed\n"),
+            (_, "/healthz" | "/metrics" | "/stats" | "/cache") => {
+                text(StatusCode::METHOD_NOT_ALLOWED, "method not allowed\n")
+            }
             _ => text(StatusCode::NOT_FOUND, format!("no admin endpoint {path}\n")),
         };
         Ok(response)
@@ -71,9 +74,8 @@ impl Admin {
     }
 
     fn delete<B>(&self, req: &Request<B>) -> AdminResponse {
-        let url = req.uri().query().and_then(|q| {
-            q.split('&').find_map(|pair| pair.strip_prefix("url=")).map(|v| percent_decode(v))
-        });
+        let url =
+            req.uri().query().and_then(|q| q.split('&').find_map(|pair| pair.strip_prefix("url=")).map(percent_decode));
         let Some(url) = url else { return text(StatusCode::BAD_REQUEST, "DELETE /cache needs ?url=<absolute URL>\n") };
         let key = url.parse::<http::Uri>().ok().and_then(|uri| sluice_http::key::primary_key(&uri));
         let Some(key) = key else { return text(StatusCode::BAD_REQUEST, format!("not an absolute URL: {url}\n")) };

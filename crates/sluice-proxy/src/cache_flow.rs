@@ -62,14 +62,15 @@ enum Fetched {
     /// A storable response; its body is filling (and will be stored when complete).
     Filling { meta: Arc<ObjectMeta>, fill: Arc<Fill> },
     /// A response that is not stored, streamed through; `detail` says why.
-    Pass { parts: response::Parts, body: PooledBody, detail: &'static str },
+    Pass { parts: Box<response::Parts>, body: PooledBody, detail: &'static str },
     /// Validation failed and `stale-if-error` allows the stale object.
     ServeStale,
 }
 
 /// Serves a GET/HEAD through the cache.
 pub async fn serve(state: &Arc<State>, txn: &mut Txn, forward: Forward) -> Result<Response<ProxyBody>, ProxyError> {
-    let key = sluice_http::key::primary_key(&forward.uri).ok_or_else(|| ProxyError::bad_request("request URI has no host"))?;
+    let key = sluice_http::key::primary_key(&forward.uri)
+        .ok_or_else(|| ProxyError::bad_request("request URI has no host"))?;
     let now = state.clock.now();
     let req_cc = CacheControl::from_headers(&forward.client.headers);
     let pragma = sluice_http::cache_control::pragma_no_cache(&forward.client.headers);
@@ -103,7 +104,9 @@ pub async fn serve(state: &Arc<State>, txn: &mut Txn, forward: Forward) -> Resul
     if let (Some(object), Some(verdict)) = (&stored, reuse_verdict) {
         match verdict {
             Reuse::Fresh => return Ok(hit(state, txn, &forward.client, object, now, ResultCode::MemHit, None)),
-            Reuse::StaleAllowed => return Ok(hit(state, txn, &forward.client, object, now, ResultCode::StaleHit, None)),
+            Reuse::StaleAllowed => {
+                return Ok(hit(state, txn, &forward.client, object, now, ResultCode::StaleHit, None))
+            }
             Reuse::StaleWhileRevalidate => {
                 revalidate_in_background(state, spec(&forward, &key), Arc::clone(object), req_cc.clone());
                 return Ok(hit(state, txn, &forward.client, object, now, ResultCode::StaleHit, None));
@@ -127,11 +130,20 @@ pub async fn serve(state: &Arc<State>, txn: &mut Txn, forward: Forward) -> Resul
                     Some(Outcome::Filling { meta, fill }) if selects(&meta, &forward.client.headers) => {
                         txn.code = ResultCode::Miss;
                         let cs = CacheStatus { fwd: Some(miss_reason), collapsed: true, ..Default::default() };
-                        let (response, _) = respond::from_object(state, &forward.client, &meta, ObjectBody::Filling(fill), &cs, now);
+                        let (response, _) =
+                            respond::from_object(state, &forward.client, &meta, ObjectBody::Filling(fill), &cs, now);
                         return Ok(response);
                     }
                     Some(Outcome::Stored(object)) if selects(&object.meta, &forward.client.headers) => {
-                        return Ok(hit(state, txn, &forward.client, &object, state.clock.now(), ResultCode::MemHit, Some(true)));
+                        return Ok(hit(
+                            state,
+                            txn,
+                            &forward.client,
+                            &object,
+                            state.clock.now(),
+                            ResultCode::MemHit,
+                            Some(true),
+                        ));
                     }
                     // Not shareable, failed, another variant, or too slow: fetch on our own.
                     _ => None,
@@ -142,7 +154,8 @@ pub async fn serve(state: &Arc<State>, txn: &mut Txn, forward: Forward) -> Resul
         None
     };
     let info = txn.info.clone();
-    let fetched = fetch(state, &spec, &req_cc, stored.as_ref(), leader, Some((&mut txn.modules, &info)), &mut txn.peer).await;
+    let fetched =
+        fetch(state, &spec, &req_cc, stored.as_ref(), leader, Some((&mut txn.modules, &info)), &mut txn.peer).await;
     let fwd_reason = if stored.is_some() { Fwd::Stale } else { miss_reason };
     let refresh = stored.is_some();
     let now = state.clock.now();
@@ -159,8 +172,14 @@ pub async fn serve(state: &Arc<State>, txn: &mut Txn, forward: Forward) -> Resul
         }
         Ok(Fetched::Refreshed(object)) => {
             txn.code = ResultCode::RefreshUnmodified;
-            let cs = CacheStatus { fwd: Some(Fwd::Stale), fwd_status: Some(304), ttl: Some(freshness(&object, now).ttl_secs()), ..Default::default() };
-            let (response, pre) = respond::from_object(state, &forward.client, &object.meta, ObjectBody::Stored(&object.body), &cs, now);
+            let cs = CacheStatus {
+                fwd: Some(Fwd::Stale),
+                fwd_status: Some(304),
+                ttl: Some(freshness(&object, now).ttl_secs()),
+                ..Default::default()
+            };
+            let (response, pre) =
+                respond::from_object(state, &forward.client, &object.meta, ObjectBody::Stored(&object.body), &cs, now);
             if pre == Precondition::NotModified {
                 txn.code = ResultCode::ImsHit;
             }
@@ -175,17 +194,29 @@ pub async fn serve(state: &Arc<State>, txn: &mut Txn, forward: Forward) -> Resul
                 ttl: Some(meta.lifetime.as_secs() as i64 - meta.initial_age.as_secs() as i64),
                 ..Default::default()
             };
-            let (response, _) = respond::from_object(state, &forward.client, &meta, ObjectBody::Filling(fill), &cs, now);
+            let (response, _) =
+                respond::from_object(state, &forward.client, &meta, ObjectBody::Filling(fill), &cs, now);
             Ok(response)
         }
-        Ok(Fetched::Pass { mut parts, body, detail }) => {
+        Ok(Fetched::Pass { parts, body, detail }) => {
+            let mut parts = *parts;
             txn.code = if refresh { ResultCode::RefreshModified } else { ResultCode::Miss };
             if state.config.headers.cache_status {
-                let cs = CacheStatus { fwd: Some(fwd_reason), fwd_status: Some(parts.status.as_u16()), detail: Some(detail), ..Default::default() };
+                let cs = CacheStatus {
+                    fwd: Some(fwd_reason),
+                    fwd_status: Some(parts.status.as_u16()),
+                    detail: Some(detail),
+                    ..Default::default()
+                };
                 parts.headers.append("cache-status", cs.to_header_value(&state.name));
             }
             // The client's own conditionals were not sent; answer them from this response.
-            let pre = sluice_http::conditional::evaluate(&forward.client.method, &forward.client.headers, parts.status, &parts.headers);
+            let pre = sluice_http::conditional::evaluate(
+                &forward.client.method,
+                &forward.client.headers,
+                parts.status,
+                &parts.headers,
+            );
             if pre == Precondition::NotModified {
                 let mut headers = sluice_http::conditional::not_modified_headers(&parts.headers);
                 if let Some(cs) = parts.headers.get("cache-status") {
@@ -232,7 +263,12 @@ fn hit(
     collapsed: Option<bool>,
 ) -> Response<ProxyBody> {
     let sf = freshness(object, now);
-    let cs = CacheStatus { hit: true, ttl: Some(sf.ttl_secs()), collapsed: collapsed.unwrap_or(false), ..Default::default() };
+    let cs = CacheStatus {
+        hit: true,
+        ttl: Some(sf.ttl_secs()),
+        collapsed: collapsed.unwrap_or(false),
+        ..Default::default()
+    };
     let (response, pre) = respond::from_object(state, client, &object.meta, ObjectBody::Stored(&object.body), &cs, now);
     txn.code = if pre == Precondition::NotModified { ResultCode::ImsHit } else { code };
     response
@@ -299,7 +335,9 @@ async fn fetch(
             Ok(origin) => origin,
             Err(err) => {
                 if let Some(object) = stale {
-                    if err.is_origin_failure() && reuse::stale_if_error_allows(&freshness(object, state.clock.now()), req_cc) {
+                    if err.is_origin_failure()
+                        && reuse::stale_if_error_allows(&freshness(object, state.clock.now()), req_cc)
+                    {
                         return Ok(Fetched::ServeStale);
                     }
                 }
@@ -329,7 +367,8 @@ async fn fetch(
             sluice_http::validation::freshen_from_304(&mut headers, &parts.headers);
             let meta = build_meta(state, spec, object.meta.status, headers, request_time, response_time);
             let fresh = object.with_meta(Arc::new(meta));
-            let stored = state.store.insert(fresh).unwrap_or_else(|| Arc::new(object.with_meta(Arc::clone(&object.meta))));
+            let stored =
+                state.store.insert(fresh).unwrap_or_else(|| Arc::new(object.with_meta(Arc::clone(&object.meta))));
             if let Some(leader) = leader.as_mut() {
                 leader.publish(Outcome::Stored(Arc::clone(&stored)));
             }
@@ -347,7 +386,15 @@ async fn fetch(
     };
     match storability(state, spec, &parts, &cc) {
         Ok(()) => {
-            let meta = Arc::new(build_meta_with(state, spec, parts.status, parts.headers.clone(), request_time, response_time, cc));
+            let meta = Arc::new(build_meta_with(
+                state,
+                spec,
+                parts.status,
+                parts.headers.clone(),
+                request_time,
+                response_time,
+                cc,
+            ));
             let fill = Fill::new(content_length(&parts.headers));
             if let Some(leader) = leader.as_mut() {
                 leader.publish(Outcome::Filling { meta: Arc::clone(&meta), fill: Arc::clone(&fill) });
@@ -363,7 +410,7 @@ async fn fetch(
                 // A new, unstorable response supersedes what we had.
                 state.store.remove(&spec.key);
             }
-            Ok(Fetched::Pass { parts, body, detail })
+            Ok(Fetched::Pass { parts: Box::new(parts), body, detail })
         }
     }
 }
@@ -371,7 +418,10 @@ async fn fetch(
 /// The header fields freshness and storability are computed from: a targeted CDN cache
 /// ignores `Expires` while a valid `CDN-Cache-Control` governs (RFC 9213 §2.1).
 fn freshness_fields<'a>(state: &State, spec: &FetchSpec, headers: &'a HeaderMap) -> Cow<'a, HeaderMap> {
-    if spec.reverse && state.config.cache.cdn_cache_control && sluice_http::cache_control::cdn_cache_control_in_force(headers) {
+    if spec.reverse
+        && state.config.cache.cdn_cache_control
+        && sluice_http::cache_control::cdn_cache_control_in_force(headers)
+    {
         let mut without = headers.clone();
         without.remove(header::EXPIRES);
         Cow::Owned(without)
@@ -381,9 +431,15 @@ fn freshness_fields<'a>(state: &State, spec: &FetchSpec, headers: &'a HeaderMap)
 }
 
 /// Why a response is not stored, or `Ok` when it is.
-fn storability(state: &State, spec: &FetchSpec, parts: &response::Parts, cc: &CacheControl) -> Result<(), &'static str> {
+fn storability(
+    state: &State,
+    spec: &FetchSpec,
+    parts: &response::Parts,
+    cc: &CacheControl,
+) -> Result<(), &'static str> {
     let fields = freshness_fields(state, spec, &parts.headers);
-    sluice_http::storable::storable(&Method::GET, &spec.client_headers, parts.status, &fields, cc).map_err(|r| r.token())?;
+    sluice_http::storable::storable(&Method::GET, &spec.client_headers, parts.status, &fields, cc)
+        .map_err(|r| r.token())?;
     if !state.config.cache.store_set_cookie && parts.headers.contains_key(header::SET_COOKIE) {
         return Err("set-cookie");
     }
@@ -397,7 +453,14 @@ fn content_length(headers: &HeaderMap) -> Option<u64> {
     headers.get(header::CONTENT_LENGTH)?.to_str().ok()?.parse().ok()
 }
 
-fn build_meta(state: &State, spec: &FetchSpec, status: StatusCode, headers: HeaderMap, request_time: SystemTime, response_time: SystemTime) -> ObjectMeta {
+fn build_meta(
+    state: &State,
+    spec: &FetchSpec,
+    status: StatusCode,
+    headers: HeaderMap,
+    request_time: SystemTime,
+    response_time: SystemTime,
+) -> ObjectMeta {
     let cc = if spec.reverse && state.config.cache.cdn_cache_control {
         CacheControl::effective_for_cdn(&headers)
     } else {

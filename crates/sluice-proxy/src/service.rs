@@ -42,7 +42,11 @@ pub struct Forward {
 }
 
 /// Serves one request. Never fails: errors become responses.
-pub async fn handle(state: Arc<State>, conn: Arc<ConnInfo>, req: Request<Incoming>) -> Result<Response<ProxyBody>, Infallible> {
+pub async fn handle(
+    state: Arc<State>,
+    conn: Arc<ConnInfo>,
+    req: Request<Incoming>,
+) -> Result<Response<ProxyBody>, Infallible> {
     let mut txn = Txn::start(&state, conn.client, &req);
     let version = req.version();
     let deadline = state.config.client.transaction_timeout.0;
@@ -76,16 +80,29 @@ pub enum Routed {
     Tunnel(Response<ProxyBody>, crate::connect::Tunnel),
 }
 
-async fn route(state: &Arc<State>, conn: &ConnInfo, txn: &mut Txn, req: Request<Incoming>) -> Result<Routed, ProxyError> {
+async fn route(
+    state: &Arc<State>,
+    conn: &ConnInfo,
+    txn: &mut Txn,
+    req: Request<Incoming>,
+) -> Result<Routed, ProxyError> {
     if !conn.allowed {
         state.metrics.client_denied.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         txn.code = ResultCode::Denied;
-        return Err(ProxyError::new(Kind::Forbidden, Side::Client, format!("client {} is not allowed", conn.client.ip())));
+        return Err(ProxyError::new(
+            Kind::Forbidden,
+            Side::Client,
+            format!("client {} is not allowed", conn.client.ip()),
+        ));
     }
     check_framing(&req)?;
     if req.method() == Method::CONNECT {
         if !conn.mode.forwards() {
-            return Err(ProxyError::new(Kind::Forbidden, Side::Client, "CONNECT is not allowed on a reverse-proxy listener"));
+            return Err(ProxyError::new(
+                Kind::Forbidden,
+                Side::Client,
+                "CONNECT is not allowed on a reverse-proxy listener",
+            ));
         }
         let (response, tunnel) = crate::connect::open(state, txn, req).await?;
         return Ok(Routed::Tunnel(response, tunnel));
@@ -97,7 +114,11 @@ async fn route(state: &Arc<State>, conn: &ConnInfo, txn: &mut Txn, req: Request<
     let (target, uri, reverse, host) = resolve_target(state, conn, &parts)?;
     txn.url = uri.to_string();
     if via_has(&parts.headers, &state.name) {
-        return Err(ProxyError::new(Kind::Loop, Side::Client, format!("forwarding loop: Via already names {}", state.name)));
+        return Err(ProxyError::new(
+            Kind::Loop,
+            Side::Client,
+            format!("forwarding loop: Via already names {}", state.name),
+        ));
     }
     if let Some(response) = answer_max_forwards(state, &mut parts)? {
         return Ok(Routed::Response(response));
@@ -134,14 +155,21 @@ fn check_framing<B>(req: &Request<B>) -> Result<(), ProxyError> {
 /// Maps the request to an origin: a reverse route first, then forward proxying of an
 /// absolute URI. Returns the target, the absolute URI, whether a route matched, and the
 /// `Host` to send.
-fn resolve_target(state: &State, conn: &ConnInfo, parts: &request::Parts) -> Result<(Target, Uri, bool, HeaderValue), ProxyError> {
+fn resolve_target(
+    state: &State,
+    conn: &ConnInfo,
+    parts: &request::Parts,
+) -> Result<(Target, Uri, bool, HeaderValue), ProxyError> {
     let host_header = parts.headers.get(header::HOST).and_then(|h| h.to_str().ok());
-    let host = parts.uri.host().or_else(|| host_header.map(|h| strip_port(h)));
+    let host = parts.uri.host().or_else(|| host_header.map(strip_port));
     let path_and_query = parts.uri.path_and_query().map_or("/", |p| p.as_str());
     if conn.mode.reverses() {
         if let Some(route) = state.routes.find(host, parts.uri.path()) {
-            let uri = route.target(path_and_query).map_err(|e| ProxyError::bad_request("cannot map the request URI").with_cause(e))?;
-            let target = Target::of(&uri).ok_or_else(|| ProxyError::new(Kind::Internal, Side::Proxy, "route without target"))?;
+            let uri = route
+                .target(path_and_query)
+                .map_err(|e| ProxyError::bad_request("cannot map the request URI").with_cause(e))?;
+            let target =
+                Target::of(&uri).ok_or_else(|| ProxyError::new(Kind::Internal, Side::Proxy, "route without target"))?;
             let host = match (route.preserve_host, parts.headers.get(header::HOST)) {
                 (true, Some(h)) => h.clone(),
                 _ => authority_value(&uri)?,
@@ -157,7 +185,11 @@ fn resolve_target(state: &State, conn: &ConnInfo, parts: &request::Parts) -> Res
         return Ok((target, parts.uri.clone(), false, host));
     }
     if conn.mode.reverses() {
-        return Err(ProxyError::new(Kind::NoRoute, Side::Client, format!("no route for {}{}", host.unwrap_or(""), parts.uri.path())));
+        return Err(ProxyError::new(
+            Kind::NoRoute,
+            Side::Client,
+            format!("no route for {}{}", host.unwrap_or(""), parts.uri.path()),
+        ));
     }
     Err(ProxyError::bad_request("not a proxy request: use an absolute URI (GET http://host/path) or CONNECT"))
 }
@@ -241,7 +273,12 @@ pub fn origin_request(uri: &Uri, method: Method, headers: HeaderMap) -> Result<r
 
 /// Forwards a request the cache does not handle, streaming both bodies, and invalidates
 /// stored responses after unsafe methods (RFC 9111 §4.4).
-async fn pass(state: &State, txn: &mut Txn, forward: Forward, body: Incoming) -> Result<Response<ProxyBody>, ProxyError> {
+async fn pass(
+    state: &State,
+    txn: &mut Txn,
+    forward: Forward,
+    body: Incoming,
+) -> Result<Response<ProxyBody>, ProxyError> {
     let mut parts = origin_request(&forward.uri, forward.client.method.clone(), forward.out_headers.clone())?;
     if let Some(local) = txn.modules.request_phase(|m| m.req_out(&txn.info, &mut parts)) {
         return Ok(respond::local(state, local));
@@ -275,7 +312,8 @@ fn purge(state: &State, conn: &ConnInfo, forward: &Forward) -> Result<Response<P
     if !state.purge_acl.allows(conn.client.ip()) {
         return Err(ProxyError::new(Kind::Forbidden, Side::Client, "PURGE is not allowed from this client"));
     }
-    let key = sluice_http::key::primary_key(&forward.uri).ok_or_else(|| ProxyError::bad_request("PURGE needs an absolute URI"))?;
+    let key = sluice_http::key::primary_key(&forward.uri)
+        .ok_or_else(|| ProxyError::bad_request("PURGE needs an absolute URI"))?;
     let removed = state.store.remove(&key);
     let status = if removed > 0 { StatusCode::OK } else { StatusCode::NOT_FOUND };
     Ok(respond::text(state, status, format!("purged {removed} object(s) for {key}\n")))

@@ -17,14 +17,14 @@ enum Command {
     /// Run the proxy (forward and/or reverse caching proxy, admin API).
     Serve(cmd::serve::Args),
     /// Replay a trace through replacement policies and report miss ratios.
-    Sim(cmd::sim::Args),
+    Sim(Box<cmd::sim::Args>),
 }
 
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Serve(args) => cmd::serve::run(args),
-        Command::Sim(args) => cmd::sim::run(args),
+        Command::Sim(args) => cmd::sim::run(*args),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

@@ -40,8 +40,10 @@ impl Harness {
         let clock = ManualClock::default();
         let origin_clock = clock.clone();
         let origin = Origin::start(move || origin_clock.now()).await;
-        let mut config = Config::default();
-        config.listener = vec![ListenerConfig { addr: "127.0.0.1:0".parse().unwrap(), mode, tls: None, h2c: true }];
+        let mut config = Config {
+            listener: vec![ListenerConfig { addr: "127.0.0.1:0".parse().unwrap(), mode, tls: None, h2c: true }],
+            ..Config::default()
+        };
         config.admin.addr = "127.0.0.1:0".parse().unwrap();
         config.admin.token = Some("test-token".into());
         if mode.reverses() {
@@ -69,7 +71,11 @@ impl Harness {
 
     /// The request target for `path`: absolute for a forward proxy, the path for a reverse one.
     pub fn target(&self, path: &str) -> String {
-        if self.mode == Mode::Reverse { path.to_owned() } else { self.origin.url(path) }
+        if self.mode == Mode::Reverse {
+            path.to_owned()
+        } else {
+            self.origin.url(path)
+        }
     }
 
     pub async fn get(&self, path: &str) -> Reply {
