@@ -337,8 +337,8 @@ impl Config {
 
     /// Parses and validates configuration text.
     pub fn parse(text: &str) -> Result<Self, ConfigError> {
-        let config: Config =
-            toml::from_str(text).map_err(|e| ConfigError::Parse { path: PathBuf::from("<config>"), message: e.to_string() })?;
+        let config: Config = toml::from_str(text)
+            .map_err(|e| ConfigError::Parse { path: PathBuf::from("<config>"), message: e.to_string() })?;
         config.validate()?;
         Ok(config)
     }
@@ -371,9 +371,15 @@ impl Config {
         }
         if sluice_policy::describe(&self.cache.policy).is_none() {
             let valid: Vec<_> = sluice_policy::names().collect();
-            return invalid(format!("cache.policy: unknown policy {:?}; valid names: {}", self.cache.policy, valid.join(", ")));
+            return invalid(format!(
+                "cache.policy: unknown policy {:?}; valid names: {}",
+                self.cache.policy,
+                valid.join(", ")
+            ));
         }
-        if self.cache.name.is_empty() || !self.cache.name.bytes().all(|b| b.is_ascii_alphanumeric() || b"-._".contains(&b)) {
+        if self.cache.name.is_empty()
+            || !self.cache.name.bytes().all(|b| b.is_ascii_alphanumeric() || b"-._".contains(&b))
+        {
             return invalid("cache.name must be a non-empty token of letters, digits, '-', '.', '_'".into());
         }
         Ok(())

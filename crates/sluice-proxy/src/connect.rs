@@ -21,9 +21,12 @@ pub struct Tunnel {
 }
 
 /// Opens the connection a CONNECT asks for and returns the 200 plus the tunnel to run.
-pub async fn open(state: &State, txn: &mut Txn, mut req: Request<Incoming>) -> Result<(Response<ProxyBody>, Tunnel), ProxyError> {
-    let authority =
-        req.uri().authority().cloned().ok_or_else(|| ProxyError::bad_request("CONNECT needs host:port"))?;
+pub async fn open(
+    state: &State,
+    txn: &mut Txn,
+    mut req: Request<Incoming>,
+) -> Result<(Response<ProxyBody>, Tunnel), ProxyError> {
+    let authority = req.uri().authority().cloned().ok_or_else(|| ProxyError::bad_request("CONNECT needs host:port"))?;
     txn.url = authority.to_string();
     let port = authority.port_u16().ok_or_else(|| ProxyError::bad_request("CONNECT needs a port"))?;
     if !state.config.access.connect_ports.contains(&port) {
@@ -35,7 +38,9 @@ pub async fn open(state: &State, txn: &mut Txn, mut req: Request<Incoming>) -> R
     let origin = match tokio::time::timeout(timeout, TcpStream::connect((host, port))).await {
         Ok(Ok(stream)) => stream,
         Ok(Err(e)) => return Err(ProxyError::bad_gateway(format!("cannot connect to {authority}")).with_cause(e)),
-        Err(_) => return Err(ProxyError::gateway_timeout(format!("connecting to {authority} took longer than {timeout:?}"))),
+        Err(_) => {
+            return Err(ProxyError::gateway_timeout(format!("connecting to {authority} took longer than {timeout:?}")))
+        }
     };
     let _ = origin.set_nodelay(true);
     txn.peer = origin.peer_addr().ok().map(|a| a.ip());

@@ -57,24 +57,63 @@ impl Metrics {
             .map(|c| (format!("{{result=\"{}\"}}", c.as_str()), self.results.get(*c) as f64))
             .collect();
         metric("sluice_requests_total", "counter", "Client requests by Squid result code.", &results);
-        let classes: Vec<_> = (1..6)
-            .map(|i| (format!("{{class=\"{i}xx\"}}"), self.status_classes[i].load(Relaxed) as f64))
-            .collect();
+        let classes: Vec<_> =
+            (1..6).map(|i| (format!("{{class=\"{i}xx\"}}"), self.status_classes[i].load(Relaxed) as f64)).collect();
         metric("sluice_responses_total", "counter", "Responses by status class.", &classes);
-        metric("sluice_client_body_bytes_total", "counter", "Body bytes sent to clients.", &one(self.client_body_bytes.load(Relaxed)));
-        metric("sluice_client_connections_total", "counter", "Client connections accepted.", &one(self.client_connections.load(Relaxed)));
+        metric(
+            "sluice_client_body_bytes_total",
+            "counter",
+            "Body bytes sent to clients.",
+            &one(self.client_body_bytes.load(Relaxed)),
+        );
+        metric(
+            "sluice_client_connections_total",
+            "counter",
+            "Client connections accepted.",
+            &one(self.client_connections.load(Relaxed)),
+        );
         metric(
             "sluice_client_connections_open",
             "gauge",
             "Client connections open.",
             &[(String::new(), self.client_connections_open.load(Relaxed) as f64)],
         );
-        metric("sluice_client_denied_total", "counter", "Requests refused by the client ACL.", &one(self.client_denied.load(Relaxed)));
-        metric("sluice_client_aborted_total", "counter", "Responses not delivered in full.", &one(self.aborted.load(Relaxed)));
-        metric("sluice_origin_requests_total", "counter", "Requests sent to origins.", &one(self.origin_requests.load(Relaxed)));
-        metric("sluice_origin_connects_total", "counter", "Connections opened to origins.", &one(self.origin_connects.load(Relaxed)));
-        metric("sluice_origin_errors_total", "counter", "Origin failures (connect, timeout, protocol).", &one(self.origin_errors.load(Relaxed)));
-        metric("sluice_collapsed_total", "counter", "Requests collapsed onto another's fetch.", &one(self.collapsed.load(Relaxed)));
+        metric(
+            "sluice_client_denied_total",
+            "counter",
+            "Requests refused by the client ACL.",
+            &one(self.client_denied.load(Relaxed)),
+        );
+        metric(
+            "sluice_client_aborted_total",
+            "counter",
+            "Responses not delivered in full.",
+            &one(self.aborted.load(Relaxed)),
+        );
+        metric(
+            "sluice_origin_requests_total",
+            "counter",
+            "Requests sent to origins.",
+            &one(self.origin_requests.load(Relaxed)),
+        );
+        metric(
+            "sluice_origin_connects_total",
+            "counter",
+            "Connections opened to origins.",
+            &one(self.origin_connects.load(Relaxed)),
+        );
+        metric(
+            "sluice_origin_errors_total",
+            "counter",
+            "Origin failures (connect, timeout, protocol).",
+            &one(self.origin_errors.load(Relaxed)),
+        );
+        metric(
+            "sluice_collapsed_total",
+            "counter",
+            "Requests collapsed onto another's fetch.",
+            &one(self.collapsed.load(Relaxed)),
+        );
         metric("sluice_fetches_in_flight", "gauge", "Cacheable fetches in flight.", &one(in_flight as u64));
         metric(
             "sluice_tunnels_open",

@@ -52,7 +52,11 @@ pub fn error(state: &State, err: &ProxyError) -> Response<ProxyBody> {
         response.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
     }
     if state.config.headers.cache_status && err.kind == Kind::NotCached {
-        let cs = CacheStatus { fwd: Some(sluice_http::cache_status::Fwd::Miss), detail: Some("only-if-cached"), ..Default::default() };
+        let cs = CacheStatus {
+            fwd: Some(sluice_http::cache_status::Fwd::Miss),
+            detail: Some("only-if-cached"),
+            ..Default::default()
+        };
         response.headers_mut().insert("cache-status", cs.to_header_value(&state.name));
     }
     response
@@ -70,9 +74,10 @@ pub fn local(state: &State, local: LocalResponse) -> Response<ProxyBody> {
 /// `OPTIONS` with `Max-Forwards: 0`: what this proxy allows.
 pub fn options(state: &State) -> Response<ProxyBody> {
     let mut response = text(state, StatusCode::OK, Bytes::new());
-    response
-        .headers_mut()
-        .insert(header::ALLOW, HeaderValue::from_static("GET, HEAD, POST, PUT, DELETE, PATCH, OPTIONS, TRACE, CONNECT, PURGE"));
+    response.headers_mut().insert(
+        header::ALLOW,
+        HeaderValue::from_static("GET, HEAD, POST, PUT, DELETE, PATCH, OPTIONS, TRACE, CONNECT, PURGE"),
+    );
     response
 }
 
@@ -140,10 +145,18 @@ pub fn from_object(
 }
 
 /// Status and body for a complete stored object, honouring `Range` on a 200.
-fn stored_body(meta: &ObjectMeta, stored: &StoredBody, client: &request::Parts, headers: &mut HeaderMap) -> (StatusCode, ProxyBody) {
+fn stored_body(
+    meta: &ObjectMeta,
+    stored: &StoredBody,
+    client: &request::Parts,
+    headers: &mut HeaderMap,
+) -> (StatusCode, ProxyBody) {
     let len = stored.len();
-    let outcome =
-        if meta.status == StatusCode::OK { range::evaluate(&client.method, &client.headers, &meta.headers, len) } else { RangeOutcome::Full };
+    let outcome = if meta.status == StatusCode::OK {
+        range::evaluate(&client.method, &client.headers, &meta.headers, len)
+    } else {
+        RangeOutcome::Full
+    };
     if meta.status == StatusCode::OK {
         headers.entry(header::ACCEPT_RANGES).or_insert(HeaderValue::from_static("bytes"));
     }
@@ -159,7 +172,8 @@ fn stored_body(meta: &ObjectMeta, stored: &StoredBody, client: &request::Parts, 
         }
         RangeOutcome::Partial(ranges) if ranges.len() == 1 => {
             let r = ranges[0].clone();
-            headers.insert(header::CONTENT_RANGE, HeaderValue::from_str(&range::content_range(&r, len)).expect("ascii"));
+            headers
+                .insert(header::CONTENT_RANGE, HeaderValue::from_str(&range::content_range(&r, len)).expect("ascii"));
             headers.insert(header::CONTENT_LENGTH, HeaderValue::from(r.end - r.start));
             (StatusCode::PARTIAL_CONTENT, ProxyBody::chunks(BodyChunks::new(stored.slice(r))))
         }

@@ -16,7 +16,8 @@ impl Origin {
     /// Parses `http://host[:port][/path]` or `https://...`.
     pub fn parse(text: &str) -> Result<Self, String> {
         let uri: http::Uri = text.parse().map_err(|e| format!("origin `{text}`: {e}"))?;
-        let scheme = uri.scheme().cloned().ok_or_else(|| format!("origin `{text}` needs a scheme (http:// or https://)"))?;
+        let scheme =
+            uri.scheme().cloned().ok_or_else(|| format!("origin `{text}` needs a scheme (http:// or https://)"))?;
         if scheme != Scheme::HTTP && scheme != Scheme::HTTPS {
             return Err(format!("origin `{text}`: only http and https are supported"));
         }
@@ -104,7 +105,12 @@ mod tests {
     use super::*;
 
     fn route(host: Option<&str>, prefix: &str, origin: &str) -> RouteConfig {
-        RouteConfig { host: host.map(Into::into), path_prefix: prefix.into(), origin: origin.into(), preserve_host: false }
+        RouteConfig {
+            host: host.map(Into::into),
+            path_prefix: prefix.into(),
+            origin: origin.into(),
+            preserve_host: false,
+        }
     }
 
     #[test]

@@ -84,7 +84,8 @@ pub async fn start(state: State) -> Result<Running, StartError> {
 
 fn bind(addr: SocketAddr) -> Result<TcpListener, StartError> {
     let err = |source| StartError::Bind { addr, source };
-    let socket = if addr.is_ipv4() { tokio::net::TcpSocket::new_v4() } else { tokio::net::TcpSocket::new_v6() }.map_err(err)?;
+    let socket =
+        if addr.is_ipv4() { tokio::net::TcpSocket::new_v4() } else { tokio::net::TcpSocket::new_v6() }.map_err(err)?;
     socket.set_reuseaddr(true).map_err(err)?;
     socket.bind(addr).map_err(err)?;
     socket.listen(4096).map_err(err)
@@ -152,11 +153,17 @@ async fn accept_loop(
         };
         let _ = stream.set_nodelay(true);
         state.metrics.client_connections.fetch_add(1, Relaxed);
-        let conn = Arc::new(ConnInfo { client, mode: lc.mode, tls: tls.is_some(), allowed: state.client_acl.allows(client.ip()) });
+        let conn = Arc::new(ConnInfo {
+            client,
+            mode: lc.mode,
+            tls: tls.is_some(),
+            allowed: state.client_acl.allows(client.ip()),
+        });
         match &tls {
             None => serve(&state, &builder, &graceful, conn, TokioIo::new(stream)),
             Some(acceptor) => {
-                let (state, builder, acceptor, watcher) = (Arc::clone(&state), Arc::clone(&builder), acceptor.clone(), graceful.watcher());
+                let (state, builder, acceptor, watcher) =
+                    (Arc::clone(&state), Arc::clone(&builder), acceptor.clone(), graceful.watcher());
                 let handshake_timeout = state.config.client.header_read_timeout.0;
                 tokio::spawn(async move {
                     match tokio::time::timeout(handshake_timeout, acceptor.accept(stream)).await {
@@ -175,7 +182,13 @@ async fn accept_loop(
     }
 }
 
-fn serve(state: &Arc<State>, builder: &Arc<auto::Builder<TokioExecutor>>, graceful: &GracefulShutdown, conn: Arc<ConnInfo>, io: TokioIo<TcpStream>) {
+fn serve(
+    state: &Arc<State>,
+    builder: &Arc<auto::Builder<TokioExecutor>>,
+    graceful: &GracefulShutdown,
+    conn: Arc<ConnInfo>,
+    io: TokioIo<TcpStream>,
+) {
     let svc_state = Arc::clone(state);
     let svc_conn = Arc::clone(&conn);
     let service = service_fn(move |req| service::handle(Arc::clone(&svc_state), Arc::clone(&svc_conn), req));
@@ -191,8 +204,13 @@ fn serve(state: &Arc<State>, builder: &Arc<auto::Builder<TokioExecutor>>, gracef
     });
 }
 
-async fn serve_watched<I>(state: Arc<State>, builder: Arc<auto::Builder<TokioExecutor>>, watcher: hyper_util::server::graceful::Watcher, conn: Arc<ConnInfo>, io: TokioIo<I>)
-where
+async fn serve_watched<I>(
+    state: Arc<State>,
+    builder: Arc<auto::Builder<TokioExecutor>>,
+    watcher: hyper_util::server::graceful::Watcher,
+    conn: Arc<ConnInfo>,
+    io: TokioIo<I>,
+) where
     I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
     let svc_state = Arc::clone(&state);

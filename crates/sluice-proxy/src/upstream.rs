@@ -109,7 +109,10 @@ impl Upstream {
             Ok(result) => result,
             Err(_) => {
                 self.inner.metrics.origin_errors.fetch_add(1, Relaxed);
-                Err(ProxyError::gateway_timeout(format!("no response from {}:{} within {timeout:?}", target.host, target.port)))
+                Err(ProxyError::gateway_timeout(format!(
+                    "no response from {}:{} within {timeout:?}",
+                    target.host, target.port
+                )))
             }
         }
     }
@@ -181,7 +184,9 @@ impl Upstream {
         if limit == 0 {
             return None;
         }
-        let sem = Arc::clone(self.inner.limits.lock().entry(target.clone()).or_insert_with(|| Arc::new(Semaphore::new(limit))));
+        let sem = Arc::clone(
+            self.inner.limits.lock().entry(target.clone()).or_insert_with(|| Arc::new(Semaphore::new(limit))),
+        );
         sem.acquire_owned().await.ok()
     }
 
@@ -215,7 +220,9 @@ impl Upstream {
         } else {
             handshake(TokioIo::new(stream), permit).await
         };
-        sender.map(|s| (s, peer)).map_err(|e| ProxyError::bad_gateway(format!("HTTP handshake with {what} failed")).with_cause(e))
+        sender
+            .map(|s| (s, peer))
+            .map_err(|e| ProxyError::bad_gateway(format!("HTTP handshake with {what} failed")).with_cause(e))
     }
 }
 
@@ -299,7 +306,10 @@ impl Body for PooledBody {
     type Data = Bytes;
     type Error = OriginBodyError;
 
-    fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, OriginBodyError>>> {
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, OriginBodyError>>> {
         let this = &mut *self;
         match Pin::new(&mut this.inner).poll_frame(cx) {
             Poll::Ready(Some(Ok(frame))) => {

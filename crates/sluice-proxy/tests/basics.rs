@@ -35,7 +35,8 @@ async fn reverse_proxy_maps_paths_to_the_origin() {
 async fn via_and_x_forwarded_for_are_added_and_hop_by_hop_fields_removed() {
     let h = Harness::forward().await;
     h.origin.on("/h", Reply::ok("x").header("Keep-Alive", "timeout=5").header("X-Origin", "1"));
-    let reply = h.get_with("/h", &[("Connection", "X-Secret"), ("X-Secret", "s"), ("Proxy-Authorization", "Basic x")]).await;
+    let reply =
+        h.get_with("/h", &[("Connection", "X-Secret"), ("X-Secret", "s"), ("Proxy-Authorization", "Basic x")]).await;
     let seen = h.origin.last_request("/h").unwrap();
     assert_eq!(seen.header("via"), Some("1.1 sluice"));
     assert_eq!(seen.header("x-forwarded-for"), Some("127.0.0.1"));

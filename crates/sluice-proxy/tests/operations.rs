@@ -12,7 +12,12 @@ use sluice_testkit::Reply;
 use std::time::Duration;
 
 async fn curl(args: &[&str]) -> String {
-    let out = tokio::process::Command::new("curl").args(["-s", "--max-time", "10"]).args(args).output().await.expect("curl is installed (scripts/install-deps.sh)");
+    let out = tokio::process::Command::new("curl")
+        .args(["-s", "--max-time", "10"])
+        .args(args)
+        .output()
+        .await
+        .expect("curl is installed (scripts/install-deps.sh)");
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
@@ -87,12 +92,17 @@ async fn pipelined_requests_are_answered_in_order() {
 #[tokio::test]
 async fn concurrent_misses_collapse_onto_one_origin_fetch() {
     let h = Harness::forward().await;
-    h.origin.on("/popular", Reply::ok("x".repeat(100_000)).header("Cache-Control", "max-age=60").delay(Duration::from_millis(300)));
+    h.origin.on(
+        "/popular",
+        Reply::ok("x".repeat(100_000)).header("Cache-Control", "max-age=60").delay(Duration::from_millis(300)),
+    );
     let target = h.target("/popular");
-    let tasks: Vec<_> = (0..10).map(|_| {
+    let tasks: Vec<_> = (0..10)
+        .map(|_| {
             let (addr, target) = (h.addr(), target.clone());
             tokio::spawn(async move { client::get(addr, &target, &[]).await })
-        }).collect();
+        })
+        .collect();
     for task in tasks {
         let reply = task.await.unwrap();
         assert_eq!(reply.status, 200);
@@ -108,10 +118,12 @@ async fn a_collapsed_request_stops_waiting_and_fetches_itself() {
     let h = Harness::build(Mode::Forward, |c| c.cache.collapse_wait = Dur(Duration::from_millis(50))).await;
     h.origin.on("/glacial", Reply::ok("slow").header("Cache-Control", "max-age=60").delay(Duration::from_millis(600)));
     let target = h.target("/glacial");
-    let tasks: Vec<_> = (0..3).map(|_| {
+    let tasks: Vec<_> = (0..3)
+        .map(|_| {
             let (addr, target) = (h.addr(), target.clone());
             tokio::spawn(async move { client::get(addr, &target, &[]).await })
-        }).collect();
+        })
+        .collect();
     for task in tasks {
         assert_eq!(task.await.unwrap().text(), "slow");
     }
@@ -150,9 +162,12 @@ async fn admin_api_serves_metrics_and_requires_a_token_for_the_rest() {
     assert_eq!(json["hits"], 1);
     assert_eq!(json["cache"]["objects"], 1);
     let url = h.origin.url("/m");
-    let delete = client::send(admin, "DELETE", &format!("/cache?url={url}"), &[("Authorization", "Bearer test-token")], None).await;
+    let delete =
+        client::send(admin, "DELETE", &format!("/cache?url={url}"), &[("Authorization", "Bearer test-token")], None)
+            .await;
     assert_eq!(delete.status, 200, "{}", delete.text());
-    let bad = client::send(admin, "DELETE", "/cache?url=not-a-url", &[("Authorization", "Bearer test-token")], None).await;
+    let bad =
+        client::send(admin, "DELETE", "/cache?url=not-a-url", &[("Authorization", "Bearer test-token")], None).await;
     assert_eq!(bad.status, 400);
     h.get("/m").await;
     assert_eq!(h.origin.hits("/m"), 2);
@@ -164,14 +179,20 @@ async fn access_log_is_written_in_squid_native_format() {
     let path = dir.path().join("access.log");
     let log_path = path.clone();
     let h = Harness::build(Mode::Forward, move |c| c.log.access_log = Some(log_path)).await;
-    h.origin.on("/logged", Reply::ok("12345").header("Content-Type", "text/plain").header("Cache-Control", "max-age=60"));
+    h.origin
+        .on("/logged", Reply::ok("12345").header("Content-Type", "text/plain").header("Cache-Control", "max-age=60"));
     h.get("/logged").await;
     h.get("/logged").await;
-    h.eventually("two access log lines", |_| std::fs::read_to_string(&path).map(|t| t.lines().count() == 2).unwrap_or(false)).await;
+    h.eventually("two access log lines", |_| {
+        std::fs::read_to_string(&path).map(|t| t.lines().count() == 2).unwrap_or(false)
+    })
+    .await;
     let text = std::fs::read_to_string(&path).unwrap();
     let lines: Vec<&str> = text.lines().collect();
     let url = h.origin.url("/logged");
-    for (line, code, hier) in [(lines[0], "TCP_MISS/200", "HIER_DIRECT/127.0.0.1"), (lines[1], "TCP_MEM_HIT/200", "HIER_NONE/-")] {
+    for (line, code, hier) in
+        [(lines[0], "TCP_MISS/200", "HIER_DIRECT/127.0.0.1"), (lines[1], "TCP_MEM_HIT/200", "HIER_NONE/-")]
+    {
         let fields: Vec<&str> = line.split_whitespace().collect();
         assert_eq!(fields.len(), 10, "{line}");
         assert!(fields[0].len() > 4 && fields[0].as_bytes()[fields[0].len() - 4] == b'.', "seconds.millis: {line}");

@@ -22,7 +22,10 @@ async fn rfc9111_3_unsafe_methods_are_not_stored() {
 #[tokio::test]
 async fn rfc9111_3_partial_content_is_not_stored() {
     let h = Harness::forward().await;
-    h.origin.on("/206", Reply::status(206, "part").header("Content-Range", "bytes 0-3/10").header("Cache-Control", "max-age=60"));
+    h.origin.on(
+        "/206",
+        Reply::status(206, "part").header("Content-Range", "bytes 0-3/10").header("Cache-Control", "max-age=60"),
+    );
     h.get("/206").await;
     h.get("/206").await;
     assert_eq!(h.origin.hits("/206"), 2);
@@ -264,7 +267,10 @@ async fn rfc9111_5_2_1_7_only_if_cached_gives_504_on_a_miss_and_the_object_on_a_
 #[tokio::test]
 async fn rfc9111_5_2_2_4_response_no_cache_is_validated_on_every_use() {
     let h = Harness::forward().await;
-    h.origin.on("/rnc", Reply::ok("x").header("Cache-Control", "no-cache, max-age=600").header("ETag", "\"n\"").validating());
+    h.origin.on(
+        "/rnc",
+        Reply::ok("x").header("Cache-Control", "no-cache, max-age=600").header("ETag", "\"n\"").validating(),
+    );
     h.get("/rnc").await;
     let r = h.get("/rnc").await;
     assert_eq!(r.text(), "x");
@@ -277,7 +283,8 @@ async fn rfc9111_5_2_2_4_response_no_cache_is_validated_on_every_use() {
 #[tokio::test]
 async fn rfc9111_4_3_1_stale_etag_response_is_revalidated_with_if_none_match() {
     let h = Harness::forward().await;
-    h.origin.on("/etag", Reply::ok("body").header("Cache-Control", "max-age=10").header("ETag", "\"abc\"").validating());
+    h.origin
+        .on("/etag", Reply::ok("body").header("Cache-Control", "max-age=10").header("ETag", "\"abc\"").validating());
     h.get("/etag").await;
     h.advance(20);
     let r = h.get("/etag").await;
@@ -297,7 +304,11 @@ async fn rfc9111_4_3_4_a_304_updates_the_stored_header_fields() {
         "/upd",
         vec![
             Reply::ok("body").header("Cache-Control", "max-age=10").header("ETag", "\"u\"").header("X-Version", "1"),
-            Reply::ok("body").header("Cache-Control", "max-age=100").header("ETag", "\"u\"").header("X-Version", "2").validating(),
+            Reply::ok("body")
+                .header("Cache-Control", "max-age=100")
+                .header("ETag", "\"u\"")
+                .header("X-Version", "2")
+                .validating(),
         ],
     );
     h.get("/upd").await;
@@ -346,7 +357,10 @@ async fn rfc9213_2_1_expires_is_ignored_while_cdn_cache_control_governs() {
 #[tokio::test]
 async fn rfc9111_4_3_2_client_conditionals_are_answered_from_the_cache() {
     let h = Harness::forward().await;
-    h.origin.on("/cond", Reply::ok("body").header("Cache-Control", "max-age=600").header("ETag", "\"c\"").date("Last-Modified", -100));
+    h.origin.on(
+        "/cond",
+        Reply::ok("body").header("Cache-Control", "max-age=600").header("ETag", "\"c\"").date("Last-Modified", -100),
+    );
     h.get("/cond").await;
     let inm = h.get_with("/cond", &[("If-None-Match", "\"x\", W/\"c\"")]).await;
     assert_eq!(inm.status, 304);
@@ -388,7 +402,10 @@ async fn rfc9111_4_1_vary_stores_one_variant_per_request_field_value() {
 #[tokio::test]
 async fn rfc9111_4_1_vary_list_syntax_and_star() {
     let h = Harness::forward().await;
-    h.origin.on("/vl", Reply::ok("x").header("Cache-Control", "max-age=600").header("Vary", "accept-encoding, Accept-Language"));
+    h.origin.on(
+        "/vl",
+        Reply::ok("x").header("Cache-Control", "max-age=600").header("Vary", "accept-encoding, Accept-Language"),
+    );
     h.origin.on("/vs", Reply::ok("x").header("Cache-Control", "max-age=600").header("Vary", "Accept, *"));
     h.get_with("/vl", &[("Accept-Encoding", "gzip"), ("Accept-Language", "en")]).await;
     h.get_with("/vl", &[("Accept-Encoding", "gzip"), ("Accept-Language", "en")]).await;
@@ -440,8 +457,10 @@ async fn rfc5861_3_stale_while_revalidate_serves_stale_and_refreshes_in_backgrou
     let stale = h.get("/swr").await;
     assert_eq!(stale.text(), "old", "served stale at once");
     assert!(cache_status(&stale).contains("hit"), "{}", cache_status(&stale));
-    h.eventually("the background revalidation", |h| h.origin.hits("/swr") == 2 && h.proxy.state.collapser.in_flight() == 0)
-        .await;
+    h.eventually("the background revalidation", |h| {
+        h.origin.hits("/swr") == 2 && h.proxy.state.collapser.in_flight() == 0
+    })
+    .await;
     let fresh = h.get("/swr").await;
     assert_eq!(fresh.text(), "new");
     h.advance(100);
@@ -471,7 +490,10 @@ async fn rfc5861_4_stale_if_error_covers_an_unreachable_origin() {
     let h = Harness::forward().await;
     h.origin.on_seq(
         "/sie-gone",
-        vec![Reply::ok("good").header("Cache-Control", "max-age=10, stale-if-error=60"), Reply::ok("").close_before_head()],
+        vec![
+            Reply::ok("good").header("Cache-Control", "max-age=10, stale-if-error=60"),
+            Reply::ok("").close_before_head(),
+        ],
     );
     h.get("/sie-gone").await;
     h.advance(30);
@@ -485,12 +507,16 @@ async fn rfc5861_4_stale_if_error_covers_an_unreachable_origin() {
 #[tokio::test]
 async fn rfc9213_cdn_cache_control_governs_a_reverse_proxy_only() {
     let reverse = Harness::reverse().await;
-    reverse.origin.on("/cdn", Reply::ok("x").header("Cache-Control", "no-store").header("CDN-Cache-Control", "max-age=60"));
+    reverse
+        .origin
+        .on("/cdn", Reply::ok("x").header("Cache-Control", "no-store").header("CDN-Cache-Control", "max-age=60"));
     reverse.get("/cdn").await;
     reverse.get("/cdn").await;
     assert_eq!(reverse.origin.hits("/cdn"), 1);
     let forward = Harness::forward().await;
-    forward.origin.on("/cdn", Reply::ok("x").header("Cache-Control", "no-store").header("CDN-Cache-Control", "max-age=60"));
+    forward
+        .origin
+        .on("/cdn", Reply::ok("x").header("Cache-Control", "no-store").header("CDN-Cache-Control", "max-age=60"));
     forward.get("/cdn").await;
     forward.get("/cdn").await;
     assert_eq!(forward.origin.hits("/cdn"), 2);
@@ -512,7 +538,10 @@ async fn rfc9211_cache_status_reports_hits_misses_ttl_and_storage() {
 #[tokio::test]
 async fn rfc9110_14_ranges_are_answered_from_a_complete_stored_object() {
     let h = Harness::forward().await;
-    h.origin.on("/range", Reply::ok("0123456789").header("Cache-Control", "max-age=600").header("Content-Type", "text/plain"));
+    h.origin.on(
+        "/range",
+        Reply::ok("0123456789").header("Cache-Control", "max-age=600").header("Content-Type", "text/plain"),
+    );
     h.get("/range").await;
     let one = h.get_with("/range", &[("Range", "bytes=2-4")]).await;
     assert_eq!(one.status, 206);

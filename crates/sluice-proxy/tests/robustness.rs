@@ -45,7 +45,10 @@ async fn content_length_with_transfer_encoding_is_rejected_and_the_connection_cl
 #[tokio::test]
 async fn conflicting_content_lengths_are_rejected() {
     let h = Harness::forward().await;
-    let request = format!("POST {} HTTP/1.1\r\nHost: a\r\nContent-Length: 4\r\nContent-Length: 5\r\n\r\nabcde", h.origin.url("/cl"));
+    let request = format!(
+        "POST {} HTTP/1.1\r\nHost: a\r\nContent-Length: 4\r\nContent-Length: 5\r\n\r\nabcde",
+        h.origin.url("/cl")
+    );
     let answer = client::raw(h.addr(), request.as_bytes()).await;
     assert!(answer.starts_with("HTTP/1.1 400"), "{answer}");
 }
@@ -82,7 +85,10 @@ async fn unreachable_origin_gives_502() {
 
 #[tokio::test]
 async fn slow_origin_gives_504() {
-    let h = Harness::build(Mode::Forward, |c| c.upstream.response_timeout = sluice_proxy::units::Dur(Duration::from_millis(200))).await;
+    let h = Harness::build(Mode::Forward, |c| {
+        c.upstream.response_timeout = sluice_proxy::units::Dur(Duration::from_millis(200))
+    })
+    .await;
     h.origin.on("/slow", Reply::ok("late").delay(Duration::from_secs(3)));
     assert_eq!(h.get("/slow").await.status, 504);
 }
@@ -100,7 +106,10 @@ async fn truncated_origin_body_is_never_stored() {
     let stream = tokio::net::TcpStream::connect(h.addr()).await.unwrap();
     let (mut sender, conn) = hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream)).await.unwrap();
     tokio::spawn(conn);
-    let req = http::Request::get(h.origin.url("/trunc")).header("host", "a").body(http_body_util::Empty::<bytes::Bytes>::new()).unwrap();
+    let req = http::Request::get(h.origin.url("/trunc"))
+        .header("host", "a")
+        .body(http_body_util::Empty::<bytes::Bytes>::new())
+        .unwrap();
     let response = sender.send_request(req).await.unwrap();
     let body = http_body_util::BodyExt::collect(response.into_body()).await;
     assert!(body.is_err(), "the client sees the truncation as an error, not a short body");
@@ -137,7 +146,8 @@ async fn forwarding_loops_are_detected_by_via() {
 #[tokio::test]
 async fn origin_form_request_to_a_forward_proxy_is_a_clear_400() {
     let h = Harness::forward().await;
-    let answer = client::raw(h.addr(), b"GET /just-a-path HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n").await;
+    let answer =
+        client::raw(h.addr(), b"GET /just-a-path HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n").await;
     assert!(answer.starts_with("HTTP/1.1 400"), "{answer}");
     assert!(answer.contains("absolute URI"), "{answer}");
 }
@@ -151,7 +161,10 @@ async fn reverse_proxy_without_matching_route_gives_404() {
 
 #[tokio::test]
 async fn idle_keep_alive_connections_are_closed_after_the_header_read_timeout() {
-    let h = Harness::build(Mode::Forward, |c| c.client.header_read_timeout = sluice_proxy::units::Dur(Duration::from_millis(300))).await;
+    let h = Harness::build(Mode::Forward, |c| {
+        c.client.header_read_timeout = sluice_proxy::units::Dur(Duration::from_millis(300))
+    })
+    .await;
     h.origin.on("/idle", Reply::ok("x"));
     let mut stream = tokio::net::TcpStream::connect(h.addr()).await.unwrap();
     use tokio::io::{AsyncReadExt, AsyncWriteExt};

@@ -32,7 +32,13 @@ impl Reply {
 
 /// One request on a new connection to `proxy`. `target` is sent as the request target as
 /// is: an absolute URL for a forward proxy, a path for a reverse proxy.
-pub async fn send(proxy: SocketAddr, method: &str, target: &str, headers: &[(&str, &str)], body: Option<&str>) -> Reply {
+pub async fn send(
+    proxy: SocketAddr,
+    method: &str,
+    target: &str,
+    headers: &[(&str, &str)],
+    body: Option<&str>,
+) -> Reply {
     let stream = TcpStream::connect(proxy).await.expect("connect to proxy");
     let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await.expect("handshake");
     tokio::spawn(conn);
@@ -41,7 +47,11 @@ pub async fn send(proxy: SocketAddr, method: &str, target: &str, headers: &[(&st
         builder = builder.header(*name, *value);
     }
     if !headers.iter().any(|(n, _)| n.eq_ignore_ascii_case("host")) {
-        let host = target.parse::<http::Uri>().ok().and_then(|u| u.authority().map(|a| a.to_string())).unwrap_or_else(|| proxy.to_string());
+        let host = target
+            .parse::<http::Uri>()
+            .ok()
+            .and_then(|u| u.authority().map(|a| a.to_string()))
+            .unwrap_or_else(|| proxy.to_string());
         builder = builder.header("host", host);
     }
     let body = match body {

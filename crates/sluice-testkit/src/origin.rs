@@ -51,7 +51,14 @@ impl Reply {
 
     /// A response with `status` and `body`.
     pub fn status(status: u16, body: impl Into<Bytes>) -> Self {
-        Self { status, headers: Vec::new(), body: body.into(), delay: Duration::ZERO, behaviour: Behaviour::Normal, validate: false }
+        Self {
+            status,
+            headers: Vec::new(),
+            body: body.into(),
+            delay: Duration::ZERO,
+            behaviour: Behaviour::Normal,
+            validate: false,
+        }
     }
 
     /// Adds a header field.
@@ -294,7 +301,8 @@ fn not_modified(shared: &Shared, reply: &Reply, request: &RecordedRequest) -> bo
     if !reply.validate {
         return false;
     }
-    let field = |name: &str| reply.headers.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| render(shared, v));
+    let field =
+        |name: &str| reply.headers.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| render(shared, v));
     if let Some(inm) = request.header("if-none-match") {
         return field("etag").is_some_and(|etag| inm.split(',').any(|t| t.trim() == etag || t.trim() == "*"));
     }
@@ -307,7 +315,13 @@ fn not_modified(shared: &Shared, reply: &Reply, request: &RecordedRequest) -> bo
 }
 
 /// Writes `reply`; returns false when the connection must close.
-async fn write_reply(shared: &Shared, stream: &mut TcpStream, reply: &Reply, request: &RecordedRequest, head_only: bool) -> bool {
+async fn write_reply(
+    shared: &Shared,
+    stream: &mut TcpStream,
+    reply: &Reply,
+    request: &RecordedRequest,
+    head_only: bool,
+) -> bool {
     let (status, body): (u16, &[u8]) =
         if not_modified(shared, reply, request) { (304, b"") } else { (reply.status, &reply.body) };
     match reply.behaviour {

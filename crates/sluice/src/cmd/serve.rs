@@ -55,7 +55,11 @@ async fn serve(config: Config) -> anyhow::Result<()> {
     let state = sluice_proxy::State::new(config, Arc::new(SystemClock), Vec::new())?;
     let running = sluice_proxy::start(state).await?;
     for (listener, addr) in running.state.config.listener.iter().zip(&running.listeners) {
-        tracing::info!("listening on {addr} ({:?}{})", listener.mode, if listener.tls.is_some() { ", TLS" } else { "" });
+        tracing::info!(
+            "listening on {addr} ({:?}{})",
+            listener.mode,
+            if listener.tls.is_some() { ", TLS" } else { "" }
+        );
     }
     if let Some(admin) = running.admin {
         tracing::info!("admin API on http://{admin}/ (metrics at /metrics)");
