@@ -22,6 +22,14 @@ pub fn human_bytes(n: u64) -> String {
     }
 }
 
+/// `1234567` as `1,234,567`.
+pub fn thousands(n: u64) -> String {
+    let digits = n.to_string();
+    let groups: Vec<&str> =
+        digits.as_bytes().rchunks(3).rev().map(|g| std::str::from_utf8(g).unwrap_or("?")).collect();
+    groups.join(",")
+}
+
 /// How a capacity reads in a column header: `10% (402)` or `64.0 MiB`.
 pub fn size_header(spec: &crate::sim::SizeSpec, capacity: sluice_policy::Capacity) -> String {
     use sluice_policy::Capacity;
@@ -42,5 +50,7 @@ mod tests {
         assert_eq!(super::human_bytes(512), "512 B");
         assert_eq!(super::human_bytes(1536), "1.5 KiB");
         assert_eq!(super::human_bytes(64 << 20), "64.0 MiB");
+        assert_eq!(super::thousands(1_234_567), "1,234,567");
+        assert_eq!(super::thousands(999), "999");
     }
 }

@@ -56,8 +56,6 @@ fn ratio(a: u64, b: u64) -> f64 {
 /// Progress is reported in steps of this many requests (a power of two).
 pub(crate) const PROGRESS_STEP: u64 = 1 << 16;
 
-const ABSENT: u64 = u64::MAX;
-
 /// Runs `contender` over `trace` at `capacity`.
 ///
 /// Online policies see exactly the store's protocol (see `sluice_policy`): hit, or miss ->
@@ -111,11 +109,18 @@ fn run_online(
     progress: &(dyn Fn(u64) + Sync),
 ) {
     let limit = capacity.limit();
-    let mut resident = vec![ABSENT; trace.objects as usize];
+    // Residency as a bitset (1 M objects fit in 128 KiB, so it stays in cache); weights are
+    // only stored when they vary, that is under a byte capacity.
+    let mut resident = Bits::new(trace.objects as usize);
+    let mut weights = match capacity {
+        Capacity::Bytes(_) => vec![0u64; trace.objects as usize],
+        Capacity::Objects(_) => Vec::new(),
+    };
     let mut used = 0u64;
     let (mut hits, mut hit_bytes, mut evictions) = (0u64, 0u64, 0u64);
     for (i, r) in trace.requests.iter().enumerate() {
-        if resident[r.id as usize] != ABSENT {
+        let id = r.id as usize;
+        if resident.get(id) {
             hits += 1;
             hit_bytes += r.size;
             policy.on_hit(r.id, r.size);
@@ -128,14 +133,19 @@ fn run_online(
             if w <= limit {
                 while used + w > limit {
                     let Some(victim) = policy.evict() else { break };
-                    if let Some(slot) = resident.get_mut(victim as usize) {
-                        used -= std::mem::replace(slot, ABSENT);
+                    let v = victim as usize;
+                    if v < trace.objects as usize && resident.get(v) {
+                        resident.set(v, false);
+                        used -= weights.get(v).copied().unwrap_or(1);
                     }
                     evictions += 1;
                 }
                 if used + w <= limit {
                     policy.on_insert(r.id, r.size);
-                    resident[r.id as usize] = w;
+                    resident.set(id, true);
+                    if let Some(slot) = weights.get_mut(id) {
+                        *slot = w;
+                    }
                     used += w;
                 }
             }
@@ -148,6 +158,26 @@ fn run_online(
     result.hits = hits;
     result.hit_bytes = hit_bytes;
     result.evictions = evictions;
+}
+
+/// A fixed-size bitset indexed by dense object id.
+struct Bits(Vec<u64>);
+
+impl Bits {
+    fn new(n: usize) -> Self {
+        Self(vec![0; n.div_ceil(64)])
+    }
+
+    #[inline]
+    fn get(&self, i: usize) -> bool {
+        self.0[i / 64] >> (i % 64) & 1 == 1
+    }
+
+    #[inline]
+    fn set(&mut self, i: usize, on: bool) {
+        let (w, b) = (i / 64, i % 64);
+        self.0[w] = (self.0[w] & !(1 << b)) | (u64::from(on) << b);
+    }
 }
 
 fn run_oracle(

@@ -11,7 +11,7 @@ use std::time::Instant;
 
 use anyhow::{bail, Context};
 use sluice_eval::plot::{self, Figure, Ratio};
-use sluice_eval::report::{human_bytes, render_table, size_header, write_csv, Metric};
+use sluice_eval::report::{human_bytes, render_table, size_header, thousands, write_csv, Metric};
 use sluice_eval::sim::{
     find_anomalies, run_grid, Capacity, Cell, Contender, GridOptions, LatencyModel, SizeSpec, Unit,
 };
@@ -280,17 +280,4 @@ fn write_outputs(dir: &Path, plots: &[&str], fig: Figure<'_>, sizes: &[SizeSpec]
     }
     eprintln!("wrote {}", written.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", "));
     Ok(())
-}
-
-/// `1234567` as `1,234,567`.
-fn thousands(n: u64) -> String {
-    let s = n.to_string();
-    let mut out = String::new();
-    for (i, c) in s.chars().enumerate() {
-        if i > 0 && (s.len() - i) % 3 == 0 {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
 }
