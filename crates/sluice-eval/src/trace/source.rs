@@ -50,11 +50,11 @@ impl<R: BufRead> Read for ZstdFrames<R> {
                 return Ok(n);
             }
             let Some(dec) = self.current.take() else { return Ok(0) };
-            let (mut input, mut frame) = dec.into_parts();
+            let (mut input, frame) = dec.into_parts();
             if input.fill_buf()?.is_empty() {
                 return Ok(0);
             }
-            frame.init(&mut input).map_err(io::Error::other)?;
+            // `new_with_decoder` reads the next frame's header into the reused decoder.
             self.current = Some(StreamingDecoder::new_with_decoder(input, frame).map_err(io::Error::other)?);
         }
     }
