@@ -22,20 +22,13 @@ pub(crate) struct Arena<T> {
 
 impl<T: Copy> Arena<T> {
     pub(crate) fn new() -> Self {
-        Self {
-            nodes: Vec::new(),
-            free: NIL,
-        }
+        Self { nodes: Vec::new(), free: NIL }
     }
 
     /// Stores `val` in an unlinked node and returns its index. O(1) amortised.
     #[inline]
     pub(crate) fn alloc(&mut self, val: T) -> u32 {
-        let node = Node {
-            prev: NIL,
-            next: NIL,
-            val,
-        };
+        let node = Node { prev: NIL, next: NIL, val };
         if self.free != NIL {
             let i = self.free;
             self.free = self.nodes[i as usize].next;
@@ -88,11 +81,7 @@ pub(crate) struct List {
 
 impl List {
     pub(crate) const fn new() -> Self {
-        Self {
-            head: NIL,
-            tail: NIL,
-            len: 0,
-        }
+        Self { head: NIL, tail: NIL, len: 0 }
     }
 
     #[inline]

@@ -72,11 +72,7 @@ pub struct Belady {
 impl Belady {
     /// An empty cache of `config.capacity`.
     pub fn new(config: &PolicyConfig) -> Self {
-        Self {
-            capacity: config.capacity,
-            used: 0,
-            heap: IndexedHeap::new(),
-        }
+        Self { capacity: config.capacity, used: 0, heap: IndexedHeap::new() }
     }
 }
 
@@ -163,11 +159,7 @@ impl BeladySize {
         let n = self.residents.len();
         let score = |r: &Resident| u128::from(r.weight.max(1)) * u128::from(r.next - now);
         if n <= SAMPLE {
-            return self
-                .residents
-                .iter()
-                .map(|r| (r.id, score(r)))
-                .max_by_key(|&(_, s)| s);
+            return self.residents.iter().map(|r| (r.id, score(r))).max_by_key(|&(_, s)| s);
         }
         (0..SAMPLE)
             .map(|_| {
@@ -207,11 +199,7 @@ impl Oracle for BeladySize {
             self.remove(victim);
         }
         self.index.insert(req.id, self.residents.len() as u32);
-        self.residents.push(Resident {
-            id: req.id,
-            weight,
-            next,
-        });
+        self.residents.push(Resident { id: req.id, weight, next });
         self.used += weight;
         false
     }
@@ -223,9 +211,7 @@ impl Oracle for BeladySize {
 
 /// The next-use position of every request of a trace given as object ids: `result[i]` is
 /// the index of the next request for `ids[i]`, or `None`. O(n) time, O(distinct) memory.
-pub fn next_uses(
-    ids: impl DoubleEndedIterator<Item = ObjectId> + ExactSizeIterator,
-) -> Vec<Option<u64>> {
+pub fn next_uses(ids: impl DoubleEndedIterator<Item = ObjectId> + ExactSizeIterator) -> Vec<Option<u64>> {
     let n = ids.len();
     let mut out = vec![None; n];
     let mut seen: IdMap<u64> = id_map();
@@ -244,23 +230,13 @@ mod tests {
         let next = next_uses(ids.iter().copied());
         ids.iter()
             .enumerate()
-            .filter(|&(i, &id)| {
-                oracle.access(FutureRequest {
-                    now: i as u64,
-                    id,
-                    size: 1,
-                    next: next[i],
-                })
-            })
+            .filter(|&(i, &id)| oracle.access(FutureRequest { now: i as u64, id, size: 1, next: next[i] }))
             .count()
     }
 
     #[test]
     fn next_uses_points_at_the_following_request() {
-        assert_eq!(
-            next_uses([1u64, 2, 1, 3, 2].into_iter()),
-            vec![Some(2), Some(4), None, None, None]
-        );
+        assert_eq!(next_uses([1u64, 2, 1, 3, 2].into_iter()), vec![Some(2), Some(4), None, None, None]);
     }
 
     #[test]

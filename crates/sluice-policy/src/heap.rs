@@ -25,12 +25,7 @@ pub(crate) struct IndexedHeap<K, V = ()> {
 
 impl<K: Ord + Copy, V: Copy> IndexedHeap<K, V> {
     pub(crate) fn new() -> Self {
-        Self {
-            slots: Vec::new(),
-            free: Vec::new(),
-            heap: Vec::new(),
-            index: id_map(),
-        }
+        Self { slots: Vec::new(), free: Vec::new(), heap: Vec::new(), index: id_map() }
     }
 
     pub(crate) fn len(&self) -> usize {
@@ -137,11 +132,7 @@ impl<K: Ord + Copy, V: Copy> IndexedHeap<K, V> {
                 break;
             }
             let right = left + 1;
-            let child = if right < n && self.key_at(right) < self.key_at(left) {
-                right
-            } else {
-                left
-            };
+            let child = if right < n && self.key_at(right) < self.key_at(left) { right } else { left };
             if self.key_at(child) >= self.key_at(pos) {
                 break;
             }

