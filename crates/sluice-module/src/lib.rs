@@ -1,31 +1,57 @@
 //! The Sluice module contract.
 //!
-//! A module adds behaviour to a running proxy without touching its core. The proxy calls a
-//! module once per transaction ([`Module::new_txn`]); the module returns its per-transaction
-//! state, a [`Txn`], or `None` to sit the transaction out. The proxy then calls the state's
-//! phase methods in the order of the phase chart (`docs/modules.md`) and drops it exactly
-//! once when the transaction ends, also when it is aborted.
+//! A module adds behaviour to a running proxy without touching its core (seed 000: the
+//! DataReactor API). The proxy asks each module, once per transaction, for its
+//! per-transaction state ([`Module::new_txn`]); `None` means the module sits the transaction
+//! out and costs nothing more. The state's phase methods ([`Txn`]) are then called in the
+//! order of the phase chart below, and the state is dropped exactly once when the
+//! transaction ends, also when it is aborted.
 //!
 //! ```text
-//! req_headers ─► cache_lookup ─┬─ hit ───────────────────────────────────────┐
-//!                              └─ miss/stale ─► req_out ─► origin_resp_headers ┤
-//!                                                                             ▼
-//!                                                 client_resp_headers ─► resp_done ─► log ─► drop
+//!  req_headers ─► req_body* ─► cache_lookup ─┬─ hit ──────────────────────────────────────┐
+//!                                            └─ miss / stale ─► req_out ─►                 │
+//!                                     origin_resp_headers ─► origin_resp_body*  (stored)   │
+//!                                                                                          ▼
+//!                                client_resp_headers ─► client_resp_body* ─► resp_done ─► log ─► drop
 //! ```
+//! (`*`: called per chunk, or once with the whole body after [`Flow::Buffer`].)
 //!
-//! Every phase returns a [`Flow`] verdict. Phases default to `Flow::Continue`, so a module
-//! implements only the ones it needs.
+//! Every phase returns a [`Flow`] verdict; phases default to [`Flow::Continue`], so a module
+//! implements only what it needs. Modules run in configured order; each body phase sees the
+//! previous module's output. The host, not the module, fixes message framing when a body is
+//! changed: a module that may change a body says so ([`Txn::edits_body`]) and the host then
+//! sends it chunked, or with the new `Content-Length` when the body was buffered.
+//!
+//! Everything a module may touch of the cache is behind [`CacheApi`], reachable from every
+//! phase through [`TxnInfo::cache`].
 
+mod body;
+mod cache_api;
+
+pub use body::BodyChunk;
+pub use cache_api::{CacheApi, CacheError, ObjectInfo};
+
+use futures_util::future::BoxFuture;
 use http::{request, response, HeaderMap, StatusCode};
 use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
 
 /// What the proxy tells a module about the transaction on every call.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct TxnInfo {
     /// Unique (per process) transaction id.
     pub id: u64,
     /// The client's address.
     pub client: SocketAddr,
+    /// The cache, for content management from any phase.
+    pub cache: Arc<dyn CacheApi>,
+}
+
+impl std::fmt::Debug for TxnInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TxnInfo").field("id", &self.id).field("client", &self.client).finish_non_exhaustive()
+    }
 }
 
 /// A response a module produces itself.
@@ -46,16 +72,37 @@ impl LocalResponse {
 }
 
 /// A phase's verdict.
-#[derive(Debug)]
 pub enum Flow {
     /// Go on with the transaction.
     Continue,
     /// Go on, and call this module no more for this transaction (its state is dropped at the
     /// end of the transaction as usual).
     Done,
-    /// Answer the client with this response instead (request phases only; elsewhere it is
-    /// treated as `Continue` and logged).
+    /// Answer the client with this response instead. Honoured in request phases
+    /// (`req_headers`, `req_body`, `cache_lookup`, `req_out`); elsewhere it is logged and
+    /// treated as `Continue`.
     Respond(LocalResponse),
+    /// Hold the message (from a headers phase: headers included) until its whole body has
+    /// arrived, at most `max` bytes, then call the body phase once with all of it. A body
+    /// larger than `max` fails the transaction open or closed as configured for the module.
+    Buffer { max: usize },
+    /// Async work (an external call, CPU work on a bounded pool): the host awaits the future,
+    /// at most `deadline`, and uses the verdict it yields (past the deadline: the module's
+    /// failure policy). The future is dropped, cancelling the work, if the client goes away.
+    /// Honoured in header phases.
+    Defer { work: BoxFuture<'static, Flow>, deadline: Duration },
+}
+
+impl std::fmt::Debug for Flow {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Flow::Continue => f.write_str("Continue"),
+            Flow::Done => f.write_str("Done"),
+            Flow::Respond(r) => write!(f, "Respond({})", r.status),
+            Flow::Buffer { max } => write!(f, "Buffer {{ max: {max} }}"),
+            Flow::Defer { deadline, .. } => write!(f, "Defer {{ deadline: {deadline:?} }}"),
+        }
+    }
 }
 
 /// What the cache lookup found, as shown to [`Txn::cache_lookup`].
@@ -67,8 +114,6 @@ pub enum LookupOutcome {
     Stale,
     /// Nothing usable is stored.
     Miss,
-    /// The request is not served from the cache (method, `no-store`, ...).
-    Uncacheable,
 }
 
 /// A module's decision at [`Txn::cache_lookup`].
@@ -83,6 +128,17 @@ pub enum LookupOverride {
     ForceRevalidate,
 }
 
+/// Which bodies a module's state may change (see [`Txn::edits_body`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct BodyEdits {
+    /// The request body (`req_body`).
+    pub request: bool,
+    /// The response body before the store (`origin_resp_body`).
+    pub origin_response: bool,
+    /// The response body towards this client (`client_resp_body`).
+    pub client_response: bool,
+}
+
 /// How a transaction ended, for [`Txn::resp_done`] and [`Txn::log`].
 #[derive(Debug, Clone)]
 pub struct TxnOutcome {
@@ -90,7 +146,7 @@ pub struct TxnOutcome {
     pub status: StatusCode,
     /// Body bytes sent to the client.
     pub body_bytes: u64,
-    /// The Squid result code, e.g. `TCP_HIT`, `TCP_MISS`.
+    /// The Squid result code, e.g. `TCP_MEM_HIT`, `TCP_MISS`.
     pub result: &'static str,
     /// False when the client went away or the body failed mid-way.
     pub completed: bool,
@@ -102,11 +158,26 @@ pub struct LogFields {
     pub fields: Vec<(String, String)>,
 }
 
+impl LogFields {
+    /// Appends `name=value` to the log line.
+    pub fn add(&mut self, name: impl Into<String>, value: impl Into<String>) {
+        self.fields.push((name.into(), value.into()));
+    }
+}
+
 /// Per-transaction state and phase callbacks of one module.
 ///
-/// Methods are called in phase order, never concurrently, from the transaction's task.
-/// A method that is not overridden continues. The state is dropped exactly once.
+/// Methods are called in phase order, never concurrently, from the transaction's task; a
+/// method that is not overridden continues. The state is dropped exactly once. A panic in a
+/// method fails the transaction open (the module is skipped from then on) or closed (the
+/// client gets 500), as configured for the module; the proxy lives on.
 pub trait Txn: Send {
+    /// Which bodies this state may change; asked once, after `req_headers`. The host sends a
+    /// body that may change without `Content-Length` (or with the new one when buffered).
+    fn edits_body(&self) -> BodyEdits {
+        BodyEdits::default()
+    }
+
     /// The client's request head has been parsed and passed the proxy's checks. Edit it
     /// (URL, headers) or answer locally with [`Flow::Respond`].
     fn req_headers(&mut self, info: &TxnInfo, req: &mut request::Parts) -> Flow {
@@ -114,13 +185,21 @@ pub trait Txn: Send {
         Flow::Continue
     }
 
-    /// The cache was consulted. Inspect the outcome; override it through `decision`.
+    /// A piece of the request body (only for requests that have one).
+    fn req_body(&mut self, info: &TxnInfo, chunk: &mut BodyChunk) -> Flow {
+        let _ = (info, chunk);
+        Flow::Continue
+    }
+
+    /// The cache was consulted (GET and HEAD only). Inspect the outcome; override it through
+    /// `decision`.
     fn cache_lookup(&mut self, info: &TxnInfo, outcome: LookupOutcome, decision: &mut LookupOverride) -> Flow {
         let _ = (info, outcome, decision);
         Flow::Continue
     }
 
-    /// The request is about to go to the origin (after hop-by-hop removal and `Via`).
+    /// The request is about to go to the origin (after hop-by-hop removal, `Via`, and, for a
+    /// cache fetch, the cache's own validators).
     fn req_out(&mut self, info: &TxnInfo, req: &mut request::Parts) -> Flow {
         let _ = (info, req);
         Flow::Continue
@@ -132,9 +211,21 @@ pub trait Txn: Send {
         Flow::Continue
     }
 
+    /// A piece of the origin's response body; changes here are what gets stored.
+    fn origin_resp_body(&mut self, info: &TxnInfo, chunk: &mut BodyChunk) -> Flow {
+        let _ = (info, chunk);
+        Flow::Continue
+    }
+
     /// The response head about to go to this client (hits included).
     fn client_resp_headers(&mut self, info: &TxnInfo, resp: &mut response::Parts) -> Flow {
         let _ = (info, resp);
+        Flow::Continue
+    }
+
+    /// A piece of the response body about to go to this client (hits included).
+    fn client_resp_body(&mut self, info: &TxnInfo, chunk: &mut BodyChunk) -> Flow {
+        let _ = (info, chunk);
         Flow::Continue
     }
 
@@ -149,6 +240,16 @@ pub trait Txn: Send {
     }
 }
 
+/// What happens to a transaction when a module panics, traps, or misses a deadline.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum FailurePolicy {
+    /// Skip the module for the rest of the transaction and go on.
+    #[default]
+    Open,
+    /// Fail the transaction: the client gets 500 (or the connection is cut mid-body).
+    Closed,
+}
+
 /// A module: configured once, asked for state on every transaction.
 pub trait Module: Send + Sync + 'static {
     /// The module's name, as used in configuration and logs.
@@ -156,4 +257,21 @@ pub trait Module: Send + Sync + 'static {
 
     /// Called at the start of every transaction; `None` means this module sits it out.
     fn new_txn(&self, info: &TxnInfo) -> Option<Box<dyn Txn>>;
+
+    /// Called every [`Module::tick_interval`] on a timer, outside any transaction.
+    fn tick(&self, cache: &dyn CacheApi) {
+        let _ = cache;
+    }
+
+    /// How often [`Module::tick`] runs; `None` (the default) for never.
+    fn tick_interval(&self) -> Option<Duration> {
+        None
+    }
+
+    /// Answers `GET|POST /modules/<name>/<path>` on the admin listener (behind the admin
+    /// token). `None` (the default): 404.
+    fn admin(&self, method: &http::Method, path: &str, body: &[u8]) -> Option<LocalResponse> {
+        let _ = (method, path, body);
+        None
+    }
 }

@@ -2,14 +2,17 @@
 //!
 //! - [`OutBody`]: a request body going to an origin.
 //! - [`ProxyBody`]: a response body going to a client, from wherever it comes (a stored
-//!   object, a fill in progress, an origin stream, a local response). It carries the
-//!   transaction's [`Finish`] and runs it exactly once, when the body ends, fails, or is
-//!   dropped because the client went away.
+//!   object, a fill in progress, an origin stream, a local response). It owns the
+//!   transaction once the head is sent: it runs the modules' body phases on each chunk, and
+//!   ends the transaction exactly once, when the body ends, fails, or is dropped because the
+//!   client went away.
 
+use crate::txn::Txn;
 use crate::upstream::PooledBody;
 use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
 use hyper::body::Incoming;
+use sluice_module::BodyChunk;
 use sluice_store::{BodyChunks, FillReader};
 use std::pin::Pin;
 use std::task::{Context, Poll};
@@ -51,13 +54,6 @@ impl Body for OutBody {
     }
 }
 
-/// Runs when a response body is done: logging, metrics, module `resp_done`/`log`, and the
-/// drop of per-transaction module state.
-pub trait Finish: Send {
-    /// `body_bytes` were sent; `completed` is false when the body failed or the client left.
-    fn finish(self: Box<Self>, body_bytes: u64, completed: bool);
-}
-
 enum Source {
     Empty,
     Chunks(BodyChunks),
@@ -65,11 +61,29 @@ enum Source {
     Origin(PooledBody),
 }
 
+/// Which module body phases a response body runs, chunk by chunk.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct BodyPhases {
+    /// `origin_resp_body` (a pass-through response, straight from the origin).
+    pub origin: bool,
+    /// `client_resp_body`.
+    pub client: bool,
+}
+
+impl BodyPhases {
+    fn any(self) -> bool {
+        self.origin || self.client
+    }
+}
+
 /// A response body towards a client.
 pub struct ProxyBody {
     source: Source,
     sent: u64,
-    finish: Option<Box<dyn Finish>>,
+    txn: Option<Box<Txn>>,
+    phases: BodyPhases,
+    /// The modules have seen the last piece of the body.
+    phases_ended: bool,
 }
 
 impl std::fmt::Debug for ProxyBody {
@@ -80,7 +94,7 @@ impl std::fmt::Debug for ProxyBody {
 
 impl ProxyBody {
     fn of(source: Source) -> Self {
-        Self { source, sent: 0, finish: None }
+        Self { source, sent: 0, txn: None, phases: BodyPhases::default(), phases_ended: false }
     }
 
     /// No body.
@@ -108,16 +122,59 @@ impl ProxyBody {
         Self::of(Source::Origin(body))
     }
 
-    /// Attaches the transaction's finisher.
-    pub fn with_finish(mut self, finish: Box<dyn Finish>) -> Self {
-        self.finish = Some(finish);
+    /// True when this body streams straight from the origin (not from the store).
+    pub fn is_from_origin(&self) -> bool {
+        matches!(self.source, Source::Origin(_))
+    }
+
+    /// Hands the transaction to the body, which runs `phases` on each chunk and ends the
+    /// transaction when the body is done.
+    pub fn with_txn(mut self, txn: Box<Txn>, phases: BodyPhases) -> Self {
+        self.txn = Some(txn);
+        self.phases = phases;
         self
     }
 
     fn done(&mut self, completed: bool) {
-        if let Some(finish) = self.finish.take() {
-            finish.finish(self.sent, completed);
+        if let Some(mut txn) = self.txn.take() {
+            txn.record_end(self.sent, completed);
         }
+    }
+
+    fn source_ended(&self) -> bool {
+        match &self.source {
+            Source::Empty => true,
+            Source::Chunks(chunks) => chunks.is_empty(),
+            Source::Fill(reader) => reader.is_end_stream(),
+            Source::Origin(body) => body.is_end_stream(),
+        }
+    }
+
+    fn poll_source(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        match &mut self.source {
+            Source::Empty => Poll::Ready(None),
+            Source::Chunks(chunks) => Poll::Ready(chunks.next_chunk().map(|c| Ok(Frame::data(c)))),
+            Source::Fill(reader) => Pin::new(reader).poll_frame(cx).map_err(Into::into),
+            Source::Origin(body) => Pin::new(body).poll_frame(cx).map_err(Into::into),
+        }
+    }
+
+    /// Runs the body phases on one piece; `None` when a closed module failure must cut the
+    /// response.
+    fn run_phases(&mut self, data: Bytes, end: bool) -> Result<Bytes, BoxError> {
+        let phases = self.phases;
+        let Some(txn) = self.txn.as_mut() else { return Ok(data) };
+        let mut chunk = BodyChunk::new(data, end);
+        if phases.origin {
+            txn.body_phase(&mut chunk, |m, info, c| m.origin_resp_body(info, c))?;
+        }
+        if phases.client {
+            txn.body_phase(&mut chunk, |m, info, c| m.client_resp_body(info, c))?;
+        }
+        if end {
+            self.phases_ended = true;
+        }
+        Ok(chunk.into_data())
     }
 }
 
@@ -127,38 +184,58 @@ impl Body for ProxyBody {
 
     fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
         let this = &mut *self;
-        let polled: Poll<Option<Result<Frame<Bytes>, BoxError>>> = match &mut this.source {
-            Source::Empty => Poll::Ready(None),
-            Source::Chunks(chunks) => Poll::Ready(chunks.next_chunk().map(|c| Ok(Frame::data(c)))),
-            Source::Fill(reader) => Pin::new(reader).poll_frame(cx).map_err(Into::into),
-            Source::Origin(body) => Pin::new(body).poll_frame(cx).map_err(Into::into),
-        };
-        match &polled {
-            Poll::Ready(Some(Ok(frame))) => {
-                if let Some(data) = frame.data_ref() {
-                    this.sent += data.len() as u64;
+        loop {
+            let polled = match this.poll_source(cx) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(polled) => polled,
+            };
+            let polled = match polled {
+                Some(Ok(frame)) if this.phases.any() => match frame.into_data() {
+                    Ok(data) => {
+                        let end = this.source_ended();
+                        match this.run_phases(data, end) {
+                            // An emptied piece is not sent: an empty chunk would end a
+                            // chunked body early.
+                            Ok(data) if data.is_empty() && !end => continue,
+                            Ok(data) if data.is_empty() => None,
+                            Ok(data) => Some(Ok(Frame::data(data))),
+                            Err(e) => Some(Err(e)),
+                        }
+                    }
+                    Err(frame) => Some(Ok(frame)),
+                },
+                None if this.phases.any() && !this.phases_ended => match this.run_phases(Bytes::new(), true) {
+                    Ok(data) if data.is_empty() => None,
+                    Ok(data) => Some(Ok(Frame::data(data))),
+                    Err(e) => Some(Err(e)),
+                },
+                other => other,
+            };
+            match &polled {
+                Some(Ok(frame)) => {
+                    if let Some(data) = frame.data_ref() {
+                        this.sent += data.len() as u64;
+                    }
+                    if this.is_end_stream() {
+                        this.done(true);
+                    }
                 }
-                if this.is_end_stream() {
-                    this.done(true);
-                }
+                Some(Err(_)) => this.done(false),
+                None => this.done(true),
             }
-            Poll::Ready(Some(Err(_))) => this.done(false),
-            Poll::Ready(None) => this.done(true),
-            Poll::Pending => {}
+            return Poll::Ready(polled);
         }
-        polled
     }
 
     fn is_end_stream(&self) -> bool {
-        match &self.source {
-            Source::Empty => true,
-            Source::Chunks(chunks) => chunks.is_empty(),
-            Source::Fill(reader) => reader.is_end_stream(),
-            Source::Origin(body) => body.is_end_stream(),
-        }
+        self.source_ended() && (!self.phases.any() || self.phases_ended)
     }
 
     fn size_hint(&self) -> SizeHint {
+        if self.phases.any() {
+            // Modules may change the length.
+            return SizeHint::default();
+        }
         match &self.source {
             Source::Empty => SizeHint::with_exact(0),
             Source::Chunks(chunks) => SizeHint::with_exact(chunks.remaining()),

@@ -14,7 +14,6 @@
 //! ```
 
 use crate::body::{OutBody, ProxyBody};
-use crate::chain::ModuleChain;
 use crate::error::{Kind, ProxyError, Side};
 use crate::outcome::ResultCode;
 use crate::respond::{self, ObjectBody};
@@ -29,12 +28,11 @@ use hyper::body::Incoming;
 use sluice_http::cache_status::{CacheStatus, Fwd};
 use sluice_http::conditional::Precondition;
 use sluice_http::reuse::{self, Reuse, StoredFreshness};
-use sluice_http::vary::{self, Vary};
+use crate::meta::{Directives, Received};
+use sluice_http::vary;
 use sluice_http::CacheControl;
-use sluice_module::{LookupOutcome, LookupOverride, TxnInfo};
+use sluice_module::{LookupOutcome, LookupOverride};
 use sluice_store::{Fill, Join, Leader, Lookup, Object, ObjectMeta, Outcome};
-use std::borrow::Cow;
-use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::SystemTime;
 
@@ -65,6 +63,8 @@ enum Fetched {
     Pass { parts: Box<response::Parts>, body: PooledBody, detail: &'static str },
     /// Validation failed and `stale-if-error` allows the stale object.
     ServeStale,
+    /// A module answered at `req_out`.
+    Local(Box<sluice_module::LocalResponse>),
 }
 
 /// Serves a GET/HEAD through the cache.
@@ -87,8 +87,7 @@ pub async fn serve(state: &Arc<State>, txn: &mut Txn, forward: Forward) -> Resul
             None => LookupOutcome::Miss,
         };
         let mut decision = LookupOverride::Keep;
-        let info = txn.info.clone();
-        if let Some(local) = txn.modules.request_phase(|m| m.cache_lookup(&info, outcome, &mut decision)) {
+        if let Some(local) = txn.phase(true, |m, info| m.cache_lookup(info, outcome, &mut decision)).await?.respond {
             return Ok(respond::local(state, local));
         }
         match decision {
@@ -153,9 +152,7 @@ pub async fn serve(state: &Arc<State>, txn: &mut Txn, forward: Forward) -> Resul
     } else {
         None
     };
-    let info = txn.info.clone();
-    let fetched =
-        fetch(state, &spec, &req_cc, stored.as_ref(), leader, Some((&mut txn.modules, &info)), &mut txn.peer).await;
+    let fetched = fetch(state, &spec, &req_cc, stored.as_ref(), leader, Some(&mut *txn)).await;
     let fwd_reason = if stored.is_some() { Fwd::Stale } else { miss_reason };
     let refresh = stored.is_some();
     let now = state.clock.now();
@@ -166,6 +163,7 @@ pub async fn serve(state: &Arc<State>, txn: &mut Txn, forward: Forward) -> Resul
             }
             Err(err)
         }
+        Ok(Fetched::Local(local)) => Ok(respond::local(state, *local)),
         Ok(Fetched::ServeStale) => {
             let object = stored.as_ref().expect("ServeStale only with a stored object");
             Ok(hit(state, txn, &forward.client, object, now, ResultCode::RefreshFailOld, None))
@@ -280,8 +278,7 @@ fn revalidate_in_background(state: &Arc<State>, spec: FetchSpec, stale: Arc<Obje
     let Join::Leader(leader) = state.collapser.join(&spec.key) else { return };
     let state = Arc::clone(state);
     tokio::spawn(async move {
-        let mut peer = None;
-        if let Err(e) = fetch(&state, &spec, &req_cc, Some(&stale), Some(leader), None, &mut peer).await {
+        if let Err(e) = fetch(&state, &spec, &req_cc, Some(&stale), Some(leader), None).await {
             tracing::info!("background revalidation of {} failed: {e}", spec.uri);
         }
     });
@@ -306,8 +303,7 @@ async fn fetch(
     req_cc: &CacheControl,
     stale: Option<&Arc<Object>>,
     mut leader: Option<Leader>,
-    mut modules: Option<(&mut ModuleChain, &TxnInfo)>,
-    peer: &mut Option<IpAddr>,
+    mut txn: Option<&mut Txn>,
 ) -> Result<Fetched, ProxyError> {
     // A 304 that does not select the stored response (RFC 9111 §4.3.4) leaves nothing to
     // serve: ask again, unconditionally.
@@ -321,13 +317,9 @@ async fn fetch(
             sluice_http::validation::add_validators(&mut headers, &object.meta.headers);
         }
         let mut parts = origin_request(&spec.uri, Method::GET, headers)?;
-        if let Some((chain, info)) = modules.as_mut() {
-            if let Some(local) = chain.request_phase(|m| m.req_out(info, &mut parts)) {
-                return Err(ProxyError::new(
-                    Kind::Internal,
-                    Side::Module,
-                    format!("module answered {} at req_out on a cache fetch", local.status),
-                ));
+        if let Some(txn) = txn.as_mut() {
+            if let Some(local) = txn.phase(true, |m, info| m.req_out(info, &mut parts)).await?.respond {
+                return Ok(Fetched::Local(Box::new(local)));
             }
         }
         let request_time = state.clock.now();
@@ -354,12 +346,14 @@ async fn fetch(
         }
         break (origin, request_time);
     };
-    *peer = Some(origin.peer);
+    if let Some(txn) = txn.as_mut() {
+        txn.peer = Some(origin.peer);
+    }
     let response_time = state.clock.now();
     let (mut parts, body) = origin.response.into_parts();
     sluice_http::hop::remove_hop_by_hop(&mut parts.headers);
-    if let Some((chain, info)) = modules.as_mut() {
-        chain.response_phase(|m| m.origin_resp_headers(info, &mut parts));
+    if let Some(txn) = txn.as_mut() {
+        txn.phase(false, |m, info| m.origin_resp_headers(info, &mut parts)).await?;
     }
     if let Some(object) = validating {
         if parts.status == StatusCode::NOT_MODIFIED {
@@ -379,22 +373,10 @@ async fn fetch(
             return Ok(Fetched::ServeStale);
         }
     }
-    let cc = if spec.reverse && state.config.cache.cdn_cache_control {
-        CacheControl::effective_for_cdn(&parts.headers)
-    } else {
-        CacheControl::from_headers(&parts.headers)
-    };
+    let cc = directives(state, spec).cache_control(&parts.headers);
     match storability(state, spec, &parts, &cc) {
         Ok(()) => {
-            let meta = Arc::new(build_meta_with(
-                state,
-                spec,
-                parts.status,
-                parts.headers.clone(),
-                request_time,
-                response_time,
-                cc,
-            ));
+            let meta = Arc::new(build_meta(state, spec, parts.status, parts.headers.clone(), request_time, response_time));
             let fill = Fill::new(content_length(&parts.headers));
             if let Some(leader) = leader.as_mut() {
                 leader.publish(Outcome::Filling { meta: Arc::clone(&meta), fill: Arc::clone(&fill) });
@@ -415,21 +397,6 @@ async fn fetch(
     }
 }
 
-/// The header fields freshness and storability are computed from: a targeted CDN cache
-/// ignores `Expires` while a valid `CDN-Cache-Control` governs (RFC 9213 §2.1).
-fn freshness_fields<'a>(state: &State, spec: &FetchSpec, headers: &'a HeaderMap) -> Cow<'a, HeaderMap> {
-    if spec.reverse
-        && state.config.cache.cdn_cache_control
-        && sluice_http::cache_control::cdn_cache_control_in_force(headers)
-    {
-        let mut without = headers.clone();
-        without.remove(header::EXPIRES);
-        Cow::Owned(without)
-    } else {
-        Cow::Borrowed(headers)
-    }
-}
-
 /// Why a response is not stored, or `Ok` when it is.
 fn storability(
     state: &State,
@@ -437,7 +404,7 @@ fn storability(
     parts: &response::Parts,
     cc: &CacheControl,
 ) -> Result<(), &'static str> {
-    let fields = freshness_fields(state, spec, &parts.headers);
+    let fields = directives(state, spec).freshness_fields(&parts.headers);
     sluice_http::storable::storable(&Method::GET, &spec.client_headers, parts.status, &fields, cc)
         .map_err(|r| r.token())?;
     if !state.config.cache.store_set_cookie && parts.headers.contains_key(header::SET_COOKIE) {
@@ -453,6 +420,10 @@ fn content_length(headers: &HeaderMap) -> Option<u64> {
     headers.get(header::CONTENT_LENGTH)?.to_str().ok()?.parse().ok()
 }
 
+fn directives(state: &State, spec: &FetchSpec) -> Directives {
+    Directives { cdn: spec.reverse && state.config.cache.cdn_cache_control }
+}
+
 fn build_meta(
     state: &State,
     spec: &FetchSpec,
@@ -461,49 +432,9 @@ fn build_meta(
     request_time: SystemTime,
     response_time: SystemTime,
 ) -> ObjectMeta {
-    let cc = if spec.reverse && state.config.cache.cdn_cache_control {
-        CacheControl::effective_for_cdn(&headers)
-    } else {
-        CacheControl::from_headers(&headers)
-    };
-    build_meta_with(state, spec, status, headers, request_time, response_time, cc)
-}
-
-fn build_meta_with(
-    state: &State,
-    spec: &FetchSpec,
-    status: StatusCode,
-    headers: HeaderMap,
-    request_time: SystemTime,
-    response_time: SystemTime,
-    cc: CacheControl,
-) -> ObjectMeta {
-    let vary = match Vary::from_headers(&headers) {
-        Vary::Fields(fields) => fields,
-        Vary::None | Vary::Star => Vec::new(),
-    };
-    let vary_key = if vary.is_empty() { Vec::new() } else { vary::vary_key(&vary, &spec.client_headers) };
-    let initial_age = sluice_http::age::corrected_initial_age(&headers, request_time, response_time);
-    let (lifetime, lifetime_source) = sluice_http::freshness::freshness_lifetime(
-        status,
-        &freshness_fields(state, spec, &headers),
-        &cc,
-        response_time,
-        &state.heuristic,
-    );
-    ObjectMeta {
-        key: spec.key.clone(),
-        status,
-        headers,
-        vary,
-        vary_key,
-        request_time,
-        response_time,
-        initial_age,
-        lifetime,
-        lifetime_source,
-        cc,
-    }
+    let received =
+        Received { key: spec.key.clone(), status, headers, request: &spec.client_headers, request_time, response_time };
+    crate::meta::describe(received, directives(state, spec), &state.heuristic)
 }
 
 /// Reads an origin body into `fill` and stores the object when it is complete. A body that

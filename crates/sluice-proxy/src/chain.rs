@@ -1,12 +1,48 @@
-//! Runs the modules' phase callbacks for one transaction, in configured order.
+//! Runs the modules' phase callbacks for one transaction, in configured order, and contains
+//! their failures: a panic, a missed `Defer` deadline or an oversized `Buffer` fails the
+//! transaction open (the module is skipped from then on) or closed (an error), as configured.
 
-use sluice_module::{Flow, LocalResponse, Module, Txn as ModuleTxn, TxnInfo};
+use futures_util::FutureExt;
+use sluice_module::{BodyChunk, BodyEdits, FailurePolicy, Flow, LocalResponse, Module, Txn as ModuleTxn, TxnInfo};
+use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
+
+/// A configured module: the module and what its failure does to a transaction.
+#[derive(Clone)]
+pub struct LoadedModule {
+    pub module: Arc<dyn Module>,
+    pub on_error: FailurePolicy,
+}
+
+impl std::fmt::Debug for LoadedModule {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LoadedModule").field("name", &self.module.name()).field("on_error", &self.on_error).finish()
+    }
+}
+
+/// A module failed a transaction that it guards closed.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("module {module} failed: {what}")]
+pub struct ModuleFailure {
+    pub module: String,
+    pub what: String,
+}
 
 struct Slot {
     state: Box<dyn ModuleTxn>,
-    /// False after the module answered [`Flow::Done`].
+    name: String,
+    on_error: FailurePolicy,
+    /// False after the module answered `Done` or failed open.
     active: bool,
+}
+
+/// What a header phase asks of the host, besides going on.
+#[derive(Debug, Default)]
+pub struct PhaseOutcome {
+    /// A module answered locally (request phases only).
+    pub respond: Option<LocalResponse>,
+    /// Some module asked to buffer the body, at most this many bytes.
+    pub buffer: Option<usize>,
 }
 
 /// The per-transaction states of the modules taking part, in order. Dropping the chain drops
@@ -22,10 +58,29 @@ impl std::fmt::Debug for ModuleChain {
     }
 }
 
+enum Step {
+    Go,
+    Respond(LocalResponse),
+    Buffer(usize),
+}
+
 impl ModuleChain {
     /// Asks every module for its state; modules answering `None` sit the transaction out.
-    pub fn new(modules: &[Arc<dyn Module>], info: &TxnInfo) -> Self {
-        let slots = modules.iter().filter_map(|m| m.new_txn(info)).map(|state| Slot { state, active: true }).collect();
+    pub fn new(modules: &[LoadedModule], info: &TxnInfo) -> Self {
+        let mut slots = Vec::new();
+        for loaded in modules {
+            let created = std::panic::catch_unwind(AssertUnwindSafe(|| loaded.module.new_txn(info)));
+            match created {
+                Ok(Some(state)) => slots.push(Slot {
+                    state,
+                    name: loaded.module.name().to_owned(),
+                    on_error: loaded.on_error,
+                    active: true,
+                }),
+                Ok(None) => {}
+                Err(_) => tracing::error!("module {} panicked in new_txn; it sits this transaction out", loaded.module.name()),
+            }
+        }
         Self { slots }
     }
 
@@ -34,33 +89,154 @@ impl ModuleChain {
         self.slots.is_empty()
     }
 
-    /// Runs a request phase: stops at the first module that answers locally.
-    pub fn request_phase(&mut self, mut call: impl FnMut(&mut dyn ModuleTxn) -> Flow) -> Option<LocalResponse> {
-        for slot in self.slots.iter_mut().filter(|s| s.active) {
-            match call(slot.state.as_mut()) {
-                Flow::Continue => {}
-                Flow::Done => slot.active = false,
-                Flow::Respond(response) => return Some(response),
+    /// Which bodies the active modules may change.
+    pub fn edits(&self) -> BodyEdits {
+        self.slots.iter().filter(|s| s.active).fold(BodyEdits::default(), |acc, s| {
+            let e = s.state.edits_body();
+            BodyEdits {
+                request: acc.request || e.request,
+                origin_response: acc.origin_response || e.origin_response,
+                client_response: acc.client_response || e.client_response,
             }
-        }
-        None
+        })
     }
 
-    /// Runs a response phase, where a local answer is not possible: `Respond` is ignored.
-    pub fn response_phase(&mut self, mut call: impl FnMut(&mut dyn ModuleTxn) -> Flow) {
-        for slot in self.slots.iter_mut().filter(|s| s.active) {
-            match call(slot.state.as_mut()) {
-                Flow::Continue => {}
-                Flow::Done => slot.active = false,
-                Flow::Respond(_) => tracing::warn!("a module answered Respond in a response phase; ignored"),
+    /// Runs a header phase on every active module in order. `allow_respond` is true for
+    /// request phases: the first local answer stops the phase. `Defer`red work is awaited
+    /// here, within its deadline.
+    pub async fn phase(
+        &mut self,
+        allow_respond: bool,
+        mut call: impl FnMut(&mut dyn ModuleTxn) -> Flow,
+    ) -> Result<PhaseOutcome, ModuleFailure> {
+        let mut outcome = PhaseOutcome::default();
+        for i in 0..self.slots.len() {
+            if !self.slots[i].active {
+                continue;
+            }
+            let slot = &mut self.slots[i];
+            let flow = match std::panic::catch_unwind(AssertUnwindSafe(|| call(slot.state.as_mut()))) {
+                Ok(flow) => flow,
+                Err(_) => {
+                    self.fail(i, "panicked")?;
+                    continue;
+                }
+            };
+            let flow = match flow {
+                Flow::Defer { work, deadline } => match tokio::time::timeout(deadline, AssertUnwindSafe(work).catch_unwind()).await {
+                    Ok(Ok(Flow::Defer { .. })) => {
+                        self.fail(i, "deferred work yielded another Defer")?;
+                        continue;
+                    }
+                    Ok(Ok(flow)) => flow,
+                    Ok(Err(_)) => {
+                        self.fail(i, "deferred work panicked")?;
+                        continue;
+                    }
+                    Err(_) => {
+                        self.fail(i, &format!("deferred work missed its {deadline:?} deadline"))?;
+                        continue;
+                    }
+                },
+                flow => flow,
+            };
+            match self.step(i, flow, allow_respond) {
+                Step::Go => {}
+                Step::Respond(response) => {
+                    outcome.respond = Some(response);
+                    return Ok(outcome);
+                }
+                Step::Buffer(max) => outcome.buffer = Some(outcome.buffer.map_or(max, |m: usize| m.min(max))),
             }
         }
+        Ok(outcome)
     }
 
-    /// Runs a notification (no verdict) on every module that is still active.
+    /// Runs a body phase on `chunk`: each active module sees the previous one's output.
+    pub fn body_phase(
+        &mut self,
+        chunk: &mut BodyChunk,
+        mut call: impl FnMut(&mut dyn ModuleTxn, &mut BodyChunk) -> Flow,
+    ) -> Result<(), ModuleFailure> {
+        for i in 0..self.slots.len() {
+            if !self.slots[i].active {
+                continue;
+            }
+            let slot = &mut self.slots[i];
+            match std::panic::catch_unwind(AssertUnwindSafe(|| call(slot.state.as_mut(), chunk))) {
+                Ok(flow) => {
+                    self.step(i, flow, false);
+                }
+                Err(_) => self.fail(i, "panicked in a body phase")?,
+            }
+        }
+        Ok(())
+    }
+
+    /// Runs a notification (no verdict) on every active module; panics are contained.
     pub fn notify(&mut self, mut call: impl FnMut(&mut dyn ModuleTxn)) {
         for slot in self.slots.iter_mut().filter(|s| s.active) {
-            call(slot.state.as_mut());
+            if std::panic::catch_unwind(AssertUnwindSafe(|| call(slot.state.as_mut()))).is_err() {
+                tracing::error!("module {} panicked in a notification", slot.name);
+                slot.active = false;
+            }
+        }
+    }
+
+    fn step(&mut self, i: usize, flow: Flow, allow_respond: bool) -> Step {
+        match flow {
+            Flow::Continue => Step::Go,
+            Flow::Done => {
+                self.slots[i].active = false;
+                Step::Go
+            }
+            Flow::Respond(response) if allow_respond => Step::Respond(response),
+            Flow::Respond(_) => {
+                tracing::warn!("module {} answered Respond where it cannot; ignored", self.slots[i].name);
+                Step::Go
+            }
+            Flow::Buffer { max } => Step::Buffer(max),
+            Flow::Defer { .. } => {
+                tracing::warn!("module {} deferred in a body phase, where it cannot; ignored", self.slots[i].name);
+                Step::Go
+            }
+        }
+    }
+
+    /// Applies module `i`'s failure policy: open skips it from now on, closed fails the
+    /// transaction.
+    pub fn fail(&mut self, i: usize, what: &str) -> Result<(), ModuleFailure> {
+        let slot = &mut self.slots[i];
+        slot.active = false;
+        tracing::error!("module {} {what}", slot.name);
+        match slot.on_error {
+            FailurePolicy::Open => Ok(()),
+            FailurePolicy::Closed => Err(ModuleFailure { module: slot.name.clone(), what: what.to_owned() }),
+        }
+    }
+
+    /// Fails the transaction on behalf of whichever active module asked to buffer more than
+    /// it allowed (closed if any buffering module is closed).
+    pub fn fail_buffering(&mut self, what: &str) -> Result<(), ModuleFailure> {
+        let mut result = Ok(());
+        for i in 0..self.slots.len() {
+            if self.slots[i].active {
+                if let Err(e) = self.fail(i, what) {
+                    result = Err(e);
+                }
+            }
+        }
+        result
+    }
+}
+
+impl Drop for ModuleChain {
+    fn drop(&mut self) {
+        for slot in self.slots.drain(..) {
+            let name = slot.name.clone();
+            if std::panic::catch_unwind(AssertUnwindSafe(move || drop(slot))).is_err() {
+                tracing::error!("module {name} panicked while its state was dropped");
+            }
         }
     }
 }

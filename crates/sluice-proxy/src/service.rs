@@ -48,7 +48,7 @@ pub async fn handle(
     req: Request<Incoming>,
 ) -> Result<Response<ProxyBody>, Infallible> {
     let mut txn = Txn::start(&state, conn.client, &req);
-    let version = req.version();
+    let method = req.method().clone();
     let deadline = state.config.client.transaction_timeout.0;
     let result = match tokio::time::timeout(deadline, route(&state, &conn, &mut txn, req)).await {
         Ok(result) => result,
@@ -69,7 +69,7 @@ pub async fn handle(
             respond::error(&state, &err)
         }
     };
-    Ok(respond::finalize(&state, txn, response, version))
+    Ok(respond::finalize(&state, txn, response, &method).await)
 }
 
 /// What routing produced.
@@ -108,7 +108,7 @@ async fn route(
         return Ok(Routed::Tunnel(response, tunnel));
     }
     let (mut parts, body) = req.into_parts();
-    if let Some(local) = txn.modules.request_phase(|m| m.req_headers(&txn.info, &mut parts)) {
+    if let Some(local) = txn.phase(true, |m, info| m.req_headers(info, &mut parts)).await?.respond {
         return Ok(Routed::Response(respond::local(state, local)));
     }
     let (target, uri, reverse, host) = resolve_target(state, conn, &parts)?;
@@ -280,7 +280,7 @@ async fn pass(
     body: Incoming,
 ) -> Result<Response<ProxyBody>, ProxyError> {
     let mut parts = origin_request(&forward.uri, forward.client.method.clone(), forward.out_headers.clone())?;
-    if let Some(local) = txn.modules.request_phase(|m| m.req_out(&txn.info, &mut parts)) {
+    if let Some(local) = txn.phase(true, |m, info| m.req_out(info, &mut parts)).await?.respond {
         return Ok(respond::local(state, local));
     }
     let out_body = if http_body::Body::is_end_stream(&body) { OutBody::Empty } else { OutBody::Client(body) };
@@ -289,7 +289,7 @@ async fn pass(
     txn.code = ResultCode::Miss;
     let (mut parts, body) = origin.response.into_parts();
     sluice_http::hop::remove_hop_by_hop(&mut parts.headers);
-    txn.modules.response_phase(|m| m.origin_resp_headers(&txn.info, &mut parts));
+    txn.phase(false, |m, info| m.origin_resp_headers(info, &mut parts)).await?;
     for uri in sluice_http::invalidation::targets(&forward.client.method, &forward.uri, parts.status, &parts.headers) {
         if let Some(key) = sluice_http::key::primary_key(&uri) {
             state.store.remove(&key);

@@ -10,7 +10,8 @@ use crate::route::Routes;
 use crate::upstream::Upstream;
 use http::{HeaderValue, Version};
 use sluice_http::freshness::Heuristic;
-use sluice_module::Module;
+use crate::chain::LoadedModule;
+use sluice_module::CacheApi;
 use sluice_store::{Collapser, MemoryStore};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -20,7 +21,9 @@ pub struct State {
     pub config: Config,
     pub clock: SharedClock,
     pub dates: DateCache,
-    pub store: MemoryStore,
+    pub store: Arc<MemoryStore>,
+    /// Content management over `store`, handed to modules.
+    pub content: Arc<dyn CacheApi>,
     pub collapser: Collapser,
     pub upstream: Upstream,
     pub routes: Routes,
@@ -28,7 +31,7 @@ pub struct State {
     pub purge_acl: Acl,
     pub metrics: Arc<Metrics>,
     pub access_log: Option<AccessLog>,
-    pub modules: Vec<Arc<dyn Module>>,
+    pub modules: Vec<LoadedModule>,
     pub heuristic: Heuristic,
     /// `Cache-Status` / `Via` name.
     pub name: String,
@@ -49,7 +52,7 @@ pub struct StateError(pub String);
 
 impl State {
     /// Builds the shared state. Fails on an unusable configuration (bad routes, log file).
-    pub fn new(config: Config, clock: SharedClock, modules: Vec<Arc<dyn Module>>) -> Result<Self, StateError> {
+    pub fn new(config: Config, clock: SharedClock, modules: Vec<LoadedModule>) -> Result<Self, StateError> {
         let metrics = Arc::new(Metrics::default());
         let routes = Routes::new(&config.route).map_err(StateError)?;
         let access_log = match &config.log.access_log {
@@ -61,8 +64,12 @@ impl State {
         };
         let capacity = config.cache.memory.0;
         let policy = crate::policy::build(&config.cache.policy, capacity).map_err(StateError)?;
-        let store = MemoryStore::new(capacity, config.cache.max_object.0, policy);
+        let store = Arc::new(MemoryStore::new(capacity, config.cache.max_object.0, policy));
         let name = config.cache.name.clone();
+        let heuristic =
+            Heuristic { last_modified_fraction: config.cache.heuristic_fraction, max: config.cache.heuristic_max.0 };
+        let content: Arc<dyn CacheApi> =
+            Arc::new(crate::content::Content::new(Arc::clone(&store), Arc::clone(&clock), heuristic));
         let via = ["1.0", "1.1", "2"].map(|v| HeaderValue::from_str(&format!("{v} {name}")).expect("name is a token"));
         Ok(Self {
             dates: DateCache::new(Arc::clone(&clock)),
@@ -76,10 +83,8 @@ impl State {
             metrics,
             access_log,
             modules,
-            heuristic: Heuristic {
-                last_modified_fraction: config.cache.heuristic_fraction,
-                max: config.cache.heuristic_max.0,
-            },
+            heuristic,
+            content,
             name,
             via,
             next_txn: AtomicU64::new(1),

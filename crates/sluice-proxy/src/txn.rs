@@ -5,12 +5,12 @@
 //! once, in its `Drop`, whether the response completed, failed, or was never produced.
 
 use crate::access_log::LogRecord;
-use crate::body::Finish;
-use crate::chain::ModuleChain;
+use crate::chain::{ModuleChain, ModuleFailure, PhaseOutcome};
+use crate::error::{Kind, ProxyError, Side};
 use crate::outcome::ResultCode;
 use crate::state::State;
 use http::{header, HeaderValue, Method, Request, Version};
-use sluice_module::{LogFields, TxnInfo, TxnOutcome};
+use sluice_module::{Flow, LogFields, Txn as ModuleTxn, TxnInfo, TxnOutcome};
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Instant;
@@ -47,7 +47,7 @@ impl std::fmt::Debug for Txn {
 impl Txn {
     /// Starts a transaction for `req` from `client`.
     pub fn start<B>(state: &Arc<State>, client: SocketAddr, req: &Request<B>) -> Self {
-        let info = TxnInfo { id: state.next_txn_id(), client };
+        let info = TxnInfo { id: state.next_txn_id(), client, cache: Arc::clone(&state.content) };
         let modules = ModuleChain::new(&state.modules, &info);
         let headers = req.headers();
         Self {
@@ -96,12 +96,41 @@ impl Txn {
         self.body_bytes = body_bytes;
         self.completed = completed;
     }
+
+    /// Records the outcome without ending the transaction (the body calls this when it ends).
+    pub fn record_end(&mut self, body_bytes: u64, completed: bool) {
+        self.body_bytes = body_bytes;
+        self.completed = completed;
+    }
+
+    /// Runs a header phase of the modules taking part; free when none does. A module
+    /// failure that is closed becomes a 500.
+    pub async fn phase(
+        &mut self,
+        allow_respond: bool,
+        mut call: impl FnMut(&mut dyn ModuleTxn, &TxnInfo) -> Flow,
+    ) -> Result<PhaseOutcome, ProxyError> {
+        if self.modules.is_empty() {
+            return Ok(PhaseOutcome::default());
+        }
+        let info = &self.info;
+        self.modules.phase(allow_respond, |m| call(m, info)).await.map_err(module_error)
+    }
+
+    /// Runs a body phase of the modules taking part on `chunk`.
+    pub fn body_phase(
+        &mut self,
+        chunk: &mut sluice_module::BodyChunk,
+        mut call: impl FnMut(&mut dyn ModuleTxn, &TxnInfo, &mut sluice_module::BodyChunk) -> Flow,
+    ) -> Result<(), ModuleFailure> {
+        let info = &self.info;
+        self.modules.body_phase(chunk, |m, c| call(m, info, c))
+    }
 }
 
-impl Finish for Txn {
-    fn finish(self: Box<Self>, body_bytes: u64, completed: bool) {
-        (*self).complete(body_bytes, completed);
-    }
+/// A closed module failure, as a transaction error (500).
+pub fn module_error(failure: ModuleFailure) -> ProxyError {
+    ProxyError::new(Kind::Internal, Side::Module, failure.to_string())
 }
 
 impl Drop for Txn {
@@ -111,9 +140,9 @@ impl Drop for Txn {
         let mut fields = LogFields::default();
         if !self.modules.is_empty() {
             let outcome = self.outcome();
-            let info = self.info.clone();
-            self.modules.notify(|m| m.resp_done(&info, &outcome));
-            self.modules.notify(|m| m.log(&info, &outcome, &mut fields));
+            let info = &self.info;
+            self.modules.notify(|m| m.resp_done(info, &outcome));
+            self.modules.notify(|m| m.log(info, &outcome, &mut fields));
         }
         if let Some(log) = &state.access_log {
             log.log(LogRecord {

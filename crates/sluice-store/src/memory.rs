@@ -128,6 +128,25 @@ impl MemoryStore {
         ids.len()
     }
 
+    /// Every stored variant of `key`, newest first (no hit is counted).
+    pub fn variants(&self, key: &str) -> Vec<Arc<Object>> {
+        let inner = self.inner.lock();
+        inner.index.get(key).map(|ids| ids.iter().map(|id| Arc::clone(&inner.objects[id])).collect()).unwrap_or_default()
+    }
+
+    /// Removes every object whose primary key starts with `prefix`; returns how many.
+    /// Walks the whole index: meant for administration, not the request path.
+    pub fn remove_prefix(&self, prefix: &str) -> usize {
+        let mut inner = self.inner.lock();
+        let ids: Vec<ObjectId> =
+            inner.index.iter().filter(|(key, _)| key.starts_with(prefix)).flat_map(|(_, ids)| ids.iter().copied()).collect();
+        for id in &ids {
+            inner.policy.on_remove(*id);
+            inner.forget(*id);
+        }
+        ids.len()
+    }
+
     /// Current counters and gauges.
     pub fn stats(&self) -> StoreStats {
         self.inner.lock().stats
@@ -146,5 +165,69 @@ impl Inner {
                 self.index.remove(&object.meta.key);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{ObjectMeta, StoredBody};
+    use bytes::Bytes;
+    use http::{HeaderMap, StatusCode};
+    use sluice_http::freshness::LifetimeSource;
+    use std::time::{Duration, SystemTime};
+
+    fn object(key: &str, size: usize) -> Object {
+        let meta = ObjectMeta {
+            key: key.to_owned(),
+            status: StatusCode::OK,
+            headers: HeaderMap::new(),
+            vary: Vec::new(),
+            vary_key: Vec::new(),
+            request_time: SystemTime::UNIX_EPOCH,
+            response_time: SystemTime::UNIX_EPOCH,
+            initial_age: Duration::ZERO,
+            lifetime: Duration::from_secs(60),
+            lifetime_source: LifetimeSource::MaxAge,
+            cc: Default::default(),
+        };
+        Object::new(Arc::new(meta), StoredBody::new(vec![Bytes::from(vec![b'x'; size])]))
+    }
+
+    fn store(capacity: u64) -> MemoryStore {
+        let policy = sluice_policy::build("lru", &sluice_policy::PolicyConfig::new(sluice_policy::Capacity::Bytes(capacity)))
+            .expect("lru exists");
+        MemoryStore::new(capacity, capacity, policy)
+    }
+
+    #[test]
+    fn bytes_never_exceed_capacity_and_lru_evicts_the_coldest() {
+        let s = store(10_000);
+        for i in 0..50 {
+            s.insert(object(&format!("k{i}"), 1000));
+            assert!(s.stats().bytes <= 10_000);
+        }
+        assert!(matches!(s.lookup("k49", |_| true), Lookup::Found(_)));
+        assert!(matches!(s.lookup("k0", |_| true), Lookup::Miss));
+        assert!(s.stats().evictions > 0);
+    }
+
+    #[test]
+    fn too_large_objects_are_rejected_and_counted() {
+        let s = store(1000);
+        assert!(s.insert(object("big", 5000)).is_none());
+        assert_eq!(s.stats().rejected_too_large, 1);
+        assert_eq!(s.stats().objects, 0);
+    }
+
+    #[test]
+    fn prefix_removal_only_touches_matching_keys() {
+        let s = store(1 << 20);
+        for key in ["http://a/x/1", "http://a/x/2", "http://a/y/1"] {
+            s.insert(object(key, 10));
+        }
+        assert_eq!(s.remove_prefix("http://a/x/"), 2);
+        assert_eq!(s.variants("http://a/y/1").len(), 1);
+        assert_eq!(s.stats().objects, 1);
     }
 }
