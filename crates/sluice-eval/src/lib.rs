@@ -10,8 +10,8 @@
 //!
 //! let trace = load("epa-http.txt".as_ref(), &ReadOptions::new(Format::Epa))?;
 //! let sizes = SizeSpec::parse_list("10%,20%,50%")?;
-//! let capacities = sizes.iter().map(|s| s.resolve(&trace, Unit::Objects)).collect::<Vec<_>>();
-//! let contenders = Contender::parse_list("lru,s3-fifo,belady")?;
+//! let capacities = sizes.iter().map(|s| s.resolve(&trace, Unit::Objects)).collect::<Result<Vec<_>, _>>()?;
+//! let contenders = Contender::parse_list("lru,s3-fifo,belady", Unit::Objects)?;
 //! let cells = run_grid(&trace, &contenders, &capacities, &GridOptions::default());
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
