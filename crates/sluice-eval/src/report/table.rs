@@ -79,5 +79,9 @@ pub fn render_table(cells: &[Cell], headers: &[String], metric: Metric) -> Strin
         }
         out.push('\n');
     }
+    let bytes = cells.iter().any(|c| matches!(c.capacity, sluice_policy::Capacity::Bytes(_)));
+    if bytes && cells.iter().any(|c| c.contender.is_oracle()) {
+        out.push_str("note: with byte capacities no Belady row is an exact optimum (both are heuristics)\n");
+    }
     out
 }

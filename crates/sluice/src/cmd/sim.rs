@@ -138,7 +138,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let opts = GridOptions {
         seed: args.seed,
         threads: args.jobs,
-        timeline: args.out.is_some() && !plots.is_empty(),
+        // Hit bits feed the timeline plot and the anomaly detail; keep them when plotting or
+        // when they are cheap (at most 256 MiB of bits).
+        timeline: (args.out.is_some() && !plots.is_empty())
+            || contenders.len() * capacities.len() * trace.requests.len() <= 1 << 31,
         progress: match args.progress.as_str() {
             "always" => true,
             "never" => false,
