@@ -141,6 +141,17 @@ impl ProxyBody {
         }
     }
 
+    /// True when the source announced an exact length and all of it was sent.
+    fn sent_all_announced(&self) -> bool {
+        let hint = match &self.source {
+            Source::Empty => return true,
+            Source::Chunks(chunks) => return chunks.is_empty(),
+            Source::Fill(reader) => reader.size_hint(),
+            Source::Origin(body) => body.size_hint(),
+        };
+        hint.exact() == Some(0)
+    }
+
     fn source_ended(&self) -> bool {
         match &self.source {
             Source::Empty => true,
@@ -247,8 +258,14 @@ impl Body for ProxyBody {
 
 impl Drop for ProxyBody {
     fn drop(&mut self) {
-        // Hyper drops bodies it never polls (HEAD, 304): those were complete.
-        let completed = self.is_end_stream();
+        // Hyper stops polling once a body announced by Content-Length is sent, and drops
+        // bodies it never polls (HEAD, 304): those were complete.
+        let completed = self.is_end_stream() || self.sent_all_announced();
+        if completed && self.phases.any() && !self.phases_ended {
+            // The modules still get their end-of-body call; with the length announced they
+            // could not change the body anyway.
+            let _ = self.run_phases(Bytes::new(), true);
+        }
         self.done(completed);
     }
 }

@@ -23,6 +23,7 @@ pub struct Config {
     pub log: LogConfig,
     pub admin: AdminConfig,
     pub shutdown: ShutdownConfig,
+    pub module: Vec<ModuleConfig>,
 }
 
 impl Default for Config {
@@ -38,6 +39,7 @@ impl Default for Config {
             log: LogConfig::default(),
             admin: AdminConfig::default(),
             shutdown: ShutdownConfig::default(),
+            module: Vec::new(),
         }
     }
 }
@@ -312,6 +314,39 @@ impl Default for ShutdownConfig {
     fn default() -> Self {
         Self { drain: Dur(Duration::from_secs(30)) }
     }
+}
+
+/// What a module's failure (panic, trap, missed deadline) does to a transaction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OnError {
+    /// Skip the module for the rest of the transaction and go on.
+    #[default]
+    Open,
+    /// Fail the transaction (500, or the connection is cut mid-body).
+    Closed,
+}
+
+impl From<OnError> for sluice_module::FailurePolicy {
+    fn from(on_error: OnError) -> Self {
+        match on_error {
+            OnError::Open => sluice_module::FailurePolicy::Open,
+            OnError::Closed => sluice_module::FailurePolicy::Closed,
+        }
+    }
+}
+
+/// One module, in the order modules run.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModuleConfig {
+    /// A built-in module's name (see `docs/modules.md`).
+    pub name: String,
+    #[serde(default)]
+    pub on_error: OnError,
+    /// Module-specific settings.
+    #[serde(default)]
+    pub settings: toml::Table,
 }
 
 /// A configuration error, with the file and what is wrong.

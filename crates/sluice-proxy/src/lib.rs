@@ -38,5 +38,6 @@ mod txn;
 pub mod units;
 mod upstream;
 
+pub use chain::LoadedModule;
 pub use server::{start, Running, StartError};
 pub use state::{State, StateError};

@@ -95,8 +95,12 @@ async fn route(
             format!("client {} is not allowed", conn.client.ip()),
         ));
     }
-    check_framing(&req)?;
-    if req.method() == Method::CONNECT {
+    check_host(&req)?;
+    let (mut parts, body) = req.into_parts();
+    if let Some(local) = txn.phase(true, |m, info| m.req_headers(info, &mut parts)).await?.respond {
+        return Ok(Routed::Response(respond::local(state, local)));
+    }
+    if parts.method == Method::CONNECT {
         if !conn.mode.forwards() {
             return Err(ProxyError::new(
                 Kind::Forbidden,
@@ -104,12 +108,8 @@ async fn route(
                 "CONNECT is not allowed on a reverse-proxy listener",
             ));
         }
-        let (response, tunnel) = crate::connect::open(state, txn, req).await?;
+        let (response, tunnel) = crate::connect::open(state, txn, Request::from_parts(parts, body)).await?;
         return Ok(Routed::Tunnel(response, tunnel));
-    }
-    let (mut parts, body) = req.into_parts();
-    if let Some(local) = txn.phase(true, |m, info| m.req_headers(info, &mut parts)).await?.respond {
-        return Ok(Routed::Response(respond::local(state, local)));
     }
     let (target, uri, reverse, host) = resolve_target(state, conn, &parts)?;
     txn.url = uri.to_string();
@@ -136,12 +136,10 @@ async fn route(
     Ok(Routed::Response(response))
 }
 
-/// Rejects requests whose framing is ambiguous (request smuggling) or incomplete.
-fn check_framing<B>(req: &Request<B>) -> Result<(), ProxyError> {
+/// Rejects HTTP/1.1 requests without exactly one `Host` (RFC 9112 §3.2). Ambiguous framing
+/// never gets this far: the connection's framing guard (`framing.rs`) rejects it.
+fn check_host<B>(req: &Request<B>) -> Result<(), ProxyError> {
     let headers = req.headers();
-    if headers.contains_key(header::TRANSFER_ENCODING) && headers.contains_key(header::CONTENT_LENGTH) {
-        return Err(ProxyError::bad_request("both Transfer-Encoding and Content-Length are present"));
-    }
     if req.version() == Version::HTTP_11 && req.uri().authority().is_none() {
         match headers.get_all(header::HOST).iter().count() {
             1 => {}

@@ -141,6 +141,11 @@ impl Body for FillReader {
         }
     }
 
+    fn is_end_stream(&self) -> bool {
+        let st = self.fill.state.lock();
+        self.next >= st.chunks.len() && matches!(st.end, Some(Ok(())))
+    }
+
     fn size_hint(&self) -> SizeHint {
         match self.fill.expected_len {
             Some(len) => SizeHint::with_exact(len.saturating_sub(self.sent)),

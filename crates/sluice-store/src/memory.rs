@@ -34,8 +34,19 @@ struct Inner {
     index: HashMap<String, Vec<ObjectId>>,
     objects: HashMap<ObjectId, Arc<Object>>,
     policy: Box<dyn Policy>,
-    next_id: ObjectId,
     stats: StoreStats,
+}
+
+/// A variant's id: a hash of its key and Vary key, stable across re-insertions so policies
+/// that keep history (ghost entries, frequency sketches) recognise an object that returns.
+/// Two variants colliding on 64 bits would share a slot: the newer replaces the older, which
+/// costs a miss, never a wrong answer (lookups still compare keys and Vary keys).
+fn object_id(meta: &ObjectMeta) -> ObjectId {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    meta.key.hash(&mut hasher);
+    meta.vary_key.hash(&mut hasher);
+    hasher.finish()
 }
 
 /// An in-memory tier. All methods are safe to call from any thread; each holds one short lock.
@@ -55,7 +66,7 @@ impl MemoryStore {
     /// evicts by `policy`.
     pub fn new(capacity: u64, max_object: u64, policy: Box<dyn Policy>) -> Self {
         let stats = StoreStats { capacity, ..StoreStats::default() };
-        let inner = Inner { index: HashMap::new(), objects: HashMap::new(), policy, next_id: 1, stats };
+        let inner = Inner { index: HashMap::new(), objects: HashMap::new(), policy, stats };
         Self { inner: Mutex::new(inner), max_object: max_object.min(capacity) }
     }
 
@@ -84,31 +95,24 @@ impl MemoryStore {
     /// until the total fits. Returns the stored object, or `None` when it is too large.
     pub fn insert(&self, object: Object) -> Option<Arc<Object>> {
         let size = object.footprint();
+        let id = object_id(&object.meta);
         let mut inner = self.inner.lock();
         if size > self.max_object {
             inner.stats.rejected_too_large += 1;
             return None;
         }
-        let object = Arc::new(object);
-        let meta = &object.meta;
-        let same_variant = inner.index.get(&meta.key).and_then(|ids| {
-            ids.iter().copied().find(|id| {
-                let old = &inner.objects[id].meta;
-                old.vary == meta.vary && old.vary_key == meta.vary_key
-            })
-        });
-        if let Some(old) = same_variant {
-            inner.policy.on_remove(old);
-            inner.forget(old);
+        if inner.objects.contains_key(&id) {
+            inner.policy.on_remove(id);
+            inner.forget(id);
         }
+        inner.policy.on_miss(id, size);
         while inner.stats.bytes + size > inner.stats.capacity {
             let Some(victim) = inner.policy.evict() else { break };
             inner.forget(victim);
             inner.stats.evictions += 1;
         }
-        let id = inner.next_id;
-        inner.next_id += 1;
-        inner.index.entry(meta.key.clone()).or_default().insert(0, id);
+        let object = Arc::new(object);
+        inner.index.entry(object.meta.key.clone()).or_default().insert(0, id);
         inner.objects.insert(id, Arc::clone(&object));
         inner.stats.bytes += size;
         inner.stats.objects += 1;

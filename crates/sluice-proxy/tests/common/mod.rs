@@ -37,6 +37,15 @@ impl Harness {
 
     /// Like [`Harness::build`], with the origin's address given to `tweak`.
     pub async fn build_with_origin(mode: Mode, tweak: impl FnOnce(&mut Config, SocketAddr)) -> Self {
+        Self::build_with_modules(mode, tweak, Vec::new()).await
+    }
+
+    /// Like [`Harness::build_with_origin`], with these modules.
+    pub async fn build_with_modules(
+        mode: Mode,
+        tweak: impl FnOnce(&mut Config, SocketAddr),
+        modules: Vec<sluice_proxy::LoadedModule>,
+    ) -> Self {
         let clock = ManualClock::default();
         let origin_clock = clock.clone();
         let origin = Origin::start(move || origin_clock.now()).await;
@@ -56,7 +65,7 @@ impl Harness {
         }
         tweak(&mut config, origin.addr);
         config.validate().expect("valid test config");
-        let state = State::new(config, Arc::new(clock.clone()), Vec::new()).expect("state");
+        let state = State::new(config, Arc::new(clock.clone()), modules).expect("state");
         let proxy = sluice_proxy::start(state).await.expect("start");
         Self { origin, proxy, clock, mode }
     }

@@ -3,6 +3,7 @@
 use anyhow::Context;
 use sluice_proxy::clock::SystemClock;
 use sluice_proxy::config::Config;
+use sluice_proxy::LoadedModule;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -30,7 +31,8 @@ pub struct Args {
 /// Runs the proxy until SIGTERM or SIGINT, then drains in-flight requests.
 pub fn run(args: Args) -> anyhow::Result<()> {
     if let Some(path) = &args.check_config {
-        Config::load(path)?;
+        let config = Config::load(path)?;
+        modules(&config)?;
         println!("{}: configuration is valid", path.display());
         return Ok(());
     }
@@ -51,8 +53,21 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     runtime.block_on(serve(config))
 }
 
+/// Builds the configured modules, in order.
+fn modules(config: &Config) -> anyhow::Result<Vec<LoadedModule>> {
+    config
+        .module
+        .iter()
+        .map(|m| {
+            let module = sluice_modules::build(&m.name, &m.settings).map_err(anyhow::Error::msg)?;
+            Ok(LoadedModule { module, on_error: m.on_error.into() })
+        })
+        .collect()
+}
+
 async fn serve(config: Config) -> anyhow::Result<()> {
-    let state = sluice_proxy::State::new(config, Arc::new(SystemClock), Vec::new())?;
+    let modules = modules(&config)?;
+    let state = sluice_proxy::State::new(config, Arc::new(SystemClock), modules)?;
     let running = sluice_proxy::start(state).await?;
     for (listener, addr) in running.state.config.listener.iter().zip(&running.listeners) {
         tracing::info!(
@@ -84,5 +99,6 @@ async fn wait_for_signal() -> anyhow::Result<()> {
 
 fn init_tracing() {
     let filter = tracing_subscriber::EnvFilter::try_from_env("SLUICE_LOG").unwrap_or_else(|_| "info".into());
-    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    tracing_subscriber::fmt().with_env_filter(filter).with_ansi(ansi).with_writer(std::io::stderr).init();
 }

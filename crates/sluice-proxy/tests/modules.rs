@@ -1,0 +1,529 @@
+//! The module contract end to end: every phase fires when documented and the state drops
+//! exactly once on every path; ordering and chaining; verdicts (Respond, Done, Buffer,
+//! Defer); failure policies; the cache API from a phase.
+
+mod common;
+
+use common::Harness;
+use http::{HeaderValue, StatusCode};
+use sluice_module::{
+    BodyChunk, BodyEdits, FailurePolicy, Flow, LocalResponse, LookupOutcome, LookupOverride, Module, Txn, TxnInfo,
+    TxnOutcome,
+};
+use sluice_proxy::config::Mode;
+use sluice_proxy::LoadedModule;
+use sluice_testkit::{client, Reply};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+// ---- a module that records every call ------------------------------------------------------
+
+type Journal = Arc<Mutex<Vec<String>>>;
+
+struct Recorder {
+    journal: Journal,
+}
+
+struct RecorderTxn {
+    journal: Journal,
+}
+
+impl RecorderTxn {
+    fn note(&self, what: impl Into<String>) {
+        self.journal.lock().unwrap().push(what.into());
+    }
+}
+
+impl Txn for RecorderTxn {
+    fn req_headers(&mut self, _: &TxnInfo, _: &mut http::request::Parts) -> Flow {
+        self.note("req_headers");
+        Flow::Continue
+    }
+    fn cache_lookup(&mut self, _: &TxnInfo, outcome: LookupOutcome, _: &mut LookupOverride) -> Flow {
+        self.note(format!("cache_lookup:{outcome:?}"));
+        Flow::Continue
+    }
+    fn req_out(&mut self, _: &TxnInfo, _: &mut http::request::Parts) -> Flow {
+        self.note("req_out");
+        Flow::Continue
+    }
+    fn origin_resp_headers(&mut self, _: &TxnInfo, resp: &mut http::response::Parts) -> Flow {
+        self.note(format!("origin_resp_headers:{}", resp.status.as_u16()));
+        Flow::Continue
+    }
+    fn client_resp_headers(&mut self, _: &TxnInfo, resp: &mut http::response::Parts) -> Flow {
+        self.note(format!("client_resp_headers:{}", resp.status.as_u16()));
+        Flow::Continue
+    }
+    fn client_resp_body(&mut self, _: &TxnInfo, chunk: &mut BodyChunk) -> Flow {
+        if chunk.is_end() {
+            self.note("client_resp_body:end");
+        }
+        Flow::Continue
+    }
+    fn resp_done(&mut self, _: &TxnInfo, outcome: &TxnOutcome) {
+        self.note(format!("resp_done:{}", outcome.result));
+    }
+    fn log(&mut self, _: &TxnInfo, _: &TxnOutcome, fields: &mut sluice_module::LogFields) {
+        fields.add("recorder", "1");
+        self.note("log");
+    }
+}
+
+impl Drop for RecorderTxn {
+    fn drop(&mut self) {
+        self.note("drop");
+    }
+}
+
+impl Module for Recorder {
+    fn name(&self) -> &str {
+        "recorder"
+    }
+    fn new_txn(&self, _: &TxnInfo) -> Option<Box<dyn Txn>> {
+        self.journal.lock().unwrap().push("new_txn".into());
+        Some(Box::new(RecorderTxn { journal: Arc::clone(&self.journal) }))
+    }
+}
+
+fn loaded(module: impl Module, on_error: FailurePolicy) -> LoadedModule {
+    LoadedModule { module: Arc::new(module), on_error }
+}
+
+async fn recorded(mode: Mode) -> (Harness, Journal) {
+    let journal: Journal = Arc::default();
+    let module = loaded(Recorder { journal: Arc::clone(&journal) }, FailurePolicy::Open);
+    let h = Harness::build_with_modules(mode, |_, _| {}, vec![module]).await;
+    (h, journal)
+}
+
+/// Takes the journal once the transaction has ended (its state dropped).
+async fn take(h: &Harness, journal: &Journal) -> Vec<String> {
+    h.eventually("the transaction state to drop", |_| journal.lock().unwrap().last().is_some_and(|l| l == "drop")).await;
+    std::mem::take(&mut *journal.lock().unwrap())
+}
+
+fn seq(items: &[&str]) -> Vec<String> {
+    items.iter().map(|s| s.to_string()).collect()
+}
+
+// ---- the hook x path matrix ------------------------------------------------------------------
+
+#[tokio::test]
+async fn phases_on_a_miss_then_a_fresh_hit() {
+    let (h, journal) = recorded(Mode::Forward).await;
+    h.origin.on("/m", Reply::ok("body").header("Cache-Control", "max-age=60"));
+    h.get("/m").await;
+    assert_eq!(
+        take(&h, &journal).await,
+        seq(&[
+            "new_txn",
+            "req_headers",
+            "cache_lookup:Miss",
+            "req_out",
+            "origin_resp_headers:200",
+            "client_resp_headers:200",
+            "client_resp_body:end",
+            "resp_done:TCP_MISS",
+            "log",
+            "drop"
+        ])
+    );
+    h.get("/m").await;
+    assert_eq!(
+        take(&h, &journal).await,
+        seq(&[
+            "new_txn",
+            "req_headers",
+            "cache_lookup:Hit",
+            "client_resp_headers:200",
+            "client_resp_body:end",
+            "resp_done:TCP_MEM_HIT",
+            "log",
+            "drop"
+        ])
+    );
+}
+
+#[tokio::test]
+async fn phases_on_a_stale_revalidation_and_a_304_to_the_client() {
+    let (h, journal) = recorded(Mode::Forward).await;
+    h.origin.on("/s", Reply::ok("body").header("Cache-Control", "max-age=10").header("ETag", "\"e\"").validating());
+    h.get("/s").await;
+    take(&h, &journal).await;
+    h.advance(20);
+    h.get("/s").await;
+    assert_eq!(
+        take(&h, &journal).await,
+        seq(&[
+            "new_txn",
+            "req_headers",
+            "cache_lookup:Stale",
+            "req_out",
+            "origin_resp_headers:304",
+            "client_resp_headers:200",
+            "client_resp_body:end",
+            "resp_done:TCP_REFRESH_UNMODIFIED",
+            "log",
+            "drop"
+        ])
+    );
+    let reply = h.get_with("/s", &[("If-None-Match", "\"e\"")]).await;
+    assert_eq!(reply.status, 304);
+    assert_eq!(
+        take(&h, &journal).await,
+        seq(&[
+            "new_txn",
+            "req_headers",
+            "cache_lookup:Hit",
+            "client_resp_headers:304",
+            "resp_done:TCP_IMS_HIT",
+            "log",
+            "drop"
+        ])
+    );
+}
+
+#[tokio::test]
+async fn phases_on_head_and_on_a_bodyless_204() {
+    let (h, journal) = recorded(Mode::Forward).await;
+    h.origin.on("/head", Reply::ok("body").header("Cache-Control", "max-age=60"));
+    h.origin.on("/204", Reply::status(204, ""));
+    h.get("/head").await;
+    take(&h, &journal).await;
+    h.send("HEAD", "/head", &[], None).await;
+    assert_eq!(
+        take(&h, &journal).await,
+        seq(&[
+            "new_txn",
+            "req_headers",
+            "cache_lookup:Hit",
+            "client_resp_headers:200",
+            "resp_done:TCP_MEM_HIT",
+            "log",
+            "drop"
+        ])
+    );
+    h.get("/204").await;
+    assert_eq!(
+        take(&h, &journal).await,
+        seq(&[
+            "new_txn",
+            "req_headers",
+            "cache_lookup:Miss",
+            "req_out",
+            "origin_resp_headers:204",
+            "client_resp_headers:204",
+            "resp_done:TCP_MISS",
+            "log",
+            "drop"
+        ])
+    );
+}
+
+#[tokio::test]
+async fn phases_on_an_origin_error_and_on_connect() {
+    let (h, journal) =
+        {
+            let journal: Journal = Arc::default();
+            let module = loaded(Recorder { journal: Arc::clone(&journal) }, FailurePolicy::Open);
+            let h = Harness::build_with_modules(Mode::Forward, |c, origin| c.access.connect_ports = vec![origin.port()], vec![module])
+                .await;
+            (h, journal)
+        };
+    h.origin.on("/err", Reply::ok("").close_before_head());
+    assert_eq!(h.get("/err").await.status, 502);
+    assert_eq!(
+        take(&h, &journal).await,
+        seq(&[
+            "new_txn",
+            "req_headers",
+            "cache_lookup:Miss",
+            "req_out",
+            "client_resp_headers:502",
+            "client_resp_body:end",
+            "resp_done:NONE",
+            "log",
+            "drop"
+        ])
+    );
+    h.origin.on("/tunnel", Reply::ok("t"));
+    let proxy = format!("http://{}", h.addr());
+    let out = tokio::process::Command::new("curl")
+        .args(["-s", "--max-time", "10", "-p", "-x", &proxy, &h.origin.url("/tunnel")])
+        .output()
+        .await
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "t");
+    assert_eq!(take(&h, &journal).await, seq(&["new_txn", "req_headers", "resp_done:TCP_TUNNEL", "log", "drop"]));
+}
+
+// ---- ordering and chaining -------------------------------------------------------------------
+
+struct Tagger {
+    tag: &'static str,
+}
+
+struct TaggerTxn {
+    tag: &'static str,
+}
+
+fn append(headers: &mut http::HeaderMap, name: &'static str, tag: &str) {
+    let value = match headers.get(name).and_then(|v| v.to_str().ok()) {
+        Some(prior) => format!("{prior},{tag}"),
+        None => tag.to_owned(),
+    };
+    headers.insert(name, HeaderValue::from_str(&value).unwrap());
+}
+
+impl Txn for TaggerTxn {
+    fn edits_body(&self) -> BodyEdits {
+        BodyEdits { client_response: true, ..BodyEdits::default() }
+    }
+    fn req_headers(&mut self, _: &TxnInfo, req: &mut http::request::Parts) -> Flow {
+        append(&mut req.headers, "x-chain", self.tag);
+        Flow::Continue
+    }
+    fn client_resp_headers(&mut self, _: &TxnInfo, resp: &mut http::response::Parts) -> Flow {
+        append(&mut resp.headers, "x-chain", self.tag);
+        Flow::Continue
+    }
+    fn client_resp_body(&mut self, _: &TxnInfo, chunk: &mut BodyChunk) -> Flow {
+        if chunk.is_end() {
+            chunk.append(format!("[{}]", self.tag).as_bytes());
+        }
+        Flow::Continue
+    }
+}
+
+impl Module for Tagger {
+    fn name(&self) -> &str {
+        self.tag
+    }
+    fn new_txn(&self, _: &TxnInfo) -> Option<Box<dyn Txn>> {
+        Some(Box::new(TaggerTxn { tag: self.tag }))
+    }
+}
+
+#[tokio::test]
+async fn three_modules_run_in_order_and_body_phases_chain() {
+    let modules = ["a", "b", "c"].map(|tag| loaded(Tagger { tag }, FailurePolicy::Open)).to_vec();
+    let h = Harness::build_with_modules(Mode::Forward, |_, _| {}, modules).await;
+    h.origin.on("/chain", Reply::ok("body").header("Cache-Control", "max-age=60"));
+    let miss = h.get("/chain").await;
+    assert_eq!(h.origin.last_request("/chain").unwrap().header("x-chain"), Some("a,b,c"));
+    assert_eq!(miss.header("x-chain"), "a,b,c");
+    assert_eq!(miss.text(), "body[a][b][c]");
+    assert_eq!(miss.header("content-length"), "", "a body modules may change is sent chunked");
+    let hit = h.get("/chain").await;
+    assert_eq!(hit.text(), "body[a][b][c]", "client body phases run on hits too");
+    assert_eq!(h.origin.hits("/chain"), 1, "and the stored body is the origin's");
+}
+
+// ---- verdicts ----------------------------------------------------------------------------------
+
+struct Scripted {
+    name: &'static str,
+    on_req_headers: fn(&mut http::request::Parts) -> Flow,
+}
+
+struct ScriptedTxn {
+    on_req_headers: fn(&mut http::request::Parts) -> Flow,
+}
+
+impl Txn for ScriptedTxn {
+    fn req_headers(&mut self, _: &TxnInfo, req: &mut http::request::Parts) -> Flow {
+        (self.on_req_headers)(req)
+    }
+}
+
+impl Module for Scripted {
+    fn name(&self) -> &str {
+        self.name
+    }
+    fn new_txn(&self, _: &TxnInfo) -> Option<Box<dyn Txn>> {
+        Some(Box::new(ScriptedTxn { on_req_headers: self.on_req_headers }))
+    }
+}
+
+#[tokio::test]
+async fn a_module_can_answer_locally() {
+    let module = Scripted { name: "deny", on_req_headers: |_| Flow::Respond(LocalResponse::text(StatusCode::FORBIDDEN, "no")) };
+    let h = Harness::build_with_modules(Mode::Forward, |_, _| {}, vec![loaded(module, FailurePolicy::Open)]).await;
+    let reply = h.get("/x").await;
+    assert_eq!(reply.status, 403);
+    assert_eq!(reply.text(), "no");
+    assert_eq!(h.origin.hits("/x"), 0);
+}
+
+#[tokio::test]
+async fn panics_fail_open_or_closed_and_the_proxy_lives_on() {
+    let panicky = || Scripted { name: "panicky", on_req_headers: |_| panic!("module bug") };
+    let open = Harness::build_with_modules(Mode::Forward, |_, _| {}, vec![loaded(panicky(), FailurePolicy::Open)]).await;
+    open.origin.on("/p", Reply::ok("fine"));
+    assert_eq!(open.get("/p").await.text(), "fine");
+    let closed = Harness::build_with_modules(Mode::Forward, |_, _| {}, vec![loaded(panicky(), FailurePolicy::Closed)]).await;
+    closed.origin.on("/p", Reply::ok("fine"));
+    assert_eq!(closed.get("/p").await.status, 500);
+    assert_eq!(closed.get("/p").await.status, 500, "the proxy keeps serving");
+    assert_eq!(closed.origin.hits("/p"), 0);
+}
+
+#[tokio::test]
+async fn deferred_work_is_awaited_and_its_deadline_enforced() {
+    let slow_header = Scripted {
+        name: "defer",
+        on_req_headers: |_| Flow::Defer {
+            work: Box::pin(async {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                Flow::Continue
+            }),
+            deadline: Duration::from_secs(5),
+        },
+    };
+    let h = Harness::build_with_modules(Mode::Forward, |_, _| {}, vec![loaded(slow_header, FailurePolicy::Closed)]).await;
+    h.origin.on("/d", Reply::ok("done"));
+    assert_eq!(h.get("/d").await.text(), "done");
+
+    let never = || Scripted {
+        name: "never",
+        on_req_headers: |_| Flow::Defer { work: Box::pin(futures_util::future::pending()), deadline: Duration::from_millis(50) },
+    };
+    let open = Harness::build_with_modules(Mode::Forward, |_, _| {}, vec![loaded(never(), FailurePolicy::Open)]).await;
+    open.origin.on("/d", Reply::ok("went on"));
+    assert_eq!(open.get("/d").await.text(), "went on");
+    let closed = Harness::build_with_modules(Mode::Forward, |_, _| {}, vec![loaded(never(), FailurePolicy::Closed)]).await;
+    assert_eq!(closed.get("/d").await.status, 500);
+}
+
+#[tokio::test]
+async fn a_client_that_leaves_during_defer_cancels_it_and_drops_the_state_once() {
+    let journal: Journal = Arc::default();
+    struct Waiter {
+        journal: Journal,
+    }
+    struct WaiterTxn {
+        journal: Journal,
+    }
+    impl Txn for WaiterTxn {
+        fn req_headers(&mut self, _: &TxnInfo, _: &mut http::request::Parts) -> Flow {
+            Flow::Defer { work: Box::pin(futures_util::future::pending()), deadline: Duration::from_secs(60) }
+        }
+    }
+    impl Drop for WaiterTxn {
+        fn drop(&mut self) {
+            self.journal.lock().unwrap().push("drop".into());
+        }
+    }
+    impl Module for Waiter {
+        fn name(&self) -> &str {
+            "waiter"
+        }
+        fn new_txn(&self, _: &TxnInfo) -> Option<Box<dyn Txn>> {
+            Some(Box::new(WaiterTxn { journal: Arc::clone(&self.journal) }))
+        }
+    }
+    let module = loaded(Waiter { journal: Arc::clone(&journal) }, FailurePolicy::Open);
+    let h = Harness::build_with_modules(Mode::Forward, |_, _| {}, vec![module]).await;
+    {
+        use tokio::io::AsyncWriteExt;
+        let mut stream = tokio::net::TcpStream::connect(h.addr()).await.unwrap();
+        let request = format!("GET {} HTTP/1.1\r\nHost: a\r\n\r\n", h.origin.url("/w"));
+        stream.write_all(request.as_bytes()).await.unwrap();
+        h.eventually("the request to be in the proxy", |h| {
+            h.proxy.state.metrics.client_connections.load(std::sync::atomic::Ordering::Relaxed) == 1
+        })
+        .await;
+    }
+    h.eventually("the abandoned transaction's state to drop", |_| !journal.lock().unwrap().is_empty()).await;
+    assert_eq!(*journal.lock().unwrap(), seq(&["drop"]));
+    assert_eq!(h.origin.hits("/w"), 0);
+}
+
+struct Uppercase;
+
+struct UppercaseTxn;
+
+impl Txn for UppercaseTxn {
+    fn client_resp_headers(&mut self, _: &TxnInfo, _: &mut http::response::Parts) -> Flow {
+        Flow::Buffer { max: 1 << 20 }
+    }
+    fn client_resp_body(&mut self, _: &TxnInfo, chunk: &mut BodyChunk) -> Flow {
+        assert!(chunk.is_end(), "a buffered body arrives whole");
+        let upper = chunk.data().to_ascii_uppercase();
+        chunk.replace(upper);
+        Flow::Continue
+    }
+}
+
+impl Module for Uppercase {
+    fn name(&self) -> &str {
+        "uppercase"
+    }
+    fn new_txn(&self, _: &TxnInfo) -> Option<Box<dyn Txn>> {
+        Some(Box::new(UppercaseTxn))
+    }
+}
+
+#[tokio::test]
+async fn buffer_hands_the_whole_body_and_the_host_fixes_content_length() {
+    let h = Harness::build_with_modules(Mode::Forward, |_, _| {}, vec![loaded(Uppercase, FailurePolicy::Closed)]).await;
+    h.origin.on("/buf", Reply::ok("a".repeat(5000)).chunked());
+    let reply = h.get("/buf").await;
+    assert_eq!(reply.text(), "A".repeat(5000));
+    assert_eq!(reply.header("content-length"), "5000");
+}
+
+// ---- content management from a phase -------------------------------------------------------------
+
+struct Purger;
+
+struct PurgerTxn;
+
+impl Txn for PurgerTxn {
+    fn req_headers(&mut self, info: &TxnInfo, req: &mut http::request::Parts) -> Flow {
+        if req.headers.contains_key("x-purge") {
+            let removed = info.cache.delete(&req.uri.to_string()).unwrap_or(0);
+            return Flow::Respond(LocalResponse::text(StatusCode::OK, format!("removed {removed}")));
+        }
+        Flow::Continue
+    }
+}
+
+impl Module for Purger {
+    fn name(&self) -> &str {
+        "purger"
+    }
+    fn new_txn(&self, _: &TxnInfo) -> Option<Box<dyn Txn>> {
+        Some(Box::new(PurgerTxn))
+    }
+}
+
+#[tokio::test]
+async fn the_cache_api_is_reachable_from_a_phase() {
+    let h = Harness::build_with_modules(Mode::Forward, |_, _| {}, vec![loaded(Purger, FailurePolicy::Open)]).await;
+    h.origin.on("/c", Reply::ok("x").header("Cache-Control", "max-age=600"));
+    h.get("/c").await;
+    let info = h.proxy.state.content.query(&h.origin.url("/c")).unwrap();
+    assert_eq!(info.len(), 1);
+    assert!(info[0].is_fresh());
+    assert_eq!(h.get_with("/c", &[("X-Purge", "1")]).await.text(), "removed 1");
+    h.get("/c").await;
+    assert_eq!(h.origin.hits("/c"), 2);
+}
+
+#[tokio::test]
+async fn builtin_modules_are_configured_by_name() {
+    let add = sluice_modules::build("add-headers", &toml::from_str("headers = { X-Test = \"yes\" }").unwrap()).unwrap();
+    let h = Harness::build_with_modules(Mode::Forward, |_, _| {}, vec![LoadedModule { module: add, on_error: FailurePolicy::Open }])
+        .await;
+    h.origin.on("/b", Reply::ok("x"));
+    assert_eq!(h.get("/b").await.header("x-test"), "yes");
+    let copy = sluice_modules::build("body-copy", &toml::Table::new()).unwrap();
+    let h = Harness::build_with_modules(Mode::Forward, |_, _| {}, vec![LoadedModule { module: copy, on_error: FailurePolicy::Open }])
+        .await;
+    h.origin.on("/b", Reply::ok("copied").header("Cache-Control", "max-age=60"));
+    assert_eq!(h.get("/b").await.text(), "copied");
+    assert_eq!(h.get("/b").await.text(), "copied");
+    let _ = client::get;
+}
