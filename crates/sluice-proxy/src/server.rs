@@ -3,6 +3,7 @@
 
 use crate::admin::Admin;
 use crate::config::{Config, ListenerConfig};
+use crate::framing::StrictHttp1;
 use crate::service::{self, ConnInfo};
 use crate::state::State;
 use hyper::service::service_fn;
@@ -113,13 +114,19 @@ fn write_private(path: &std::path::Path, text: &str) -> std::io::Result<()> {
     file.write_all(b"\n")
 }
 
+/// The largest request head hyper accepts (its read buffer limit, at least 8 KiB); the framing
+/// guard holds heads up to the same size.
+fn max_head(state: &State) -> usize {
+    state.config.client.max_header_bytes.0.max(8192) as usize
+}
+
 fn http_builder(state: &State, lc: &ListenerConfig, tls: bool) -> auto::Builder<TokioExecutor> {
     let mut builder = auto::Builder::new(TokioExecutor::new());
     builder
         .http1()
         .keep_alive(true)
         .half_close(false)
-        .max_buf_size(state.config.client.max_header_bytes.0.max(8192) as usize)
+        .max_buf_size(max_head(state))
         .timer(TokioTimer::new())
         .header_read_timeout(state.config.client.header_read_timeout.0);
     builder.http2().timer(TokioTimer::new()).max_concurrent_streams(256);
@@ -138,6 +145,7 @@ async fn accept_loop(
 ) {
     let graceful = GracefulShutdown::new();
     let builder = Arc::new(http_builder(&state, &lc, tls.is_some()));
+    let max_head = max_head(&state);
     loop {
         let (stream, client) = tokio::select! {
             accepted = listener.accept() => match accepted {
@@ -160,14 +168,17 @@ async fn accept_loop(
             allowed: state.client_acl.allows(client.ip()),
         });
         match &tls {
-            None => serve(&state, &builder, &graceful, conn, TokioIo::new(stream)),
+            None => serve(&state, &builder, &graceful, conn, TokioIo::new(StrictHttp1::new(stream, max_head))),
             Some(acceptor) => {
                 let (state, builder, acceptor, watcher) =
                     (Arc::clone(&state), Arc::clone(&builder), acceptor.clone(), graceful.watcher());
                 let handshake_timeout = state.config.client.header_read_timeout.0;
                 tokio::spawn(async move {
                     match tokio::time::timeout(handshake_timeout, acceptor.accept(stream)).await {
-                        Ok(Ok(tls)) => serve_watched(state, builder, watcher, conn, TokioIo::new(tls)).await,
+                        Ok(Ok(tls)) => {
+                            serve_watched(state, builder, watcher, conn, TokioIo::new(StrictHttp1::new(tls, max_head)))
+                                .await
+                        }
                         Ok(Err(e)) => tracing::debug!("TLS handshake from {client}: {e}"),
                         Err(_) => tracing::debug!("TLS handshake from {client} timed out"),
                     }
@@ -187,7 +198,7 @@ fn serve(
     builder: &Arc<auto::Builder<TokioExecutor>>,
     graceful: &GracefulShutdown,
     conn: Arc<ConnInfo>,
-    io: TokioIo<TcpStream>,
+    io: TokioIo<StrictHttp1<TcpStream>>,
 ) {
     let svc_state = Arc::clone(state);
     let svc_conn = Arc::clone(&conn);

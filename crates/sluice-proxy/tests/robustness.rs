@@ -186,3 +186,129 @@ async fn idle_keep_alive_connections_are_closed_after_the_header_read_timeout() 
     assert!(String::from_utf8_lossy(&seen).starts_with("HTTP/1.1 200"));
     assert!(closed, "an idle keep-alive connection must be closed by the proxy");
 }
+
+/// Counts the responses in a raw answer.
+fn responses(answer: &str) -> usize {
+    answer.matches("HTTP/1.1 ").count()
+}
+
+#[tokio::test]
+async fn transfer_encoding_then_content_length_is_rejected_too() {
+    let h = Harness::forward().await;
+    h.origin.on("/smuggle", Reply::ok("x"));
+    let request = format!(
+        "POST {} HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\nContent-Length: 4\r\n\r\n0\r\n\r\nGET {} HTTP/1.1\r\nHost: a\r\n\r\n",
+        h.origin.url("/smuggle"),
+        h.origin.url("/smuggle")
+    );
+    let answer = client::raw(h.addr(), request.as_bytes()).await;
+    assert!(answer.starts_with("HTTP/1.1 400 Bad Request\r\n"), "{answer}");
+    assert!(answer.to_ascii_lowercase().contains("connection: close"), "{answer}");
+    assert_eq!(responses(&answer), 1, "{answer}");
+    assert_eq!(h.origin.hits("/smuggle"), 0);
+}
+
+#[tokio::test]
+async fn transfer_encoding_not_ending_in_chunked_is_rejected() {
+    let h = Harness::forward().await;
+    for te in ["gzip", "chunked, gzip"] {
+        let request =
+            format!("POST {} HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: {te}\r\n\r\nabcd", h.origin.url("/te"));
+        let answer = client::raw(h.addr(), request.as_bytes()).await;
+        assert!(answer.starts_with("HTTP/1.1 400"), "{te}: {answer}");
+        assert_eq!(responses(&answer), 1, "{answer}");
+    }
+    assert_eq!(h.origin.hits("/te"), 0);
+}
+
+#[tokio::test]
+async fn transfer_encoding_in_http10_is_rejected() {
+    let h = Harness::forward().await;
+    let request =
+        format!("POST {} HTTP/1.0\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", h.origin.url("/te10"));
+    let answer = client::raw(h.addr(), request.as_bytes()).await;
+    assert!(answer.starts_with("HTTP/1.1 400"), "{answer}");
+    assert_eq!(h.origin.hits("/te10"), 0);
+}
+
+#[tokio::test]
+async fn pipelined_valid_requests_are_served_in_order() {
+    let h = Harness::forward().await;
+    h.origin.on("/p1", Reply::ok("first"));
+    h.origin.on("/p2", Reply::ok("second"));
+    h.origin.on("/p3", Reply::ok("third"));
+    let request = format!(
+        "GET {} HTTP/1.1\r\nHost: a\r\n\r\nPOST {} HTTP/1.1\r\nHost: a\r\nContent-Length: 3\r\n\r\nabcGET {} HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n",
+        h.origin.url("/p1"),
+        h.origin.url("/p2"),
+        h.origin.url("/p3")
+    );
+    let answer = client::raw(h.addr(), request.as_bytes()).await;
+    assert_eq!(responses(&answer), 3, "{answer}");
+    let at = |s: &str| answer.find(s).unwrap_or_else(|| panic!("{s} missing: {answer}"));
+    assert!(at("first") < at("second") && at("second") < at("third"), "{answer}");
+    assert_eq!(h.origin.last_request("/p2").unwrap().body, b"abc");
+}
+
+#[tokio::test]
+async fn a_smuggling_attempt_after_valid_pipelined_requests_is_cut_off_there() {
+    let h = Harness::forward().await;
+    h.origin.on("/ok", Reply::ok("fine"));
+    h.origin.on("/chunked", Reply::ok("chunked"));
+    h.origin.on("/smuggle", Reply::ok("x"));
+    // A chunked body with extensions and trailers: the smuggling attempt is found right
+    // after its last line, not inside it.
+    let request = format!(
+        "GET {ok} HTTP/1.1\r\nHost: a\r\n\r\n\
+         POST {chunked} HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n\
+         4;a=b\r\nwxyz\r\n0;last=1\r\nX-Trailer: t\r\n\r\n\
+         POST {smuggle} HTTP/1.1\r\nHost: a\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n\
+         GET {smuggle} HTTP/1.1\r\nHost: a\r\n\r\n",
+        ok = h.origin.url("/ok"),
+        chunked = h.origin.url("/chunked"),
+        smuggle = h.origin.url("/smuggle"),
+    );
+    let answer = client::raw(h.addr(), request.as_bytes()).await;
+    assert_eq!(responses(&answer), 3, "{answer}");
+    assert!(answer.contains("fine"), "{answer}");
+    let last = answer.rfind("HTTP/1.1 ").unwrap();
+    assert!(answer[last..].starts_with("HTTP/1.1 400"), "{answer}");
+    assert_eq!(h.origin.hits("/ok"), 1);
+    assert_eq!(h.origin.hits("/chunked"), 1);
+    assert_eq!(h.origin.hits("/smuggle"), 0);
+}
+
+#[tokio::test]
+async fn a_refused_connect_does_not_switch_the_framing_checks_off() {
+    // hyper keeps the connection in HTTP/1.1 after a 403 to CONNECT.
+    let h = Harness::forward().await;
+    h.origin.on("/smuggle", Reply::ok("x"));
+    let request = format!(
+        "CONNECT {} HTTP/1.1\r\nHost: x\r\n\r\nPOST {} HTTP/1.1\r\nHost: a\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+        h.origin.addr,
+        h.origin.url("/smuggle")
+    );
+    let answer = client::raw(h.addr(), request.as_bytes()).await;
+    assert!(answer.starts_with("HTTP/1.1 403"), "{answer}");
+    assert_eq!(responses(&answer), 2, "{answer}");
+    assert!(answer[answer.rfind("HTTP/1.1 ").unwrap()..].starts_with("HTTP/1.1 400"), "{answer}");
+    assert_eq!(h.origin.hits("/smuggle"), 0);
+}
+
+#[tokio::test]
+async fn an_upgrade_header_does_not_switch_the_framing_checks_off() {
+    // The proxy never answers 101, so the connection stays HTTP/1.1.
+    let h = Harness::forward().await;
+    h.origin.on("/ws", Reply::ok("no websocket here"));
+    h.origin.on("/smuggle", Reply::ok("x"));
+    let request = format!(
+        "GET {} HTTP/1.1\r\nHost: a\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\nPOST {} HTTP/1.1\r\nHost: a\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+        h.origin.url("/ws"),
+        h.origin.url("/smuggle")
+    );
+    let answer = client::raw(h.addr(), request.as_bytes()).await;
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert_eq!(responses(&answer), 2, "{answer}");
+    assert!(answer[answer.rfind("HTTP/1.1 ").unwrap()..].starts_with("HTTP/1.1 400"), "{answer}");
+    assert_eq!(h.origin.hits("/smuggle"), 0);
+}
