@@ -6,6 +6,7 @@
 //! | `GET /metrics` | no | Prometheus text exposition |
 //! | `GET /stats` | yes | JSON counters and cache gauges |
 //! | `DELETE /cache?url=URL` | yes | remove every stored variant of an absolute URL |
+//! | `GET\|POST /modules/<name>/<path>` | yes | the module's own admin endpoint |
 
 use crate::state::State;
 use bytes::Bytes;
@@ -59,12 +60,40 @@ impl Admin {
                 reply(StatusCode::OK, "application/json", json.to_string())
             }
             (&Method::DELETE, "/cache") => self.delete(&req),
+            (_, p) if p.starts_with("/modules/") => self.module(req).await,
             (_, "/healthz" | "/metrics" | "/stats" | "/cache") => {
                 text(StatusCode::METHOD_NOT_ALLOWED, "method not allowed\n")
             }
             _ => text(StatusCode::NOT_FOUND, format!("no admin endpoint {path}\n")),
         };
         Ok(response)
+    }
+
+    /// Hands `/modules/<name>/<path>` to the module `name`.
+    async fn module(&self, req: Request<Incoming>) -> AdminResponse {
+        use http_body_util::BodyExt;
+        let path = req.uri().path().trim_start_matches("/modules/").to_owned();
+        let (name, rest) = path.split_once('/').unwrap_or((path.as_str(), ""));
+        let Some(loaded) = self.state.modules.iter().find(|m| m.module.name() == name) else {
+            return text(StatusCode::NOT_FOUND, format!("no module {name}\n"));
+        };
+        let method = req.method().clone();
+        let body = match http_body_util::Limited::new(req.into_body(), 1 << 20).collect().await {
+            Ok(body) => body.to_bytes(),
+            Err(_) => return text(StatusCode::PAYLOAD_TOO_LARGE, "admin request bodies are limited to 1 MiB\n"),
+        };
+        let module = Arc::clone(&loaded.module);
+        let rest = format!("/{rest}");
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| module.admin(&method, &rest, &body))) {
+            Ok(Some(local)) => {
+                let mut response = Response::new(Full::new(local.body));
+                *response.status_mut() = local.status;
+                *response.headers_mut() = local.headers;
+                response
+            }
+            Ok(None) => text(StatusCode::NOT_FOUND, format!("module {name} has no admin endpoint {rest}\n")),
+            Err(_) => text(StatusCode::INTERNAL_SERVER_ERROR, format!("module {name} panicked\n")),
+        }
     }
 
     fn authorized<B>(&self, req: &Request<B>) -> bool {

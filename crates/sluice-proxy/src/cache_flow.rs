@@ -14,6 +14,7 @@
 //! ```
 
 use crate::body::{OutBody, ProxyBody};
+use crate::chain::SharedChain;
 use crate::error::{Kind, ProxyError, Side};
 use crate::outcome::ResultCode;
 use crate::respond::{self, ObjectBody};
@@ -31,7 +32,8 @@ use sluice_http::reuse::{self, Reuse, StoredFreshness};
 use crate::meta::{Directives, Received};
 use sluice_http::vary;
 use sluice_http::CacheControl;
-use sluice_module::{LookupOutcome, LookupOverride};
+use bytes::Bytes;
+use sluice_module::{LookupOutcome, LookupOverride, TxnInfo};
 use sluice_store::{Fill, Join, Leader, Lookup, Object, ObjectMeta, Outcome};
 use std::sync::Arc;
 use std::time::SystemTime;
@@ -376,12 +378,19 @@ async fn fetch(
     let cc = directives(state, spec).cache_control(&parts.headers);
     match storability(state, spec, &parts, &cc) {
         Ok(()) => {
-            let meta = Arc::new(build_meta(state, spec, parts.status, parts.headers.clone(), request_time, response_time));
-            let fill = Fill::new(content_length(&parts.headers));
+            // Modules that may change the stored body run in the pump; readers of the fill
+            // then get it without the origin's length (the stored object gets the true one).
+            let editors = txn.as_deref().and_then(Txn::origin_body_editors);
+            let mut headers = parts.headers.clone();
+            if editors.is_some() {
+                headers.remove(header::CONTENT_LENGTH);
+            }
+            let meta = Arc::new(build_meta(state, spec, parts.status, headers, request_time, response_time));
+            let fill = Fill::new(if editors.is_some() { None } else { content_length(&parts.headers) });
             if let Some(leader) = leader.as_mut() {
                 leader.publish(Outcome::Filling { meta: Arc::clone(&meta), fill: Arc::clone(&fill) });
             }
-            tokio::spawn(pump(Arc::clone(state), body, Arc::clone(&fill), Arc::clone(&meta), leader));
+            tokio::spawn(pump(Arc::clone(state), body, Arc::clone(&fill), Arc::clone(&meta), leader, editors));
             Ok(Fetched::Filling { meta, fill })
         }
         Err(detail) => {
@@ -437,24 +446,56 @@ fn build_meta(
     crate::meta::describe(received, directives(state, spec), &state.heuristic)
 }
 
-/// Reads an origin body into `fill` and stores the object when it is complete. A body that
-/// fails (truncated, reset, silent) fails the fill and is never stored; one that grows past
-/// the object limit is streamed to its readers but not stored.
-async fn pump(state: Arc<State>, mut body: PooledBody, fill: Arc<Fill>, meta: Arc<ObjectMeta>, leader: Option<Leader>) {
+/// Reads an origin body into `fill`, through the modules' `origin_resp_body` phase when
+/// `editors` is given, and stores the object when it is complete. A body that fails
+/// (truncated, reset, silent, or a module failing closed) fails the fill and is never stored;
+/// one that grows past the object limit is streamed to its readers but not stored.
+async fn pump(
+    state: Arc<State>,
+    mut body: PooledBody,
+    fill: Arc<Fill>,
+    meta: Arc<ObjectMeta>,
+    leader: Option<Leader>,
+    editors: Option<(SharedChain, TxnInfo)>,
+) {
     let max = state.store.max_object();
     let mut too_large = false;
+    let mut modules_saw_end = false;
+    let edit = |data: Bytes, end: bool| -> Result<Bytes, String> {
+        let Some((chain, info)) = &editors else { return Ok(data) };
+        let mut chunk = sluice_module::BodyChunk::new(data, end);
+        chain.body_phase(&mut chunk, |m, c| m.origin_resp_body(info, c)).map_err(|e| e.to_string())?;
+        Ok(chunk.into_data())
+    };
     while let Some(frame) = body.frame().await {
-        match frame {
-            Ok(frame) => {
-                if let Ok(data) = frame.into_data() {
-                    state.metrics.origin_body_bytes.fetch_add(data.len() as u64, std::sync::atomic::Ordering::Relaxed);
-                    fill.push(data);
-                    too_large |= fill.len() > max;
-                }
-            }
+        let data = match frame {
+            Ok(frame) => match frame.into_data() {
+                Ok(data) => data,
+                Err(_) => continue,
+            },
             Err(e) => {
                 tracing::info!("not storing {}: {e}", meta.key);
                 fill.fail(e.to_string());
+                return;
+            }
+        };
+        state.metrics.origin_body_bytes.fetch_add(data.len() as u64, std::sync::atomic::Ordering::Relaxed);
+        let end = http_body::Body::is_end_stream(&body);
+        modules_saw_end |= end;
+        match edit(data, end) {
+            Ok(data) => fill.push(data),
+            Err(e) => {
+                fill.fail(e);
+                return;
+            }
+        }
+        too_large |= fill.len() > max;
+    }
+    if editors.is_some() && !modules_saw_end {
+        match edit(Bytes::new(), true) {
+            Ok(data) => fill.push(data),
+            Err(e) => {
+                fill.fail(e);
                 return;
             }
         }

@@ -46,7 +46,7 @@ pub struct PhaseOutcome {
 }
 
 /// The per-transaction states of the modules taking part, in order. Dropping the chain drops
-/// each state exactly once.
+/// each state exactly once (the last [`SharedChain`] handle to go drops it).
 #[derive(Default)]
 pub struct ModuleChain {
     slots: Vec<Slot>,
@@ -101,55 +101,10 @@ impl ModuleChain {
         })
     }
 
-    /// Runs a header phase on every active module in order. `allow_respond` is true for
-    /// request phases: the first local answer stops the phase. `Defer`red work is awaited
-    /// here, within its deadline.
-    pub async fn phase(
-        &mut self,
-        allow_respond: bool,
-        mut call: impl FnMut(&mut dyn ModuleTxn) -> Flow,
-    ) -> Result<PhaseOutcome, ModuleFailure> {
-        let mut outcome = PhaseOutcome::default();
-        for i in 0..self.slots.len() {
-            if !self.slots[i].active {
-                continue;
-            }
-            let slot = &mut self.slots[i];
-            let flow = match std::panic::catch_unwind(AssertUnwindSafe(|| call(slot.state.as_mut()))) {
-                Ok(flow) => flow,
-                Err(_) => {
-                    self.fail(i, "panicked")?;
-                    continue;
-                }
-            };
-            let flow = match flow {
-                Flow::Defer { work, deadline } => match tokio::time::timeout(deadline, AssertUnwindSafe(work).catch_unwind()).await {
-                    Ok(Ok(Flow::Defer { .. })) => {
-                        self.fail(i, "deferred work yielded another Defer")?;
-                        continue;
-                    }
-                    Ok(Ok(flow)) => flow,
-                    Ok(Err(_)) => {
-                        self.fail(i, "deferred work panicked")?;
-                        continue;
-                    }
-                    Err(_) => {
-                        self.fail(i, &format!("deferred work missed its {deadline:?} deadline"))?;
-                        continue;
-                    }
-                },
-                flow => flow,
-            };
-            match self.step(i, flow, allow_respond) {
-                Step::Go => {}
-                Step::Respond(response) => {
-                    outcome.respond = Some(response);
-                    return Ok(outcome);
-                }
-                Step::Buffer(max) => outcome.buffer = Some(outcome.buffer.map_or(max, |m: usize| m.min(max))),
-            }
-        }
-        Ok(outcome)
+    /// Calls module `i` if it is active; `None` when it is not, `Some(Err)` when it panicked.
+    fn call(&mut self, i: usize, call: &mut impl FnMut(&mut dyn ModuleTxn) -> Flow) -> Option<Result<Flow, ()>> {
+        let slot = self.slots.get_mut(i).filter(|s| s.active)?;
+        Some(std::panic::catch_unwind(AssertUnwindSafe(|| call(slot.state.as_mut()))).map_err(|_| ()))
     }
 
     /// Runs a body phase on `chunk`: each active module sees the previous one's output.
@@ -227,6 +182,122 @@ impl ModuleChain {
             }
         }
         result
+    }
+}
+
+/// The module chain of one transaction, shared between the client side of the transaction
+/// and the fetch that fills the cache for it (which runs `origin_resp_body`). Calls are
+/// serialized by a lock that is never held across an await, so a module's methods are never
+/// called concurrently. Free when no module takes part.
+#[derive(Clone, Default)]
+pub struct SharedChain {
+    chain: Option<Arc<parking_lot::Mutex<ModuleChain>>>,
+}
+
+impl std::fmt::Debug for SharedChain {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SharedChain").field("modules", &self.chain.is_some()).finish()
+    }
+}
+
+impl SharedChain {
+    /// The chain of a new transaction.
+    pub fn new(modules: &[LoadedModule], info: &TxnInfo) -> Self {
+        if modules.is_empty() {
+            return Self::default();
+        }
+        let chain = ModuleChain::new(modules, info);
+        Self { chain: (!chain.is_empty()).then(|| Arc::new(parking_lot::Mutex::new(chain))) }
+    }
+
+    /// True when no module takes part.
+    pub fn is_empty(&self) -> bool {
+        self.chain.is_none()
+    }
+
+    /// Which bodies the active modules may change.
+    pub fn edits(&self) -> BodyEdits {
+        self.chain.as_ref().map(|c| c.lock().edits()).unwrap_or_default()
+    }
+
+    /// Runs a header phase on every active module in order. `allow_respond` is true for
+    /// request phases: the first local answer stops the phase. `Defer`red work is awaited
+    /// here (without the lock), within its deadline.
+    pub async fn phase(
+        &self,
+        allow_respond: bool,
+        mut call: impl FnMut(&mut dyn ModuleTxn) -> Flow,
+    ) -> Result<PhaseOutcome, ModuleFailure> {
+        let mut outcome = PhaseOutcome::default();
+        let Some(chain) = &self.chain else { return Ok(outcome) };
+        let count = chain.lock().slots.len();
+        for i in 0..count {
+            let called = chain.lock().call(i, &mut call);
+            let flow = match called {
+                None => continue,
+                Some(Ok(flow)) => flow,
+                Some(Err(())) => {
+                    chain.lock().fail(i, "panicked")?;
+                    continue;
+                }
+            };
+            let flow = match flow {
+                Flow::Defer { work, deadline } => {
+                    match tokio::time::timeout(deadline, AssertUnwindSafe(work).catch_unwind()).await {
+                        Ok(Ok(Flow::Defer { .. })) => {
+                            chain.lock().fail(i, "deferred work yielded another Defer")?;
+                            continue;
+                        }
+                        Ok(Ok(flow)) => flow,
+                        Ok(Err(_)) => {
+                            chain.lock().fail(i, "deferred work panicked")?;
+                            continue;
+                        }
+                        Err(_) => {
+                            chain.lock().fail(i, &format!("deferred work missed its {deadline:?} deadline"))?;
+                            continue;
+                        }
+                    }
+                }
+                flow => flow,
+            };
+            match chain.lock().step(i, flow, allow_respond) {
+                Step::Go => {}
+                Step::Respond(response) => {
+                    outcome.respond = Some(response);
+                    return Ok(outcome);
+                }
+                Step::Buffer(max) => outcome.buffer = Some(outcome.buffer.map_or(max, |m: usize| m.min(max))),
+            }
+        }
+        Ok(outcome)
+    }
+
+    /// Runs a body phase on `chunk` (see [`ModuleChain::body_phase`]).
+    pub fn body_phase(
+        &self,
+        chunk: &mut BodyChunk,
+        call: impl FnMut(&mut dyn ModuleTxn, &mut BodyChunk) -> Flow,
+    ) -> Result<(), ModuleFailure> {
+        match &self.chain {
+            Some(chain) => chain.lock().body_phase(chunk, call),
+            None => Ok(()),
+        }
+    }
+
+    /// Runs a notification on every active module.
+    pub fn notify(&self, call: impl FnMut(&mut dyn ModuleTxn)) {
+        if let Some(chain) = &self.chain {
+            chain.lock().notify(call);
+        }
+    }
+
+    /// See [`ModuleChain::fail_buffering`].
+    pub fn fail_buffering(&self, what: &str) -> Result<(), ModuleFailure> {
+        match &self.chain {
+            Some(chain) => chain.lock().fail_buffering(what),
+            None => Ok(()),
+        }
     }
 }
 

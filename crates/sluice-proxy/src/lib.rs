@@ -34,6 +34,7 @@ pub mod route;
 mod server;
 mod service;
 mod state;
+mod timers;
 mod tls;
 mod txn;
 pub mod units;

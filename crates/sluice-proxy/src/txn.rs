@@ -5,7 +5,7 @@
 //! once, in its `Drop`, whether the response completed, failed, or was never produced.
 
 use crate::access_log::LogRecord;
-use crate::chain::{ModuleChain, ModuleFailure, PhaseOutcome};
+use crate::chain::{ModuleFailure, PhaseOutcome, SharedChain};
 use crate::error::{Kind, ProxyError, Side};
 use crate::outcome::ResultCode;
 use crate::state::State;
@@ -18,7 +18,7 @@ use std::time::Instant;
 /// A transaction in progress.
 pub struct Txn {
     pub info: TxnInfo,
-    pub modules: ModuleChain,
+    pub modules: SharedChain,
     /// How it was served (set as the pipeline decides).
     pub code: ResultCode,
     /// The origin address, when the request went forward.
@@ -48,7 +48,7 @@ impl Txn {
     /// Starts a transaction for `req` from `client`.
     pub fn start<B>(state: &Arc<State>, client: SocketAddr, req: &Request<B>) -> Self {
         let info = TxnInfo { id: state.next_txn_id(), client, cache: Arc::clone(&state.content) };
-        let modules = ModuleChain::new(&state.modules, &info);
+        let modules = SharedChain::new(&state.modules, &info);
         let headers = req.headers();
         Self {
             modules,
@@ -117,9 +117,15 @@ impl Txn {
         self.modules.phase(allow_respond, |m| call(m, info)).await.map_err(module_error)
     }
 
+    /// The module chain and transaction info, for a fetch that runs `origin_resp_body` on the
+    /// body it stores; `None` when no module may change that body.
+    pub fn origin_body_editors(&self) -> Option<(SharedChain, TxnInfo)> {
+        self.modules.edits().origin_response.then(|| (self.modules.clone(), self.info.clone()))
+    }
+
     /// Runs a body phase of the modules taking part on `chunk`.
     pub fn body_phase(
-        &mut self,
+        &self,
         chunk: &mut sluice_module::BodyChunk,
         mut call: impl FnMut(&mut dyn ModuleTxn, &TxnInfo, &mut sluice_module::BodyChunk) -> Flow,
     ) -> Result<(), ModuleFailure> {

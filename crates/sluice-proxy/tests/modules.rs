@@ -527,3 +527,47 @@ async fn builtin_modules_are_configured_by_name() {
     assert_eq!(h.get("/b").await.text(), "copied");
     let _ = client::get;
 }
+
+// ---- before-store body editing ---------------------------------------------------------------
+
+struct AdBlanker;
+
+struct AdBlankerTxn;
+
+impl Txn for AdBlankerTxn {
+    fn edits_body(&self) -> BodyEdits {
+        BodyEdits { origin_response: true, ..BodyEdits::default() }
+    }
+    fn origin_resp_body(&mut self, _: &TxnInfo, chunk: &mut BodyChunk) -> Flow {
+        let text = String::from_utf8_lossy(chunk.data()).replace("<ad>", "");
+        chunk.replace(text);
+        if chunk.is_end() {
+            chunk.append(b"<!-- cleaned -->");
+        }
+        Flow::Continue
+    }
+}
+
+impl Module for AdBlanker {
+    fn name(&self) -> &str {
+        "ad-blanker"
+    }
+    fn new_txn(&self, _: &TxnInfo) -> Option<Box<dyn Txn>> {
+        Some(Box::new(AdBlankerTxn))
+    }
+}
+
+#[tokio::test]
+async fn origin_body_edits_are_what_gets_stored() {
+    let h = Harness::build_with_modules(Mode::Forward, |_, _| {}, vec![loaded(AdBlanker, FailurePolicy::Closed)]).await;
+    h.origin.on("/page", Reply::ok("a<ad>b<ad>c").header("Cache-Control", "max-age=60"));
+    let miss = h.get("/page").await;
+    assert_eq!(miss.text(), "abc<!-- cleaned -->");
+    assert_eq!(miss.header("content-length"), "", "the length changes, so the miss streams chunked");
+    let hit = h.get("/page").await;
+    assert_eq!(hit.text(), "abc<!-- cleaned -->");
+    assert_eq!(hit.header("content-length"), "19", "the stored object has its true length");
+    assert_eq!(h.origin.hits("/page"), 1);
+    h.origin.on("/pass", Reply::ok("x<ad>y"));
+    assert_eq!(h.get("/pass").await.text(), "xy<!-- cleaned -->", "pass-through responses are edited too");
+}
