@@ -525,7 +525,6 @@ async fn builtin_modules_are_configured_by_name() {
     h.origin.on("/b", Reply::ok("copied").header("Cache-Control", "max-age=60"));
     assert_eq!(h.get("/b").await.text(), "copied");
     assert_eq!(h.get("/b").await.text(), "copied");
-    let _ = client::get;
 }
 
 // ---- before-store body editing ---------------------------------------------------------------
@@ -570,4 +569,47 @@ async fn origin_body_edits_are_what_gets_stored() {
     assert_eq!(h.origin.hits("/page"), 1);
     h.origin.on("/pass", Reply::ok("x<ad>y"));
     assert_eq!(h.get("/pass").await.text(), "xy<!-- cleaned -->", "pass-through responses are edited too");
+}
+
+// ---- timers and admin endpoints ----------------------------------------------------------------
+
+struct Ticker {
+    ticks: Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl Module for Ticker {
+    fn name(&self) -> &str {
+        "ticker"
+    }
+    fn new_txn(&self, _: &TxnInfo) -> Option<Box<dyn Txn>> {
+        None
+    }
+    fn tick_interval(&self) -> Option<Duration> {
+        Some(Duration::from_millis(10))
+    }
+    fn tick(&self, _: &dyn sluice_module::CacheApi) {
+        self.ticks.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+    fn admin(&self, method: &http::Method, path: &str, _: &[u8]) -> Option<LocalResponse> {
+        let ticks = self.ticks.load(std::sync::atomic::Ordering::Relaxed);
+        (path == "/ticks").then(|| LocalResponse::text(StatusCode::OK, format!("{method} {ticks}")))
+    }
+}
+
+#[tokio::test]
+async fn modules_get_timers_and_an_admin_endpoint() {
+    let ticks = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let module = loaded(Ticker { ticks: Arc::clone(&ticks) }, FailurePolicy::Open);
+    let h = Harness::build_with_modules(Mode::Forward, |_, _| {}, vec![module]).await;
+    h.eventually("three ticks", |_| ticks.load(std::sync::atomic::Ordering::Relaxed) >= 3).await;
+    let token = [("Authorization", "Bearer test-token")];
+    let reply = client::get(h.admin(), "/modules/ticker/ticks", &token).await;
+    assert_eq!(reply.status, 200);
+    assert!(reply.text().starts_with("GET "), "{}", reply.text());
+    assert_eq!(client::get(h.admin(), "/modules/ticker/ticks", &[]).await.status, 401);
+    assert_eq!(client::get(h.admin(), "/modules/ticker/other", &token).await.status, 404);
+    assert_eq!(client::get(h.admin(), "/modules/nobody/x", &token).await.status, 404);
+    // A module that sits every transaction out costs nothing per request.
+    h.origin.on("/t", Reply::ok("x"));
+    assert_eq!(h.get("/t").await.text(), "x");
 }
