@@ -70,9 +70,12 @@ enum Fetched {
 }
 
 /// Serves a GET/HEAD through the cache.
-pub async fn serve(state: &Arc<State>, txn: &mut Txn, forward: Forward) -> Result<Response<ProxyBody>, ProxyError> {
-    let key = sluice_http::key::primary_key(&forward.uri)
-        .ok_or_else(|| ProxyError::bad_request("request URI has no host"))?;
+pub async fn serve(
+    state: &Arc<State>,
+    txn: &mut Txn,
+    forward: Forward,
+    key: String,
+) -> Result<Response<ProxyBody>, ProxyError> {
     let now = state.clock.now();
     let req_cc = CacheControl::from_headers(&forward.client.headers);
     let pragma = sluice_http::cache_control::pragma_no_cache(&forward.client.headers);
@@ -109,7 +112,7 @@ pub async fn serve(state: &Arc<State>, txn: &mut Txn, forward: Forward) -> Resul
                 return Ok(hit(state, txn, &forward.client, object, now, ResultCode::StaleHit, None))
             }
             Reuse::StaleWhileRevalidate => {
-                revalidate_in_background(state, spec(&forward, &key), Arc::clone(object), req_cc.clone());
+                revalidate_in_background(state, spec(state, &forward, &key), Arc::clone(object), req_cc.clone());
                 return Ok(hit(state, txn, &forward.client, object, now, ResultCode::StaleHit, None));
             }
             Reuse::Validate => {}
@@ -120,7 +123,7 @@ pub async fn serve(state: &Arc<State>, txn: &mut Txn, forward: Forward) -> Resul
     }
     // A client insisting on a fresh answer does not share another request's fetch.
     let collapsible = !(req_cc.no_cache || pragma || req_cc.max_age == Some(0));
-    let spec = spec(&forward, &key);
+    let spec = spec(state, &forward, &key);
     let leader = if collapsible {
         match state.collapser.join(&key) {
             Join::Leader(leader) => Some(leader),
@@ -232,12 +235,12 @@ pub async fn serve(state: &Arc<State>, txn: &mut Txn, forward: Forward) -> Resul
     }
 }
 
-fn spec(forward: &Forward, key: &str) -> FetchSpec {
+fn spec(state: &State, forward: &Forward, key: &str) -> FetchSpec {
     FetchSpec {
         target: forward.target.clone(),
         uri: forward.uri.clone(),
         key: key.to_owned(),
-        out_headers: forward.out_headers.clone(),
+        out_headers: forward.origin_headers(state),
         client_headers: forward.client.headers.clone(),
         reverse: forward.reverse,
     }
@@ -376,16 +379,22 @@ async fn fetch(
         }
     }
     let cc = directives(state, spec).cache_control(&parts.headers);
-    match storability(state, spec, &parts, &cc) {
-        Ok(()) => {
-            // Modules that may change the stored body run in the pump; readers of the fill
-            // then get it without the origin's length (the stored object gets the true one).
-            let editors = txn.as_deref().and_then(Txn::origin_body_editors);
-            let mut headers = parts.headers.clone();
-            if editors.is_some() {
-                headers.remove(header::CONTENT_LENGTH);
-            }
-            let meta = Arc::new(build_meta(state, spec, parts.status, headers, request_time, response_time));
+    // Modules that may change the stored body run in the pump; readers of the fill then get
+    // it without the origin's length (the stored object gets the true one).
+    let editors = txn.as_deref().and_then(Txn::origin_body_editors);
+    let verdict = storability(state, spec, &parts, &cc).and_then(|()| {
+        let mut headers = parts.headers.clone();
+        if editors.is_some() {
+            headers.remove(header::CONTENT_LENGTH);
+        }
+        let meta = build_meta(state, spec, parts.status, headers, request_time, response_time);
+        if never_reusable(&meta) {
+            return Err("stale-on-arrival");
+        }
+        Ok(Arc::new(meta))
+    });
+    match verdict {
+        Ok(meta) => {
             let fill = Fill::new(if editors.is_some() { None } else { content_length(&parts.headers) });
             if let Some(leader) = leader.as_mut() {
                 leader.publish(Outcome::Filling { meta: Arc::clone(&meta), fill: Arc::clone(&fill) });
@@ -397,6 +406,7 @@ async fn fetch(
             if let Some(leader) = leader.as_mut() {
                 leader.publish(Outcome::NotShareable);
             }
+            state.hit_for_pass.remember(&spec.key, detail, response_time);
             if stale.is_some() {
                 // A new, unstorable response supersedes what we had.
                 state.store.remove(&spec.key);
@@ -404,6 +414,16 @@ async fn fetch(
             Ok(Fetched::Pass { parts: Box::new(parts), body, detail })
         }
     }
+}
+
+/// A response stale on arrival with no validator and no stale-serving window could never be
+/// reused: storing it (or sharing it with collapsed requests) would serve nothing but waste.
+fn never_reusable(meta: &ObjectMeta) -> bool {
+    meta.lifetime.is_zero()
+        && !meta.headers.contains_key(header::ETAG)
+        && !meta.headers.contains_key(header::LAST_MODIFIED)
+        && meta.cc.stale_while_revalidate.is_none()
+        && meta.cc.stale_if_error.is_none()
 }
 
 /// Why a response is not stored, or `Ok` when it is.

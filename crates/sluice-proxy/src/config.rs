@@ -159,6 +159,9 @@ pub struct CacheConfig {
     pub store_set_cookie: bool,
     /// Obey `CDN-Cache-Control` (RFC 9213) for reverse-proxied responses.
     pub cdn_cache_control: bool,
+    /// How long a URL whose response could not be stored (`no-store`, `private`,
+    /// `Set-Cookie`, ...) is passed straight to the origin, skipping collapsing; 0 disables.
+    pub hit_for_pass: Dur,
 }
 
 impl Default for CacheConfig {
@@ -174,6 +177,7 @@ impl Default for CacheConfig {
             collapse_wait: Dur(Duration::from_secs(10)),
             store_set_cookie: false,
             cdn_cache_control: true,
+            hit_for_pass: Dur(Duration::from_secs(120)),
         }
     }
 }

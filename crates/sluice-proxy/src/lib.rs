@@ -25,6 +25,7 @@ mod content;
 mod date;
 mod meta;
 pub mod error;
+mod hit_for_pass;
 mod framing;
 pub mod metrics;
 pub mod outcome;

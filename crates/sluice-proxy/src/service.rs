@@ -12,6 +12,7 @@ use crate::upstream::Target;
 use http::header::{self, HeaderMap, HeaderValue};
 use http::{request, Method, Request, Response, StatusCode, Uri, Version};
 use hyper::body::Incoming;
+use sluice_http::cache_status::Fwd;
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -35,10 +36,40 @@ pub struct Forward {
     pub uri: Uri,
     /// The client's request head (after module edits).
     pub client: request::Parts,
-    /// Header fields for the origin: hop-by-hop removed, `Host`, `Via`, `X-Forwarded-For`.
-    pub out_headers: HeaderMap,
+    /// The `Host` to send to the origin.
+    pub host: HeaderValue,
+    /// The client's address and whether it came over TLS (`X-Forwarded-*`).
+    pub client_addr: std::net::IpAddr,
+    pub client_tls: bool,
     /// Reached through a reverse-proxy route (`CDN-Cache-Control` applies).
     pub reverse: bool,
+}
+
+impl Forward {
+    /// The header fields for the origin: the client's without hop-by-hop fields, with `Host`,
+    /// `Via`, `X-Forwarded-For` and `X-Forwarded-Proto`. Built only when a request goes
+    /// forward (never on a hit).
+    pub fn origin_headers(&self, state: &State) -> HeaderMap {
+        let mut headers = self.client.headers.clone();
+        sluice_http::hop::remove_hop_by_hop(&mut headers);
+        headers.insert(header::HOST, self.host.clone());
+        if state.config.headers.via {
+            headers.append(header::VIA, state.via(self.client.version));
+        }
+        if state.config.headers.x_forwarded_for {
+            let client = self.client_addr.to_string();
+            let value = match headers.get("x-forwarded-for").and_then(|v| v.to_str().ok()) {
+                Some(prior) => format!("{prior}, {client}"),
+                None => client,
+            };
+            if let Ok(value) = HeaderValue::from_str(&value) {
+                headers.insert("x-forwarded-for", value);
+            }
+            let proto = if self.client_tls { "https" } else { "http" };
+            headers.entry("x-forwarded-proto").or_insert(HeaderValue::from_static(proto));
+        }
+        headers
+    }
 }
 
 /// Serves one request. Never fails: errors become responses.
@@ -112,7 +143,9 @@ async fn route(
         return Ok(Routed::Tunnel(response, tunnel));
     }
     let (target, uri, reverse, host) = resolve_target(state, conn, &parts)?;
-    txn.url = uri.to_string();
+    if state.access_log.is_some() {
+        txn.url = uri.to_string();
+    }
     if via_has(&parts.headers, &state.name) {
         return Err(ProxyError::new(
             Kind::Loop,
@@ -123,15 +156,19 @@ async fn route(
     if let Some(response) = answer_max_forwards(state, &mut parts)? {
         return Ok(Routed::Response(response));
     }
-    let out_headers = outgoing_headers(state, conn, &parts, host);
-    let forward = Forward { target, uri, client: parts, out_headers, reverse };
+    let forward =
+        Forward { target, uri, client: parts, host, client_addr: conn.client.ip(), client_tls: conn.tls, reverse };
     if forward.client.method.as_str() == "PURGE" {
         return purge(state, conn, &forward).map(Routed::Response);
     }
-    let response = if state.config.cache.enabled && crate::cache_flow::applies(&forward.client, &body) {
-        crate::cache_flow::serve(state, txn, forward).await?
-    } else {
-        pass(state, txn, forward, body).await?
+    let cacheable = state.config.cache.enabled && crate::cache_flow::applies(&forward.client, &body);
+    let key = if cacheable { sluice_http::key::primary_key(&forward.uri) } else { None };
+    let response = match key {
+        Some(key) if !state.hit_for_pass.applies(&key, state.clock.now()) => {
+            crate::cache_flow::serve(state, txn, forward, key).await?
+        }
+        Some(_) => pass(state, txn, forward, body, Fwd::Bypass).await?,
+        None => pass(state, txn, forward, body, Fwd::Method).await?,
     };
     Ok(Routed::Response(response))
 }
@@ -232,29 +269,6 @@ fn answer_max_forwards(state: &State, parts: &mut request::Parts) -> Result<Opti
     Ok(Some(if parts.method == Method::TRACE { respond::trace(state, parts) } else { respond::options(state) }))
 }
 
-/// The header fields sent to the origin.
-fn outgoing_headers(state: &State, conn: &ConnInfo, parts: &request::Parts, host: HeaderValue) -> HeaderMap {
-    let mut headers = parts.headers.clone();
-    sluice_http::hop::remove_hop_by_hop(&mut headers);
-    headers.insert(header::HOST, host);
-    if state.config.headers.via {
-        headers.append(header::VIA, state.via(parts.version));
-    }
-    if state.config.headers.x_forwarded_for {
-        let client = conn.client.ip().to_string();
-        let value = match headers.get("x-forwarded-for").and_then(|v| v.to_str().ok()) {
-            Some(prior) => format!("{prior}, {client}"),
-            None => client,
-        };
-        if let Ok(value) = HeaderValue::from_str(&value) {
-            headers.insert("x-forwarded-for", value);
-        }
-        let proto = if conn.tls { "https" } else { "http" };
-        headers.entry("x-forwarded-proto").or_insert(HeaderValue::from_static(proto));
-    }
-    headers
-}
-
 /// The request head for the origin: method, origin-form URI of `uri`, outgoing fields.
 pub fn origin_request(uri: &Uri, method: Method, headers: HeaderMap) -> Result<request::Parts, ProxyError> {
     let path = uri.path_and_query().map_or("/", |p| p.as_str());
@@ -271,13 +285,16 @@ pub fn origin_request(uri: &Uri, method: Method, headers: HeaderMap) -> Result<r
 
 /// Forwards a request the cache does not handle, streaming both bodies, and invalidates
 /// stored responses after unsafe methods (RFC 9111 §4.4).
+/// `reason` is why the cache is not involved (`Cache-Status: fwd=`): the method, or a
+/// hit-for-pass bypass.
 async fn pass(
     state: &State,
     txn: &mut Txn,
     forward: Forward,
     body: Incoming,
+    reason: Fwd,
 ) -> Result<Response<ProxyBody>, ProxyError> {
-    let mut parts = origin_request(&forward.uri, forward.client.method.clone(), forward.out_headers.clone())?;
+    let mut parts = origin_request(&forward.uri, forward.client.method.clone(), forward.origin_headers(state))?;
     if let Some(local) = txn.phase(true, |m, info| m.req_out(info, &mut parts)).await?.respond {
         return Ok(respond::local(state, local));
     }
@@ -291,12 +308,14 @@ async fn pass(
     for uri in sluice_http::invalidation::targets(&forward.client.method, &forward.uri, parts.status, &parts.headers) {
         if let Some(key) = sluice_http::key::primary_key(&uri) {
             state.store.remove(&key);
+            state.hit_for_pass.forget(&key);
         }
     }
     if state.config.headers.cache_status {
         let status = sluice_http::cache_status::CacheStatus {
-            fwd: Some(sluice_http::cache_status::Fwd::Method),
+            fwd: Some(reason),
             fwd_status: Some(parts.status.as_u16()),
+            detail: (reason == Fwd::Bypass).then_some("hit-for-pass"),
             ..Default::default()
         };
         parts.headers.append("cache-status", status.to_header_value(&state.name));
@@ -313,6 +332,7 @@ fn purge(state: &State, conn: &ConnInfo, forward: &Forward) -> Result<Response<P
     let key = sluice_http::key::primary_key(&forward.uri)
         .ok_or_else(|| ProxyError::bad_request("PURGE needs an absolute URI"))?;
     let removed = state.store.remove(&key);
+    state.hit_for_pass.forget(&key);
     let status = if removed > 0 { StatusCode::OK } else { StatusCode::NOT_FOUND };
     Ok(respond::text(state, status, format!("purged {removed} object(s) for {key}\n")))
 }

@@ -25,6 +25,7 @@ pub struct State {
     /// Content management over `store`, handed to modules.
     pub content: Arc<dyn CacheApi>,
     pub collapser: Collapser,
+    pub hit_for_pass: crate::hit_for_pass::HitForPass,
     pub upstream: Upstream,
     pub routes: Routes,
     pub client_acl: Acl,
@@ -76,6 +77,7 @@ impl State {
             clock,
             store,
             collapser: Collapser::default(),
+            hit_for_pass: crate::hit_for_pass::HitForPass::new(config.cache.hit_for_pass.0, 100_000),
             upstream: Upstream::new(config.upstream.clone(), Arc::clone(&metrics)),
             routes,
             client_acl: Acl::new(&config.access.allow),

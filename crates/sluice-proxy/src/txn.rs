@@ -54,7 +54,8 @@ impl Txn {
             modules,
             code: ResultCode::None,
             peer: None,
-            url: req.uri().to_string(),
+            // Formatted only for the access log; routing sets the absolute URL.
+            url: if state.access_log.is_some() { req.uri().to_string() } else { String::new() },
             status: 0,
             content_type: None,
             head_bytes: 0,
@@ -73,6 +74,9 @@ impl Txn {
     /// Records the response head being sent.
     pub fn responding(&mut self, parts: &http::response::Parts) {
         self.status = parts.status.as_u16();
+        if self.state.access_log.is_none() {
+            return;
+        }
         self.content_type = parts.headers.get(header::CONTENT_TYPE).cloned();
         // Status line plus fields, as on the wire; used for Squid's %<st (head and body).
         self.head_bytes =

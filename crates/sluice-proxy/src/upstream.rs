@@ -24,7 +24,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 use tokio::net::TcpStream;
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 
 /// Where a request goes: scheme, host and port.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -55,9 +55,16 @@ struct Idle {
     since: Instant,
 }
 
+/// Connection slots of one origin, and a signal for connections returned to its pool.
+#[derive(Clone)]
+struct HostLimit {
+    permits: Arc<Semaphore>,
+    returned: Arc<Notify>,
+}
+
 struct Inner {
     idle: Mutex<HashMap<Target, Vec<Idle>>>,
-    limits: Mutex<HashMap<Target, Arc<Semaphore>>>,
+    limits: Mutex<HashMap<Target, HostLimit>>,
     config: UpstreamConfig,
     tls: tokio_rustls::TlsConnector,
     metrics: Arc<Metrics>,
@@ -122,10 +129,8 @@ impl Upstream {
         // A pooled connection may have been closed by the origin while idle; a request it
         // never sent is retried once on a fresh connection.
         for attempt in 0..2 {
-            let (mut sender, peer) = match self.checkout(target).await {
-                Some(conn) if attempt == 0 => conn,
-                _ => self.connect(target).await?,
-            };
+            let (mut sender, peer) =
+                if attempt == 0 { self.connection(target).await? } else { self.fresh_connection(target).await? };
             match sender.try_send_request(req).await {
                 Ok(response) => {
                     let slot = ReturnSlot { upstream: self.clone(), target: target.clone(), sender, peer };
@@ -172,28 +177,73 @@ impl Upstream {
         if sender.is_closed() {
             return;
         }
-        let mut pools = self.inner.idle.lock();
-        let list = pools.entry(target).or_default();
-        if list.len() < self.inner.config.max_idle_per_host {
+        let returned = {
+            let mut pools = self.inner.idle.lock();
+            let list = pools.entry(target.clone()).or_default();
+            if list.len() >= self.inner.config.max_idle_per_host {
+                return;
+            }
             list.push(Idle { sender, peer, since: Instant::now() });
+            self.inner.limits.lock().get(&target).map(|limit| Arc::clone(&limit.returned))
+        };
+        // A request waiting for a connection slot can take this one.
+        if let Some(returned) = returned {
+            returned.notify_one();
         }
     }
 
-    async fn permit(&self, target: &Target) -> Option<OwnedSemaphorePermit> {
+    /// The per-host limit of `target`, when connections are limited.
+    fn limit(&self, target: &Target) -> Option<HostLimit> {
         let limit = self.inner.config.max_connections_per_host;
         if limit == 0 {
             return None;
         }
-        let sem = Arc::clone(
-            self.inner.limits.lock().entry(target.clone()).or_insert_with(|| Arc::new(Semaphore::new(limit))),
-        );
-        sem.acquire_owned().await.ok()
+        let mut limits = self.inner.limits.lock();
+        let entry = limits.entry(target.clone()).or_insert_with(|| HostLimit {
+            permits: Arc::new(Semaphore::new(limit)),
+            returned: Arc::new(Notify::new()),
+        });
+        Some(entry.clone())
+    }
+
+    /// A connection for `target`: an idle pooled one, else a new one within the per-host
+    /// limit. At the limit, waits until a connection closes (its permit frees) or one is
+    /// returned to the pool, whichever comes first.
+    async fn connection(&self, target: &Target) -> Result<(SendRequest<OutBody>, IpAddr), ProxyError> {
+        loop {
+            if let Some(conn) = self.checkout(target).await {
+                return Ok(conn);
+            }
+            let Some(limit) = self.limit(target) else { return self.connect(target, None).await };
+            let returned = limit.returned.notified();
+            tokio::pin!(returned);
+            returned.as_mut().enable();
+            if let Ok(permit) = Arc::clone(&limit.permits).try_acquire_owned() {
+                return self.connect(target, Some(permit)).await;
+            }
+            tokio::select! {
+                permit = Arc::clone(&limit.permits).acquire_owned() => return self.connect(target, permit.ok()).await,
+                () = &mut returned => continue,
+            }
+        }
+    }
+
+    /// A new connection (never a pooled one), within the per-host limit.
+    async fn fresh_connection(&self, target: &Target) -> Result<(SendRequest<OutBody>, IpAddr), ProxyError> {
+        let permit = match self.limit(target) {
+            Some(limit) => limit.permits.acquire_owned().await.ok(),
+            None => None,
+        };
+        self.connect(target, permit).await
     }
 
     /// Opens a new connection: resolve, TCP connect (each address in turn) within the
     /// connect timeout, TLS for https, HTTP/1.1 handshake.
-    async fn connect(&self, target: &Target) -> Result<(SendRequest<OutBody>, IpAddr), ProxyError> {
-        let permit = self.permit(target).await;
+    async fn connect(
+        &self,
+        target: &Target,
+        permit: Option<OwnedSemaphorePermit>,
+    ) -> Result<(SendRequest<OutBody>, IpAddr), ProxyError> {
         let timeout = self.inner.config.connect_timeout.0;
         let what = format!("{}:{}", target.host, target.port);
         let stream = match tokio::time::timeout(timeout, connect_tcp(&target.host, target.port)).await {
@@ -269,6 +319,8 @@ pub struct PooledBody {
     slot: Option<ReturnSlot>,
     read_timeout: Duration,
     silence: Option<Pin<Box<tokio::time::Sleep>>>,
+    /// A wait for data is in progress (the timer is armed for it).
+    waiting: bool,
 }
 
 impl std::fmt::Debug for PooledBody {
@@ -288,7 +340,7 @@ pub enum OriginBodyError {
 
 impl PooledBody {
     fn new(inner: Incoming, slot: ReturnSlot, read_timeout: Duration) -> Self {
-        let mut body = Self { inner, slot: Some(slot), read_timeout, silence: None };
+        let mut body = Self { inner, slot: Some(slot), read_timeout, silence: None, waiting: false };
         if body.inner.is_end_stream() {
             body.release();
         }
@@ -313,7 +365,7 @@ impl Body for PooledBody {
         let this = &mut *self;
         match Pin::new(&mut this.inner).poll_frame(cx) {
             Poll::Ready(Some(Ok(frame))) => {
-                this.silence = None;
+                this.waiting = false;
                 if this.inner.is_end_stream() {
                     this.release();
                 }
@@ -328,8 +380,14 @@ impl Body for PooledBody {
                 Poll::Ready(None)
             }
             Poll::Pending => {
+                // One timer per body, re-armed at each new wait rather than allocated anew.
                 let timeout = this.read_timeout;
-                let silence = this.silence.get_or_insert_with(|| Box::pin(tokio::time::sleep(timeout)));
+                let deadline = tokio::time::Instant::now() + timeout;
+                let silence = this.silence.get_or_insert_with(|| Box::pin(tokio::time::sleep_until(deadline)));
+                if !this.waiting {
+                    silence.as_mut().reset(deadline);
+                    this.waiting = true;
+                }
                 match silence.as_mut().poll(cx) {
                     Poll::Ready(()) => {
                         this.slot = None;

@@ -238,3 +238,38 @@ async fn shutdown_lets_in_flight_requests_finish() {
     assert!(tokio::net::TcpStream::connect(addr).await.is_err(), "no longer accepting");
     drop(origin);
 }
+
+#[tokio::test]
+async fn upstream_connections_are_pooled_and_limited_per_host() {
+    let h = Harness::build(Mode::Forward, |c| c.upstream.max_connections_per_host = 1).await;
+    h.origin.on("/limited", Reply::ok("x").delay(Duration::from_millis(50)));
+    let tasks: Vec<_> = (0..4)
+        .map(|_| {
+            let (addr, target) = (h.addr(), h.target("/limited"));
+            tokio::spawn(async move { client::get(addr, &target, &[]).await })
+        })
+        .collect();
+    for task in tasks {
+        assert_eq!(task.await.unwrap().text(), "x");
+    }
+    assert_eq!(h.origin.hits("/limited"), 4);
+    assert_eq!(h.origin.connections(), 1, "one connection, reused from the pool, never more than the limit");
+}
+
+#[tokio::test]
+async fn uncacheable_urls_are_passed_straight_through_for_a_while() {
+    let h = Harness::forward().await;
+    h.origin.on("/nostore", Reply::ok("fresh every time").header("Cache-Control", "no-store"));
+    let first = h.get("/nostore").await;
+    assert!(first.header("cache-status").contains("detail=no-store"), "{}", first.header("cache-status"));
+    let second = h.get("/nostore").await;
+    assert!(second.header("cache-status").contains("fwd=bypass"), "{}", second.header("cache-status"));
+    assert!(second.header("cache-status").contains("hit-for-pass"));
+    assert_eq!(h.origin.hits("/nostore"), 2);
+    // After the hit-for-pass window the cache looks again, and learns the URL is cacheable now.
+    h.origin.on("/nostore", Reply::ok("cacheable now").header("Cache-Control", "max-age=600"));
+    h.advance(121);
+    h.get("/nostore").await;
+    assert_eq!(h.get("/nostore").await.text(), "cacheable now");
+    assert_eq!(h.origin.hits("/nostore"), 3);
+}

@@ -1,0 +1,48 @@
+//! The `sluice` command line as users run it.
+
+use std::process::Command;
+
+fn sluice() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_sluice"))
+}
+
+#[test]
+fn check_config_accepts_a_valid_file_and_names_the_problem_in_a_bad_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let good = dir.path().join("good.toml");
+    std::fs::write(&good, "[cache]\nmemory = \"64MiB\"\n\n[[module]]\nname = \"add-headers\"\n").unwrap();
+    let out = sluice().args(["serve", "--check-config"]).arg(&good).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("configuration is valid"));
+
+    let typo = dir.path().join("typo.toml");
+    std::fs::write(&typo, "[cache]\nmemroy = \"64MiB\"\n").unwrap();
+    let out = sluice().args(["serve", "--check-config"]).arg(&typo).output().unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("typo.toml") && err.contains("memroy"), "{err}");
+
+    let module = dir.path().join("module.toml");
+    std::fs::write(&module, "[[module]]\nname = \"nope\"\n").unwrap();
+    let out = sluice().args(["serve", "--check-config"]).arg(&module).output().unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("built-in modules: noop"));
+}
+
+#[test]
+fn print_config_shows_the_embedded_defaults() {
+    let out = sluice().args(["serve", "--print-config"]).output().unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("addr = \"127.0.0.1:3128\""), "{text}");
+    assert!(text.contains("memory = 268435456"), "{text}");
+}
+
+#[test]
+fn every_subcommand_has_help() {
+    for sub in ["serve", "sim"] {
+        let out = sluice().args([sub, "--help"]).output().unwrap();
+        assert!(out.status.success(), "{sub} --help");
+        assert!(!out.stdout.is_empty());
+    }
+}
