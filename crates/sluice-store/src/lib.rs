@@ -4,15 +4,19 @@
 //! - [`Fill`]: a body being filled from a source, readable by many clients while it grows.
 //! - [`MemoryStore`]: the memory tier, bounded in bytes, evicting by a [`sluice_policy`] policy.
 //! - [`Collapser`]: one fetch per key; concurrent requests wait on it and share its body.
+//! - [`disk::DiskTier`]: the disk tier: checksummed files, durable commits, recovery on open,
+//!   zero-copy (`sendfile`) hits, water-mark eviction by policy.
 
 mod body;
 mod collapse;
+pub mod disk;
 mod fill;
 mod memory;
 mod object;
 
 pub use body::{BodyChunks, StoredBody};
 pub use collapse::{Collapser, Join, Leader, Outcome, Pending};
+pub use disk::DiskTier;
 pub use fill::{Fill, FillError, FillReader};
 pub use memory::{Lookup, MemoryStore, StoreStats};
 pub use object::{Object, ObjectMeta};

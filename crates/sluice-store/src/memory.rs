@@ -135,15 +135,23 @@ impl MemoryStore {
     /// Every stored variant of `key`, newest first (no hit is counted).
     pub fn variants(&self, key: &str) -> Vec<Arc<Object>> {
         let inner = self.inner.lock();
-        inner.index.get(key).map(|ids| ids.iter().map(|id| Arc::clone(&inner.objects[id])).collect()).unwrap_or_default()
+        inner
+            .index
+            .get(key)
+            .map(|ids| ids.iter().map(|id| Arc::clone(&inner.objects[id])).collect())
+            .unwrap_or_default()
     }
 
     /// Removes every object whose primary key starts with `prefix`; returns how many.
     /// Walks the whole index: meant for administration, not the request path.
     pub fn remove_prefix(&self, prefix: &str) -> usize {
         let mut inner = self.inner.lock();
-        let ids: Vec<ObjectId> =
-            inner.index.iter().filter(|(key, _)| key.starts_with(prefix)).flat_map(|(_, ids)| ids.iter().copied()).collect();
+        let ids: Vec<ObjectId> = inner
+            .index
+            .iter()
+            .filter(|(key, _)| key.starts_with(prefix))
+            .flat_map(|(_, ids)| ids.iter().copied())
+            .collect();
         for id in &ids {
             inner.policy.on_remove(*id);
             inner.forget(*id);
@@ -199,8 +207,9 @@ mod tests {
     }
 
     fn store(capacity: u64) -> MemoryStore {
-        let policy = sluice_policy::build("lru", &sluice_policy::PolicyConfig::new(sluice_policy::Capacity::Bytes(capacity)))
-            .expect("lru exists");
+        let policy =
+            sluice_policy::build("lru", &sluice_policy::PolicyConfig::new(sluice_policy::Capacity::Bytes(capacity)))
+                .expect("lru exists");
         MemoryStore::new(capacity, capacity, policy)
     }
 

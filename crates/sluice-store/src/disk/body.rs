@@ -1,0 +1,221 @@
+//! Stored entries and their bodies on disk: what the index holds per object, the verified
+//! open file a hit is served from (by `sendfile` or by reading), and body verification.
+
+use super::format::{Header, HEADER_LEN};
+use crate::ObjectMeta;
+use bytes::{Bytes, BytesMut};
+use http_body::{Body, Frame, SizeHint};
+use std::fs::File;
+use std::future::Future;
+use std::io;
+use std::ops::Range;
+use std::os::unix::fs::FileExt;
+use std::path::PathBuf;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use twox_hash::XxHash3_64;
+
+/// Bytes read per step when verifying or streaming a body.
+const READ_CHUNK: usize = 256 * 1024;
+
+/// One object in the disk tier's index. The metadata is held in memory; the body stays in
+/// its file until served.
+#[derive(Debug)]
+pub struct DiskEntry {
+    pub meta: Arc<ObjectMeta>,
+    pub(crate) header: Header,
+    pub(crate) path: PathBuf,
+    /// Disk bytes charged (whole 4 KiB blocks of the file).
+    pub(crate) charge: u64,
+    /// True once the body's checksum matched (at write, at recovery, or at first serve).
+    pub(crate) verified: AtomicBool,
+    hits: AtomicU64,
+}
+
+impl DiskEntry {
+    pub(crate) fn new(meta: Arc<ObjectMeta>, header: Header, path: PathBuf, charge: u64, verified: bool) -> Self {
+        Self { meta, header, path, charge, verified: AtomicBool::new(verified), hits: AtomicU64::new(0) }
+    }
+
+    /// The variant id (stable across restarts).
+    pub fn id(&self) -> u64 {
+        self.header.id
+    }
+
+    /// The write generation (higher is newer).
+    pub fn generation(&self) -> u64 {
+        self.header.generation
+    }
+
+    /// Body length in bytes.
+    pub fn body_len(&self) -> u64 {
+        self.header.body_len
+    }
+
+    /// Disk bytes charged to the tier for this object.
+    pub fn charge(&self) -> u64 {
+        self.charge
+    }
+
+    /// The object's file.
+    pub fn path(&self) -> &std::path::Path {
+        &self.path
+    }
+
+    /// Hits since loaded.
+    pub fn hits(&self) -> u64 {
+        self.hits.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn record_hit(&self) {
+        self.hits.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn is_verified(&self) -> bool {
+        self.verified.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn mark_verified(&self) {
+        self.verified.store(true, Ordering::Release);
+    }
+}
+
+/// Checks that `file` still carries `expected`'s header (cheap: one 128-byte read).
+pub(crate) fn header_matches(file: &File, expected: &Header) -> io::Result<bool> {
+    let mut buf = [0u8; HEADER_LEN];
+    file.read_exact_at(&mut buf, 0)?;
+    Ok(Header::decode(&buf).as_ref() == Ok(expected))
+}
+
+/// Reads the whole body and compares its checksum. Errors are I/O errors; a mismatch is
+/// `Ok(false)`.
+pub(crate) fn verify_body(file: &File, header: &Header) -> io::Result<bool> {
+    let mut hasher = XxHash3_64::new();
+    let mut buf = vec![0u8; READ_CHUNK.min(header.body_len as usize).max(1)];
+    let mut offset = header.body_offset;
+    let end = header.file_len();
+    while offset < end {
+        let n = buf.len().min((end - offset) as usize);
+        file.read_exact_at(&mut buf[..n], offset)?;
+        std::hash::Hasher::write(&mut hasher, &buf[..n]);
+        offset += n as u64;
+    }
+    Ok(std::hash::Hasher::finish(&hasher) == header.body_hash)
+}
+
+/// A verified body in its file, ready to be served: by `sendfile` from [`DiskBody::file`]
+/// at [`DiskBody::offset`] for [`DiskBody::len`] bytes (see [`super::sendfile_to`]), or read
+/// through [`DiskBody::into_stream`]. Holding it keeps the file readable even if the object
+/// is evicted meanwhile (the open descriptor outlives the unlink).
+#[derive(Debug, Clone)]
+pub struct DiskBody {
+    file: Arc<File>,
+    offset: u64,
+    len: u64,
+}
+
+impl DiskBody {
+    pub(crate) fn new(file: Arc<File>, offset: u64, len: u64) -> Self {
+        Self { file, offset, len }
+    }
+
+    /// The open object file.
+    pub fn file(&self) -> &File {
+        &self.file
+    }
+
+    /// Offset of the first body byte in [`DiskBody::file`].
+    pub fn offset(&self) -> u64 {
+        self.offset
+    }
+
+    /// Body bytes.
+    pub fn len(&self) -> u64 {
+        self.len
+    }
+
+    /// True for an empty body.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The part of the body in `range` (relative to the body, clamped to it), for range
+    /// requests.
+    pub fn slice(&self, range: Range<u64>) -> DiskBody {
+        let start = range.start.min(self.len);
+        let end = range.end.clamp(start, self.len);
+        DiskBody { file: Arc::clone(&self.file), offset: self.offset + start, len: end - start }
+    }
+
+    /// Reads the whole body into memory (blocking).
+    pub fn read_all(&self) -> io::Result<Bytes> {
+        let mut buf = BytesMut::zeroed(self.len as usize);
+        self.file.read_exact_at(&mut buf, self.offset)?;
+        Ok(buf.freeze())
+    }
+
+    /// The body as an [`http_body::Body`] that reads the file in 256 KiB steps on tokio's
+    /// blocking pool: the path for clients `sendfile` cannot serve (TLS, HTTP/2, bodies
+    /// a module transforms). Must be polled inside a tokio runtime.
+    pub fn into_stream(self) -> DiskBodyStream {
+        DiskBodyStream { body: self, sent: 0, pending: None }
+    }
+}
+
+/// A [`DiskBody`] read as an [`http_body::Body`]. See [`DiskBody::into_stream`].
+#[derive(Debug)]
+pub struct DiskBodyStream {
+    body: DiskBody,
+    sent: u64,
+    pending: Option<tokio::task::JoinHandle<io::Result<Bytes>>>,
+}
+
+impl Body for DiskBodyStream {
+    type Data = Bytes;
+    type Error = io::Error;
+
+    fn poll_frame(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, io::Error>>> {
+        let this = self.get_mut();
+        if this.pending.is_none() {
+            let remaining = this.body.len - this.sent;
+            if remaining == 0 {
+                return Poll::Ready(None);
+            }
+            let n = (remaining as usize).min(READ_CHUNK);
+            let file = Arc::clone(&this.body.file);
+            let at = this.body.offset + this.sent;
+            this.pending = Some(tokio::task::spawn_blocking(move || {
+                let mut buf = BytesMut::zeroed(n);
+                file.read_exact_at(&mut buf, at)?;
+                Ok(buf.freeze())
+            }));
+        }
+        let handle = this.pending.as_mut().expect("a read is pending");
+        let result = std::task::ready!(Pin::new(handle).poll(cx));
+        this.pending = None;
+        match result {
+            Ok(Ok(chunk)) => {
+                this.sent += chunk.len() as u64;
+                Poll::Ready(Some(Ok(Frame::data(chunk))))
+            }
+            Ok(Err(e)) => {
+                this.sent = this.body.len;
+                Poll::Ready(Some(Err(e)))
+            }
+            Err(join) => {
+                this.sent = this.body.len;
+                Poll::Ready(Some(Err(io::Error::other(join))))
+            }
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.pending.is_none() && self.sent >= self.body.len
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        SizeHint::with_exact(self.body.len - self.sent)
+    }
+}
