@@ -46,3 +46,15 @@ async fn via_and_x_forwarded_for_are_added_and_hop_by_hop_fields_removed() {
     assert_eq!(reply.header("keep-alive"), "");
     assert_eq!(reply.header("x-origin"), "1");
 }
+
+#[tokio::test]
+async fn one_listener_serves_both_roles() {
+    let h = Harness::build(sluice_proxy::config::Mode::Both, |c| c.route[0].host = Some("site.example".into())).await;
+    h.origin.on("/both", Reply::ok("either way").header("Cache-Control", "max-age=60"));
+    let reverse = sluice_testkit::client::get(h.addr(), "/both", &[("Host", "site.example")]).await;
+    assert_eq!(reverse.text(), "either way");
+    let forward = sluice_testkit::client::get(h.addr(), &h.origin.url("/both"), &[]).await;
+    assert_eq!(forward.text(), "either way");
+    let unknown = sluice_testkit::client::get(h.addr(), "/both", &[("Host", "other.example")]).await;
+    assert_eq!(unknown.status, 404, "an origin-form request for another host matches no route");
+}

@@ -312,3 +312,14 @@ async fn an_upgrade_header_does_not_switch_the_framing_checks_off() {
     assert!(answer[answer.rfind("HTTP/1.1 ").unwrap()..].starts_with("HTTP/1.1 400"), "{answer}");
     assert_eq!(h.origin.hits("/smuggle"), 0);
 }
+
+#[tokio::test]
+async fn a_transaction_slower_than_its_limit_gets_504() {
+    let h =
+        Harness::build(Mode::Forward, |c| c.client.transaction_timeout = sluice_proxy::units::Dur(Duration::from_millis(200)))
+            .await;
+    h.origin.on("/crawl", Reply::ok("late").delay(Duration::from_secs(3)));
+    let reply = h.get("/crawl").await;
+    assert_eq!(reply.status, 504);
+    assert!(reply.text().contains("transaction took longer"), "{}", reply.text());
+}
