@@ -43,12 +43,18 @@ pub fn build(settings: &toml::Table) -> Result<Arc<dyn Module>, String> {
     crate::only_keys(settings, &["headers"])?;
     let headers: Vec<(HeaderName, HeaderValue)> = match settings.get("headers") {
         None => (1..=4)
-            .map(|i| (HeaderName::from_bytes(format!("x-sluice-{i}").as_bytes()).expect("valid"), HeaderValue::from_static("1")))
+            .map(|i| {
+                (
+                    HeaderName::from_bytes(format!("x-sluice-{i}").as_bytes()).expect("valid"),
+                    HeaderValue::from_static("1"),
+                )
+            })
             .collect(),
         Some(toml::Value::Table(table)) => table
             .iter()
             .map(|(name, value)| {
-                let name = HeaderName::from_bytes(name.as_bytes()).map_err(|_| format!("invalid header name `{name}`"))?;
+                let name =
+                    HeaderName::from_bytes(name.as_bytes()).map_err(|_| format!("invalid header name `{name}`"))?;
                 let text = value.as_str().ok_or_else(|| format!("header `{name}` needs a string value"))?;
                 let value = HeaderValue::from_str(text).map_err(|_| format!("invalid value for header `{name}`"))?;
                 Ok((name, value))

@@ -315,9 +315,10 @@ async fn an_upgrade_header_does_not_switch_the_framing_checks_off() {
 
 #[tokio::test]
 async fn a_transaction_slower_than_its_limit_gets_504() {
-    let h =
-        Harness::build(Mode::Forward, |c| c.client.transaction_timeout = sluice_proxy::units::Dur(Duration::from_millis(200)))
-            .await;
+    let h = Harness::build(Mode::Forward, |c| {
+        c.client.transaction_timeout = sluice_proxy::units::Dur(Duration::from_millis(200))
+    })
+    .await;
     h.origin.on("/crawl", Reply::ok("late").delay(Duration::from_secs(3)));
     let reply = h.get("/crawl").await;
     assert_eq!(reply.status, 504);
