@@ -78,7 +78,9 @@ impl ModuleChain {
                     active: true,
                 }),
                 Ok(None) => {}
-                Err(_) => tracing::error!("module {} panicked in new_txn; it sits this transaction out", loaded.module.name()),
+                Err(_) => {
+                    tracing::error!("module {} panicked in new_txn; it sits this transaction out", loaded.module.name())
+                }
             }
         }
         Self { slots }

@@ -19,7 +19,12 @@ use std::time::SystemTime;
 /// The last step of every response: `Via`, the modules' `client_resp_headers` phase (and
 /// whole-body buffering when a module asks for it), framing fixed for bodies modules may
 /// change, and the transaction handed to the body.
-pub async fn finalize(state: &State, mut txn: Txn, response: Response<ProxyBody>, method: &Method) -> Response<ProxyBody> {
+pub async fn finalize(
+    state: &State,
+    mut txn: Txn,
+    response: Response<ProxyBody>,
+    method: &Method,
+) -> Response<ProxyBody> {
     let (mut parts, mut body) = response.into_parts();
     if state.config.headers.via {
         parts.headers.append(header::VIA, state.via(Version::HTTP_11));
@@ -64,15 +69,27 @@ fn error_response(state: &State, mut txn: Txn, err: &ProxyError) -> Response<Pro
 }
 
 /// Reads the whole body (at most `max` bytes), then runs the body phases once on all of it.
-async fn buffer_whole_body(txn: &mut Txn, mut body: ProxyBody, max: usize, phases: BodyPhases) -> Result<Bytes, ProxyError> {
+async fn buffer_whole_body(
+    txn: &mut Txn,
+    mut body: ProxyBody,
+    max: usize,
+    phases: BodyPhases,
+) -> Result<Bytes, ProxyError> {
     use http_body_util::BodyExt;
     let mut whole = bytes::BytesMut::new();
     while let Some(frame) = body.frame().await {
-        let frame = frame.map_err(|e| ProxyError::bad_gateway("body failed while buffered for a module").with_cause(e))?;
+        let frame =
+            frame.map_err(|e| ProxyError::bad_gateway("body failed while buffered for a module").with_cause(e))?;
         if let Ok(data) = frame.into_data() {
             if whole.len() + data.len() > max {
-                txn.modules.fail_buffering(&format!("buffered body exceeds {max} bytes")).map_err(crate::txn::module_error)?;
-                return Err(ProxyError::new(Kind::Internal, Side::Module, format!("body exceeds the {max}-byte buffer")));
+                txn.modules
+                    .fail_buffering(&format!("buffered body exceeds {max} bytes"))
+                    .map_err(crate::txn::module_error)?;
+                return Err(ProxyError::new(
+                    Kind::Internal,
+                    Side::Module,
+                    format!("body exceeds the {max}-byte buffer"),
+                ));
             }
             whole.extend_from_slice(&data);
         }

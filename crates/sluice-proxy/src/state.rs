@@ -2,6 +2,7 @@
 
 use crate::access_log::AccessLog;
 use crate::acl::Acl;
+use crate::chain::LoadedModule;
 use crate::clock::SharedClock;
 use crate::config::Config;
 use crate::date::DateCache;
@@ -10,7 +11,6 @@ use crate::route::Routes;
 use crate::upstream::Upstream;
 use http::{HeaderValue, Version};
 use sluice_http::freshness::Heuristic;
-use crate::chain::LoadedModule;
 use sluice_module::CacheApi;
 use sluice_store::{Collapser, MemoryStore};
 use std::sync::atomic::{AtomicU64, Ordering};

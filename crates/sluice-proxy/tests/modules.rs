@@ -99,7 +99,8 @@ async fn recorded(mode: Mode) -> (Harness, Journal) {
 
 /// Takes the journal once the transaction has ended (its state dropped).
 async fn take(h: &Harness, journal: &Journal) -> Vec<String> {
-    h.eventually("the transaction state to drop", |_| journal.lock().unwrap().last().is_some_and(|l| l == "drop")).await;
+    h.eventually("the transaction state to drop", |_| journal.lock().unwrap().last().is_some_and(|l| l == "drop"))
+        .await;
     std::mem::take(&mut *journal.lock().unwrap())
 }
 
@@ -223,14 +224,17 @@ async fn phases_on_head_and_on_a_bodyless_204() {
 
 #[tokio::test]
 async fn phases_on_an_origin_error_and_on_connect() {
-    let (h, journal) =
-        {
-            let journal: Journal = Arc::default();
-            let module = loaded(Recorder { journal: Arc::clone(&journal) }, FailurePolicy::Open);
-            let h = Harness::build_with_modules(Mode::Forward, |c, origin| c.access.connect_ports = vec![origin.port()], vec![module])
-                .await;
-            (h, journal)
-        };
+    let (h, journal) = {
+        let journal: Journal = Arc::default();
+        let module = loaded(Recorder { journal: Arc::clone(&journal) }, FailurePolicy::Open);
+        let h = Harness::build_with_modules(
+            Mode::Forward,
+            |c, origin| c.access.connect_ports = vec![origin.port()],
+            vec![module],
+        )
+        .await;
+        (h, journal)
+    };
     h.origin.on("/err", Reply::ok("").close_before_head());
     assert_eq!(h.get("/err").await.status, 502);
     assert_eq!(
@@ -348,7 +352,8 @@ impl Module for Scripted {
 
 #[tokio::test]
 async fn a_module_can_answer_locally() {
-    let module = Scripted { name: "deny", on_req_headers: |_| Flow::Respond(LocalResponse::text(StatusCode::FORBIDDEN, "no")) };
+    let module =
+        Scripted { name: "deny", on_req_headers: |_| Flow::Respond(LocalResponse::text(StatusCode::FORBIDDEN, "no")) };
     let h = Harness::build_with_modules(Mode::Forward, |_, _| {}, vec![loaded(module, FailurePolicy::Open)]).await;
     let reply = h.get("/x").await;
     assert_eq!(reply.status, 403);
@@ -359,10 +364,12 @@ async fn a_module_can_answer_locally() {
 #[tokio::test]
 async fn panics_fail_open_or_closed_and_the_proxy_lives_on() {
     let panicky = || Scripted { name: "panicky", on_req_headers: |_| panic!("module bug") };
-    let open = Harness::build_with_modules(Mode::Forward, |_, _| {}, vec![loaded(panicky(), FailurePolicy::Open)]).await;
+    let open =
+        Harness::build_with_modules(Mode::Forward, |_, _| {}, vec![loaded(panicky(), FailurePolicy::Open)]).await;
     open.origin.on("/p", Reply::ok("fine"));
     assert_eq!(open.get("/p").await.text(), "fine");
-    let closed = Harness::build_with_modules(Mode::Forward, |_, _| {}, vec![loaded(panicky(), FailurePolicy::Closed)]).await;
+    let closed =
+        Harness::build_with_modules(Mode::Forward, |_, _| {}, vec![loaded(panicky(), FailurePolicy::Closed)]).await;
     closed.origin.on("/p", Reply::ok("fine"));
     assert_eq!(closed.get("/p").await.status, 500);
     assert_eq!(closed.get("/p").await.status, 500, "the proxy keeps serving");
@@ -381,18 +388,23 @@ async fn deferred_work_is_awaited_and_its_deadline_enforced() {
             deadline: Duration::from_secs(5),
         },
     };
-    let h = Harness::build_with_modules(Mode::Forward, |_, _| {}, vec![loaded(slow_header, FailurePolicy::Closed)]).await;
+    let h =
+        Harness::build_with_modules(Mode::Forward, |_, _| {}, vec![loaded(slow_header, FailurePolicy::Closed)]).await;
     h.origin.on("/d", Reply::ok("done"));
     assert_eq!(h.get("/d").await.text(), "done");
 
     let never = || Scripted {
         name: "never",
-        on_req_headers: |_| Flow::Defer { work: Box::pin(futures_util::future::pending()), deadline: Duration::from_millis(50) },
+        on_req_headers: |_| Flow::Defer {
+            work: Box::pin(futures_util::future::pending()),
+            deadline: Duration::from_millis(50),
+        },
     };
     let open = Harness::build_with_modules(Mode::Forward, |_, _| {}, vec![loaded(never(), FailurePolicy::Open)]).await;
     open.origin.on("/d", Reply::ok("went on"));
     assert_eq!(open.get("/d").await.text(), "went on");
-    let closed = Harness::build_with_modules(Mode::Forward, |_, _| {}, vec![loaded(never(), FailurePolicy::Closed)]).await;
+    let closed =
+        Harness::build_with_modules(Mode::Forward, |_, _| {}, vec![loaded(never(), FailurePolicy::Closed)]).await;
     assert_eq!(closed.get("/d").await.status, 500);
 }
 
@@ -515,13 +527,21 @@ async fn the_cache_api_is_reachable_from_a_phase() {
 #[tokio::test]
 async fn builtin_modules_are_configured_by_name() {
     let add = sluice_modules::build("add-headers", &toml::from_str("headers = { X-Test = \"yes\" }").unwrap()).unwrap();
-    let h = Harness::build_with_modules(Mode::Forward, |_, _| {}, vec![LoadedModule { module: add, on_error: FailurePolicy::Open }])
-        .await;
+    let h = Harness::build_with_modules(
+        Mode::Forward,
+        |_, _| {},
+        vec![LoadedModule { module: add, on_error: FailurePolicy::Open }],
+    )
+    .await;
     h.origin.on("/b", Reply::ok("x"));
     assert_eq!(h.get("/b").await.header("x-test"), "yes");
     let copy = sluice_modules::build("body-copy", &toml::Table::new()).unwrap();
-    let h = Harness::build_with_modules(Mode::Forward, |_, _| {}, vec![LoadedModule { module: copy, on_error: FailurePolicy::Open }])
-        .await;
+    let h = Harness::build_with_modules(
+        Mode::Forward,
+        |_, _| {},
+        vec![LoadedModule { module: copy, on_error: FailurePolicy::Open }],
+    )
+    .await;
     h.origin.on("/b", Reply::ok("copied").header("Cache-Control", "max-age=60"));
     assert_eq!(h.get("/b").await.text(), "copied");
     assert_eq!(h.get("/b").await.text(), "copied");
