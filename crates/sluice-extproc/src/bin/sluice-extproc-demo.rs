@@ -1,0 +1,177 @@
+//! A demonstration ext_proc processor (the server side of Envoy's
+//! `envoy.service.ext_proc.v3.ExternalProcessor`) on a Unix socket, for trying Sluice's helper
+//! processes and for its tests. It works with Envoy too.
+//!
+//! Usage: `sluice-extproc-demo [--socket PATH]` (default: `$SLUICE_EXTPROC_SOCKET`).
+//!
+//! Request headers:
+//! - sets `x-extproc-demo: request`, appends `x-extproc-trace: demo`, removes `x-demo-remove`;
+//! - `x-demo-rewrite: /path` rewrites the path (`:path`);
+//! - a path starting with `/blocked` gets an immediate 403 (`x-extproc-demo: immediate`);
+//! - `x-demo-crash` makes the process exit at once (status 3), mid-stream;
+//! - `x-demo-hold: FILE` holds the answer until FILE exists (at most 30 s).
+//!
+//! Response headers:
+//! - sets `x-extproc-demo: response` and `x-extproc-demo-pid: <pid>`, removes
+//!   `x-origin-secret`;
+//! - a response with `x-demo-replace` is replaced by an immediate 451.
+
+use sluice_extproc::pb::envoy::config::core::v3::{
+    header_value_option::HeaderAppendAction, HeaderValue, HeaderValueOption,
+};
+use sluice_extproc::pb::envoy::r#type::v3::HttpStatus;
+use sluice_extproc::pb::envoy::service::ext_proc::v3::external_processor_server::{
+    ExternalProcessor, ExternalProcessorServer,
+};
+use sluice_extproc::pb::envoy::service::ext_proc::v3::{
+    processing_request, processing_response, CommonResponse, HeaderMutation, HeadersResponse, HttpHeaders,
+    ImmediateResponse, ProcessingRequest, ProcessingResponse,
+};
+use std::pin::Pin;
+use std::time::{Duration, Instant};
+use tokio_stream::wrappers::{ReceiverStream, UnixListenerStream};
+use tokio_stream::Stream;
+use tonic::{Request, Response, Status, Streaming};
+
+fn set(key: &str, value: &str, action: HeaderAppendAction) -> HeaderValueOption {
+    HeaderValueOption {
+        header: Some(HeaderValue { key: key.into(), value: String::new(), raw_value: value.as_bytes().to_vec() }),
+        append: None,
+        append_action: action as i32,
+        keep_empty_value: false,
+    }
+}
+
+fn header<'a>(headers: &'a HttpHeaders, key: &str) -> Option<&'a str> {
+    let map = headers.headers.as_ref()?;
+    let entry = map.headers.iter().find(|h| h.key == key)?;
+    let raw = if entry.raw_value.is_empty() { entry.value.as_bytes() } else { &entry.raw_value };
+    std::str::from_utf8(raw).ok()
+}
+
+fn headers_answer(mutation: HeaderMutation) -> HeadersResponse {
+    HeadersResponse { response: Some(CommonResponse { header_mutation: Some(mutation), ..Default::default() }) }
+}
+
+fn immediate(code: i32, tag: &str, body: &str, details: &str) -> processing_response::Response {
+    processing_response::Response::ImmediateResponse(ImmediateResponse {
+        status: Some(HttpStatus { code }),
+        headers: Some(HeaderMutation {
+            set_headers: vec![set("x-extproc-demo", tag, HeaderAppendAction::OverwriteIfExistsOrAdd)],
+            remove_headers: vec![],
+        }),
+        body: body.as_bytes().to_vec(),
+        grpc_status: None,
+        details: details.into(),
+    })
+}
+
+async fn on_request(headers: &HttpHeaders) -> processing_response::Response {
+    if header(headers, "x-demo-crash").is_some() {
+        eprintln!("sluice-extproc-demo: asked to crash");
+        std::process::exit(3);
+    }
+    if let Some(file) = header(headers, "x-demo-hold") {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !std::path::Path::new(file).exists() && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+    if header(headers, ":path").is_some_and(|p| p.starts_with("/blocked")) {
+        return immediate(403, "immediate", "blocked by sluice-extproc-demo\n", "demo-blocked");
+    }
+    let mut mutation = HeaderMutation {
+        set_headers: vec![
+            set("x-extproc-demo", "request", HeaderAppendAction::OverwriteIfExistsOrAdd),
+            set("x-extproc-trace", "demo", HeaderAppendAction::AppendIfExistsOrAdd),
+        ],
+        remove_headers: vec!["x-demo-remove".into()],
+    };
+    if let Some(path) = header(headers, "x-demo-rewrite") {
+        mutation.set_headers.push(set(":path", path, HeaderAppendAction::OverwriteIfExistsOrAdd));
+    }
+    processing_response::Response::RequestHeaders(headers_answer(mutation))
+}
+
+fn on_response(headers: &HttpHeaders) -> processing_response::Response {
+    if header(headers, "x-demo-replace").is_some() {
+        return immediate(451, "replaced", "replaced by sluice-extproc-demo\n", "demo-replaced");
+    }
+    let mutation = HeaderMutation {
+        set_headers: vec![
+            set("x-extproc-demo", "response", HeaderAppendAction::OverwriteIfExistsOrAdd),
+            set("x-extproc-demo-pid", &std::process::id().to_string(), HeaderAppendAction::OverwriteIfExistsOrAdd),
+        ],
+        remove_headers: vec!["x-origin-secret".into()],
+    };
+    processing_response::Response::ResponseHeaders(headers_answer(mutation))
+}
+
+struct Demo;
+
+#[tonic::async_trait]
+impl ExternalProcessor for Demo {
+    type ProcessStream = Pin<Box<dyn Stream<Item = Result<ProcessingResponse, Status>> + Send>>;
+
+    async fn process(
+        &self,
+        request: Request<Streaming<ProcessingRequest>>,
+    ) -> Result<Response<Self::ProcessStream>, Status> {
+        let mut inbound = request.into_inner();
+        let (tx, rx) = tokio::sync::mpsc::channel(4);
+        tokio::spawn(async move {
+            while let Ok(Some(message)) = inbound.message().await {
+                if message.observability_mode {
+                    continue;
+                }
+                let answer = match message.request {
+                    Some(processing_request::Request::RequestHeaders(h)) => on_request(&h).await,
+                    Some(processing_request::Request::ResponseHeaders(h)) => on_response(&h),
+                    // Bodies and trailers are not asked for; answer "continue" anyway.
+                    Some(processing_request::Request::RequestBody(_)) => {
+                        processing_response::Response::RequestBody(Default::default())
+                    }
+                    Some(processing_request::Request::ResponseBody(_)) => {
+                        processing_response::Response::ResponseBody(Default::default())
+                    }
+                    Some(processing_request::Request::RequestTrailers(_)) => {
+                        processing_response::Response::RequestTrailers(Default::default())
+                    }
+                    Some(processing_request::Request::ResponseTrailers(_)) => {
+                        processing_response::Response::ResponseTrailers(Default::default())
+                    }
+                    None => break,
+                };
+                if tx.send(Ok(ProcessingResponse { response: Some(answer) })).await.is_err() {
+                    break;
+                }
+            }
+        });
+        Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
+    }
+}
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let mut args = std::env::args().skip(1);
+    let mut socket = std::env::var_os("SLUICE_EXTPROC_SOCKET").map(std::path::PathBuf::from);
+    while let Some(arg) = args.next() {
+        match arg.as_str() {
+            "--socket" => socket = args.next().map(Into::into),
+            "-h" | "--help" => {
+                println!("usage: sluice-extproc-demo [--socket PATH]   (default: $SLUICE_EXTPROC_SOCKET)");
+                return Ok(());
+            }
+            other => return Err(format!("unknown argument {other:?}").into()),
+        }
+    }
+    let socket = socket.ok_or("no socket: pass --socket PATH or set SLUICE_EXTPROC_SOCKET")?;
+    let _ = std::fs::remove_file(&socket);
+    let listener = tokio::net::UnixListener::bind(&socket)?;
+    eprintln!("sluice-extproc-demo: pid {} serving on {}", std::process::id(), socket.display());
+    tonic::transport::Server::builder()
+        .add_service(ExternalProcessorServer::new(Demo))
+        .serve_with_incoming(UnixListenerStream::new(listener))
+        .await?;
+    Ok(())
+}

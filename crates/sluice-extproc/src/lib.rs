@@ -1,0 +1,26 @@
+//! Helper processes for Sluice modules: slow or CPU-heavy work (an image transcoder, a
+//! scanner) runs in a separate process that Sluice starts, supervises and restarts, and that
+//! speaks Envoy's external processing protocol (`envoy.service.ext_proc.v3.ExternalProcessor`,
+//! a bidirectional gRPC stream per transaction) on a Unix socket, so existing ext_proc
+//! processors work unchanged.
+//!
+//! - [`ExtProc`] starts the supervisor and hands out the two modules to configure, in order:
+//!   [`ExtProcModule`] sends message heads to the helper from the header phases with
+//!   `Flow::Defer`, and [`ExtProcApply`] applies the helper's header mutations to the head in
+//!   the same phase (see [`module`] for why it takes two).
+//! - [`supervisor`]: spawn (at a nice level), wait for the socket, restart with exponential
+//!   backoff, state and counters for `GET /modules/<name>/status`.
+//! - [`headers`]: heads to ext_proc messages and mutations back, with Envoy's semantics.
+//! - [`pb`]: the wire-compatible subset of Envoy's protobuf messages.
+//!
+//! See `docs/modules-extproc.md`.
+
+pub mod config;
+pub mod headers;
+pub mod module;
+pub mod pb;
+pub mod supervisor;
+
+pub use config::{ExtProcConfig, OnUnavailable, ResponsePhase};
+pub use module::{ExtProc, ExtProcApply, ExtProcModule};
+pub use supervisor::{Counters, HelperState, HelperStatus};

@@ -1,0 +1,563 @@
+//! The module pair: [`ExtProcModule`] talks to the helper from the header phases with
+//! `Flow::Defer`, and [`ExtProcApply`], configured right after it, applies what the helper
+//! answered to the message head in the same phase.
+//!
+//! Why two modules: a `Defer` future is `'static` and cannot hold the `&mut Parts` of the
+//! phase, and once it yields its verdict the host does not call the same module again for
+//! that phase. The host does, however, run the next module of the chain on the same head
+//! after the deferred work is done. So the helper's header mutation goes into a slot shared
+//! by the two per-transaction states (linked through the transaction id), and the companion's
+//! phase method applies it. Without the companion, request mutations are applied at
+//! `req_out` (the request as it goes to the origin) and, with `response_headers = "origin"`,
+//! response mutations at `client_resp_headers` (not stored); with `"client"` they are lost.
+
+use crate::config::{ExtProcConfig, OnUnavailable, ResponsePhase};
+use crate::headers;
+use crate::pb::envoy::service::ext_proc::v3::external_processor_client::ExternalProcessorClient;
+use crate::pb::envoy::service::ext_proc::v3::{
+    common_response::ResponseStatus, processing_request, processing_response, CommonResponse, HeaderMutation,
+    ProcessingRequest, ProcessingResponse,
+};
+use crate::supervisor::{Counters, HelperStatus, Shared, Supervisor};
+use bytes::Bytes;
+use futures_util::FutureExt;
+use http::{request, response, Method, StatusCode};
+use parking_lot::Mutex;
+use sluice_module::{BodyChunk, Flow, LocalResponse, LogFields, Module, Txn, TxnInfo, TxnOutcome};
+use std::collections::HashMap;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio_stream::wrappers::ReceiverStream;
+
+/// Which head a message is about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Dir {
+    Request,
+    Response,
+}
+
+/// What the helper decided for one transaction, waiting to be applied by the companion.
+#[derive(Default)]
+struct Pending {
+    /// The companion took its end of the link.
+    linked: bool,
+    /// No more messages for this transaction: the helper answered immediately or closed the
+    /// stream cleanly, or the stream broke.
+    finished: bool,
+    request: Option<HeaderMutation>,
+    response: Option<HeaderMutation>,
+    /// A response to send instead of the origin's (response-phase immediate response, or a
+    /// failure with `on_unavailable = "fail"`).
+    replace: Option<LocalResponse>,
+    /// Short notes for the access log (`extproc=req:ok,resp:ok`).
+    notes: Vec<String>,
+}
+
+type Slot = Arc<Mutex<Pending>>;
+
+/// The transaction's gRPC stream to the helper.
+enum Stream {
+    NotOpen,
+    Open { tx: tokio::sync::mpsc::Sender<ProcessingRequest>, rx: tonic::Streaming<ProcessingResponse> },
+    Closed,
+}
+
+struct Inner {
+    supervisor: Supervisor,
+    apply_name: String,
+    /// Transaction id → slot, from `ExtProcModule::new_txn` until the companion takes it.
+    links: Mutex<HashMap<u64, Slot>>,
+}
+
+impl Inner {
+    fn shared(&self) -> &Arc<Shared> {
+        &self.supervisor.shared
+    }
+    fn config(&self) -> &ExtProcConfig {
+        &self.supervisor.shared.config
+    }
+}
+
+/// A supervised ext_proc helper and the two modules that use it.
+#[derive(Clone)]
+pub struct ExtProc {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for ExtProc {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ExtProc").field("name", &self.inner.config().name).finish_non_exhaustive()
+    }
+}
+
+impl ExtProc {
+    /// Starts supervising the helper (spawned at once, in the background) and builds the
+    /// modules. Fails only when the configuration is invalid or no runtime can be built.
+    pub fn start(config: ExtProcConfig) -> Result<Self, String> {
+        config.validate()?;
+        let apply_name = format!("{}-apply", config.name);
+        let supervisor = Supervisor::start(config).map_err(|e| format!("cannot start the supervisor: {e}"))?;
+        Ok(Self { inner: Arc::new(Inner { supervisor, apply_name, links: Mutex::new(HashMap::new()) }) })
+    }
+
+    /// [`ExtProc::start`] from the settings table of a `[[module]]` entry.
+    pub fn from_settings(settings: &toml::Table) -> Result<Self, String> {
+        Self::start(ExtProcConfig::from_settings(settings)?)
+    }
+
+    /// The module that talks to the helper, named after the configuration.
+    pub fn module(&self) -> Arc<dyn Module> {
+        Arc::new(ExtProcModule { inner: Arc::clone(&self.inner) })
+    }
+
+    /// The companion that applies the helper's header mutations, `<name>-apply`. Configure
+    /// it directly after [`ExtProc::module`].
+    pub fn applier(&self) -> Arc<dyn Module> {
+        Arc::new(ExtProcApply { inner: Arc::clone(&self.inner) })
+    }
+
+    /// Both modules, in the order to configure them.
+    pub fn modules(&self) -> Vec<Arc<dyn Module>> {
+        vec![self.module(), self.applier()]
+    }
+
+    /// The helper's state and history.
+    pub fn status(&self) -> HelperStatus {
+        self.inner.shared().status()
+    }
+
+    /// Messages waiting for the helper's answer now.
+    pub fn in_flight(&self) -> usize {
+        self.inner.shared().in_flight()
+    }
+
+    /// Traffic counters.
+    pub fn counters(&self) -> &Counters {
+        &self.inner.shared().counters
+    }
+
+    /// Kills the running helper; the supervisor restarts it as after a crash.
+    pub fn kill_helper(&self) {
+        self.inner.shared().kill_helper();
+    }
+}
+
+/// The module that sends message heads to the helper.
+pub struct ExtProcModule {
+    inner: Arc<Inner>,
+}
+
+/// The companion that applies the helper's answers; configure it right after
+/// [`ExtProcModule`].
+pub struct ExtProcApply {
+    inner: Arc<Inner>,
+}
+
+fn status_json(shared: &Shared) -> serde_json::Value {
+    let c = &shared.counters;
+    let load = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
+    let mut value = serde_json::to_value(shared.status()).unwrap_or_default();
+    if let Some(map) = value.as_object_mut() {
+        map.insert("in_flight".into(), shared.in_flight().into());
+        map.insert("max_in_flight".into(), shared.config.max_in_flight.into());
+        map.insert("answered".into(), load(&c.answered).into());
+        map.insert("bypassed".into(), load(&c.bypassed).into());
+        map.insert("failed".into(), load(&c.failed).into());
+        map.insert("queue_full".into(), load(&c.queue_full).into());
+        map.insert("helper_down".into(), load(&c.helper_down).into());
+        map.insert("errors".into(), load(&c.errors).into());
+        map.insert("immediate".into(), load(&c.immediate).into());
+        map.insert("socket".into(), shared.config.socket.to_string_lossy().into_owned().into());
+    }
+    value
+}
+
+impl Module for ExtProcModule {
+    fn name(&self) -> &str {
+        &self.inner.config().name
+    }
+
+    fn new_txn(&self, info: &TxnInfo) -> Option<Box<dyn Txn>> {
+        let slot = Slot::default();
+        self.inner.links.lock().insert(info.id, Arc::clone(&slot));
+        Some(Box::new(ExtProcTxn {
+            inner: Arc::clone(&self.inner),
+            id: info.id,
+            slot,
+            stream: Arc::new(tokio::sync::Mutex::new(Stream::NotOpen)),
+        }))
+    }
+
+    /// `GET status`: the helper's state, history and counters as JSON. `POST restart`: kill
+    /// the helper (it is restarted as after a crash).
+    fn admin(&self, method: &Method, path: &str, _body: &[u8]) -> Option<LocalResponse> {
+        let shared = self.inner.shared();
+        match (method, path) {
+            (&Method::GET, "/status") => {
+                let mut response = LocalResponse::text(StatusCode::OK, format!("{:#}\n", status_json(shared)));
+                response.headers.insert(http::header::CONTENT_TYPE, http::HeaderValue::from_static("application/json"));
+                Some(response)
+            }
+            (&Method::POST, "/restart") => {
+                shared.kill_helper();
+                Some(LocalResponse::text(StatusCode::ACCEPTED, "restarting\n"))
+            }
+            _ => None,
+        }
+    }
+}
+
+impl Module for ExtProcApply {
+    fn name(&self) -> &str {
+        &self.inner.apply_name
+    }
+
+    fn new_txn(&self, info: &TxnInfo) -> Option<Box<dyn Txn>> {
+        let slot = self.inner.links.lock().remove(&info.id)?;
+        slot.lock().linked = true;
+        Some(Box::new(ApplyTxn { inner: Arc::clone(&self.inner), slot, replacement: None }))
+    }
+}
+
+/// Cancels the spawned exchange when the host drops the deferred work (deadline, client gone).
+struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
+
+impl<T> Drop for AbortOnDrop<T> {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+struct ExtProcTxn {
+    inner: Arc<Inner>,
+    id: u64,
+    slot: Slot,
+    stream: Arc<tokio::sync::Mutex<Stream>>,
+}
+
+impl Drop for ExtProcTxn {
+    fn drop(&mut self) {
+        // The companion never took its end (not configured, or the transaction ended early).
+        let mut links = self.inner.links.lock();
+        if links.get(&self.id).is_some_and(|s| Arc::ptr_eq(s, &self.slot)) {
+            links.remove(&self.id);
+        }
+    }
+}
+
+/// The verdict when the helper cannot answer, per `on_unavailable`.
+fn unavailable(shared: &Shared, slot: &Slot, dir: Dir, why: &str) -> Flow {
+    let mut pending = slot.lock();
+    let tag = if dir == Dir::Request { "req" } else { "resp" };
+    match shared.config.on_unavailable {
+        OnUnavailable::Bypass => {
+            Counters::bump(&shared.counters.bypassed);
+            pending.notes.push(format!("{tag}:bypass({why})"));
+            Flow::Continue
+        }
+        OnUnavailable::Fail => {
+            Counters::bump(&shared.counters.failed);
+            pending.notes.push(format!("{tag}:fail({why})"));
+            pending.finished = true;
+            let local = LocalResponse::text(
+                StatusCode::SERVICE_UNAVAILABLE,
+                format!("503 Service Unavailable: helper {} unavailable ({why})\n", shared.config.name),
+            );
+            match dir {
+                Dir::Request => Flow::Respond(local),
+                Dir::Response => {
+                    pending.replace = Some(local);
+                    Flow::Continue
+                }
+            }
+        }
+    }
+}
+
+/// Why an exchange produced no answer.
+enum Failure {
+    Timeout,
+    Broken(String),
+}
+
+/// Sends `message` on the transaction's stream (opening it first if needed) and waits for the
+/// answer. `Ok(None)`: the helper closed the stream cleanly, or an earlier message ended it:
+/// go on without it.
+async fn exchange(
+    channel: tonic::transport::Channel,
+    stream: Arc<tokio::sync::Mutex<Stream>>,
+    message: ProcessingRequest,
+    timeout: Duration,
+) -> Result<Option<ProcessingResponse>, Failure> {
+    let mut guard = stream.lock().await;
+    // Taken out, so a cancelled or failed exchange leaves the stream closed: its answer
+    // could otherwise be read as the answer to the next message.
+    let current = std::mem::replace(&mut *guard, Stream::Closed);
+    let work = async move {
+        let (tx, mut rx) = match current {
+            Stream::Closed => return Ok(None),
+            Stream::Open { tx, rx } => {
+                tx.send(message).await.map_err(|_| Failure::Broken("stream closed".into()))?;
+                (tx, rx)
+            }
+            Stream::NotOpen => {
+                let (tx, requests) = tokio::sync::mpsc::channel(4);
+                tx.send(message).await.map_err(|_| Failure::Broken("stream closed".into()))?;
+                let mut client = ExternalProcessorClient::new(channel);
+                let rx = client
+                    .process(ReceiverStream::new(requests))
+                    .await
+                    .map_err(|status| Failure::Broken(format!("open: {}", status.code())))?
+                    .into_inner();
+                (tx, rx)
+            }
+        };
+        match rx.message().await {
+            Ok(Some(answer)) => Ok(Some((answer, Stream::Open { tx, rx }))),
+            Ok(None) => Ok(None),
+            Err(status) => Err(Failure::Broken(format!("stream: {}", status.code()))),
+        }
+    };
+    match tokio::time::timeout(timeout, work).await {
+        Err(_) => Err(Failure::Timeout),
+        Ok(Err(failure)) => Err(failure),
+        Ok(Ok(None)) => Ok(None),
+        Ok(Ok(Some((answer, open)))) => {
+            *guard = open;
+            Ok(Some(answer))
+        }
+    }
+}
+
+/// The verdict for the helper's answer to a `dir` headers message.
+fn answered(shared: &Shared, slot: &Slot, dir: Dir, answer: ProcessingResponse) -> Flow {
+    use processing_response::Response;
+    let tag = if dir == Dir::Request { "req" } else { "resp" };
+    let common: Option<CommonResponse> = match (dir, answer.response) {
+        (Dir::Request, Some(Response::RequestHeaders(h))) | (Dir::Response, Some(Response::ResponseHeaders(h))) => {
+            h.response
+        }
+        (_, Some(Response::ImmediateResponse(immediate))) => {
+            Counters::bump(&shared.counters.answered);
+            Counters::bump(&shared.counters.immediate);
+            let local = headers::immediate(&immediate);
+            let mut pending = slot.lock();
+            pending.finished = true;
+            let details = if immediate.details.is_empty() { String::new() } else { format!("({})", immediate.details) };
+            pending.notes.push(format!("{tag}:immediate{details}"));
+            return match dir {
+                Dir::Request => Flow::Respond(local),
+                Dir::Response => {
+                    pending.replace = Some(local);
+                    Flow::Continue
+                }
+            };
+        }
+        (_, other) => {
+            Counters::bump(&shared.counters.errors);
+            let what = other.map_or("an empty answer", |_| "an answer for another phase");
+            tracing::warn!("extproc {}: helper sent {what}", shared.config.name);
+            slot.lock().finished = true;
+            return unavailable(shared, slot, dir, "protocol");
+        }
+    };
+    Counters::bump(&shared.counters.answered);
+    let mut pending = slot.lock();
+    pending.notes.push(format!("{tag}:ok"));
+    if let Some(common) = common {
+        if common.status == ResponseStatus::ContinueAndReplace as i32 || common.body_mutation.is_some() {
+            tracing::debug!("extproc {}: body mutations are not supported yet; ignored", shared.config.name);
+        }
+        match dir {
+            Dir::Request => pending.request = common.header_mutation,
+            Dir::Response => pending.response = common.header_mutation,
+        }
+    }
+    Flow::Continue
+}
+
+impl ExtProcTxn {
+    /// Sends one headers message: decides at once when the helper is down or the queue is
+    /// full, else defers to the exchange.
+    fn send(&mut self, dir: Dir, message: processing_request::Request) -> Flow {
+        let shared = Arc::clone(self.inner.shared());
+        if self.slot.lock().finished {
+            return Flow::Continue;
+        }
+        let Some(channel) = shared.channel() else {
+            Counters::bump(&shared.counters.helper_down);
+            return unavailable(&shared, &self.slot, dir, "down");
+        };
+        let Ok(permit) = Arc::clone(&shared.permits).try_acquire_owned() else {
+            Counters::bump(&shared.counters.queue_full);
+            return unavailable(&shared, &self.slot, dir, "queue full");
+        };
+        let timeout = shared.config.message_timeout();
+        let message = ProcessingRequest { request: Some(message), observability_mode: false };
+        let (stream, slot) = (Arc::clone(&self.stream), Arc::clone(&self.slot));
+        let handle = shared.handle.clone();
+        let task = handle.spawn(async move {
+            let result = exchange(channel, stream, message, timeout).await;
+            drop(permit);
+            match result {
+                Ok(Some(answer)) => answered(&shared, &slot, dir, answer),
+                Ok(None) => {
+                    let mut pending = slot.lock();
+                    pending.finished = true;
+                    pending.notes.push(if dir == Dir::Request { "req:closed" } else { "resp:closed" }.into());
+                    Flow::Continue
+                }
+                Err(failure) => {
+                    Counters::bump(&shared.counters.errors);
+                    slot.lock().finished = true;
+                    let why = match failure {
+                        Failure::Timeout => "timeout".to_owned(),
+                        Failure::Broken(why) => {
+                            tracing::warn!("extproc {}: exchange failed: {why}", shared.config.name);
+                            "broken".to_owned()
+                        }
+                    };
+                    unavailable(&shared, &slot, dir, &why)
+                }
+            }
+        });
+        let mut task = AbortOnDrop(task);
+        let work = async move {
+            match (&mut task.0).await {
+                Ok(flow) => flow,
+                // Only a panic gets here (cancellation drops this future first): let the host
+                // apply the failure policy.
+                Err(e) => std::panic::resume_unwind(e.into_panic()),
+            }
+        };
+        // The exchange times itself out first, so `on_unavailable` decides; the host's
+        // deadline is a backstop.
+        Flow::Defer { work: work.boxed(), deadline: timeout + Duration::from_millis(500) }
+    }
+}
+
+impl Txn for ExtProcTxn {
+    fn req_headers(&mut self, _: &TxnInfo, req: &mut request::Parts) -> Flow {
+        if !self.inner.config().request_headers {
+            return Flow::Continue;
+        }
+        self.send(Dir::Request, processing_request::Request::RequestHeaders(headers::request_message(req)))
+    }
+
+    fn req_out(&mut self, _: &TxnInfo, req: &mut request::Parts) -> Flow {
+        // Without the companion, request mutations reach at least the origin.
+        let mut pending = self.slot.lock();
+        if !pending.linked {
+            if let Some(mutation) = pending.request.take() {
+                headers::apply_request(&mutation, req);
+            }
+        }
+        Flow::Continue
+    }
+
+    fn origin_resp_headers(&mut self, _: &TxnInfo, resp: &mut response::Parts) -> Flow {
+        if self.inner.config().response_headers != ResponsePhase::Origin {
+            return Flow::Continue;
+        }
+        self.send(Dir::Response, processing_request::Request::ResponseHeaders(headers::response_message(resp)))
+    }
+
+    fn client_resp_headers(&mut self, _: &TxnInfo, resp: &mut response::Parts) -> Flow {
+        match self.inner.config().response_headers {
+            ResponsePhase::Client => {
+                self.send(Dir::Response, processing_request::Request::ResponseHeaders(headers::response_message(resp)))
+            }
+            ResponsePhase::Origin => {
+                let mut pending = self.slot.lock();
+                if !pending.linked {
+                    if let Some(mutation) = pending.response.take() {
+                        headers::apply_response(&mutation, resp);
+                    }
+                }
+                Flow::Continue
+            }
+            ResponsePhase::None => Flow::Continue,
+        }
+    }
+
+    fn log(&mut self, _: &TxnInfo, _: &TxnOutcome, fields: &mut LogFields) {
+        let pending = self.slot.lock();
+        if !pending.notes.is_empty() {
+            fields.add(self.inner.config().name.clone(), pending.notes.join(","));
+        }
+    }
+}
+
+struct ApplyTxn {
+    inner: Arc<Inner>,
+    slot: Slot,
+    /// The body of a response that replaces the origin's, put in by `client_resp_body`.
+    replacement: Option<Bytes>,
+}
+
+impl ApplyTxn {
+    /// Puts `local` in place of the response head; its body follows in `client_resp_body`
+    /// after the original body was buffered.
+    fn replace(&mut self, local: LocalResponse, resp: &mut response::Parts) -> Flow {
+        resp.status = local.status;
+        let mut headers = local.headers;
+        if let Some(date) = resp.headers.get(http::header::DATE) {
+            headers.insert(http::header::DATE, date.clone());
+        }
+        headers.insert(http::header::CACHE_CONTROL, http::HeaderValue::from_static("no-store"));
+        resp.headers = headers;
+        self.replacement = Some(local.body);
+        Flow::Buffer { max: self.inner.config().replace_buffer_max }
+    }
+}
+
+impl Txn for ApplyTxn {
+    fn req_headers(&mut self, _: &TxnInfo, req: &mut request::Parts) -> Flow {
+        if let Some(mutation) = self.slot.lock().request.take() {
+            headers::apply_request(&mutation, req);
+        }
+        Flow::Continue
+    }
+
+    fn origin_resp_headers(&mut self, _: &TxnInfo, resp: &mut response::Parts) -> Flow {
+        if self.inner.config().response_headers != ResponsePhase::Origin {
+            return Flow::Continue;
+        }
+        let mut pending = self.slot.lock();
+        if let Some(mutation) = pending.response.take() {
+            headers::apply_response(&mutation, resp);
+        }
+        if pending.replace.is_some() {
+            // Replaced towards the client below; never store what the helper did not pass.
+            resp.headers.insert(http::header::CACHE_CONTROL, http::HeaderValue::from_static("no-store"));
+        }
+        Flow::Continue
+    }
+
+    fn client_resp_headers(&mut self, _: &TxnInfo, resp: &mut response::Parts) -> Flow {
+        let (mutation, replace) = {
+            let mut pending = self.slot.lock();
+            let mutation = if self.inner.config().response_headers == ResponsePhase::Client {
+                pending.response.take()
+            } else {
+                None
+            };
+            (mutation, pending.replace.take())
+        };
+        if let Some(mutation) = mutation {
+            headers::apply_response(&mutation, resp);
+        }
+        match replace {
+            Some(local) => self.replace(local, resp),
+            None => Flow::Continue,
+        }
+    }
+
+    fn client_resp_body(&mut self, _: &TxnInfo, chunk: &mut BodyChunk) -> Flow {
+        if let Some(body) = self.replacement.take() {
+            chunk.replace(body);
+        }
+        Flow::Continue
+    }
+}
