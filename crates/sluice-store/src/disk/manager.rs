@@ -172,13 +172,13 @@ impl ResourceManager {
 
     /// Admits `id` with `size` bytes, evicting by policy when the high mark would be passed;
     /// the ids evicted are appended to `victims` (also on failure). An `id` already charged is
-    /// replaced.
+    /// uncharged first, whether or not the new size is then admitted.
     pub fn admit(&mut self, id: ObjectId, size: u64, victims: &mut Vec<ObjectId>) -> Result<(), NotStored> {
+        self.remove(id);
         if size > self.max_object() {
             self.stats.rejected_too_large += 1;
             return Err(NotStored::TooLarge);
         }
-        self.remove(id);
         self.policy.on_miss(id, size);
         let (high, low) = self.water.apply(self.limits);
         if self.bytes + size > high.bytes || self.entries() + 1 > high.entries {

@@ -387,7 +387,7 @@ impl DiskTier {
 
     /// Opens (creating if needed) the tier in `dir`: takes the directory lock (one process
     /// per directory), deletes incomplete and corrupt files, and indexes the rest, oldest
-    /// first into `policy`; evicts down to the low-water mark if the limits shrank.
+    /// first into `policy`, evicting as admissions do if the limits shrank.
     pub fn open_with(
         dir: impl AsRef<Path>,
         config: DiskConfig,
