@@ -1,0 +1,388 @@
+#!/usr/bin/env bash
+# Sluice vs nginx (proxy_cache) as caching reverse proxies on loopback, loaded with wrk.
+#
+#   bench/proxy/run.sh      # installs wrk/nginx if missing, builds sluice, runs, and writes
+#                           # bench/out/proxy-<date>.md (printed too)
+#
+# The stable figure is requests per CPU second of the proxy's own processes (utime+stime from
+# /proc before and after each wrk run); req/s and latency are shown too, but they depend on
+# what else runs on the (shared, 2-core) machine. See docs/benchmarks.md.
+#
+# Environment (all optional):
+#   DURATION=5s      measured wrk run per scenario, proxy and round
+#   WARMUP=1s        unmeasured wrk run just before each measured one (0 to skip)
+#   CONNECTIONS=32   wrk -c
+#   WRK_THREADS=1    wrk -t
+#   THREADS=1        proxy workers, a list: "1" (nginx worker_processes 1 vs sluice --threads 1),
+#                    "2", or "1 2" (both, twice the time)
+#   ROUNDS=3         measured runs per scenario and proxy, interleaved (nginx, nginx-ofc, sluice,
+#                    nginx, ...); the tables show the median round by req/CPU-s and the range
+#                    (all rounds are in the .tsv next to the report). Default total: ~5.5 min
+#                    (3 proxies x 6 scenarios x 3 rounds x 6 s) plus the build
+#   SCENARIOS="hit-1k hit-16k hit-256k hit-4m pass-1k pass-256k"
+#   PROXIES="nginx nginx-ofc sluice"
+#                    nginx: proxy_cache as the issue describes it, on Debian's defaults
+#                    (sendfile on, tcp_nopush on); nginx-ofc: the same plus open_file_cache, a
+#                    common tuning that saves the open/fstat/close of the cache file on each hit;
+#                    sluice: the proxy under test. Ratios are sluice over each nginx.
+#   PORT_BASE=18080  nginx +0, sluice +1, nginx-ofc +2, sluice admin +9, origin +10
+#   SLUICE_SRC=dir   the source tree to build (default: this repository); it builds into its
+#                    own target/ (cargo build --release -p sluice)
+#   SLUICE_BIN=path  use this prebuilt binary instead of building
+#   OUT_DIR=bench/out
+#   PIN=0            1: pin the proxies to CPU 1 and wrk to CPU 0 (taskset); the origin floats
+#   KEEP_TMP=1       keep the temp dir (configs, logs, every wrk output)
+#   NO_INSTALL=1     fail instead of apt-get installing missing tools
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+HERE=$ROOT/bench/proxy
+DURATION=${DURATION:-5s}
+WARMUP=${WARMUP:-1s}
+CONNECTIONS=${CONNECTIONS:-32}
+WRK_THREADS=${WRK_THREADS:-1}
+THREADS=${THREADS:-1}
+ROUNDS=${ROUNDS:-3}
+SCENARIOS=${SCENARIOS:-"hit-1k hit-16k hit-256k hit-4m pass-1k pass-256k"}
+PROXIES=${PROXIES:-"nginx nginx-ofc sluice"}
+PORT_BASE=${PORT_BASE:-18080}
+OUT_DIR=${OUT_DIR:-$ROOT/bench/out}
+PIN=${PIN:-0}
+PROXY_CPU=(); WRK_CPU=()
+if [[ $PIN == 1 ]]; then PROXY_CPU=(taskset -c 1); WRK_CPU=(taskset -c 0); fi
+
+declare -A PORT=([nginx]=$PORT_BASE [sluice]=$((PORT_BASE + 1)) [nginx-ofc]=$((PORT_BASE + 2)))
+declare -A PID=()
+SLUICE_ADMIN=$((PORT_BASE + 9))
+ORIGIN_PORT=$((PORT_BASE + 10))
+
+log() { printf '[bench] %s\n' "$*" >&2; }
+die() { printf '[bench] error: %s\n' "$*" >&2; exit 1; }
+
+for proxy in $PROXIES; do [[ -n ${PORT[$proxy]:-} ]] || die "unknown proxy '$proxy' (nginx, nginx-ofc, sluice)"; done
+for scenario in $SCENARIOS; do [[ $scenario =~ ^(hit-(1k|16k|256k|4m)|pass-(1k|16k|256k|4m))$ ]] || die "unknown scenario '$scenario'"; done
+[[ $ROUNDS =~ ^[1-9][0-9]*$ ]] || die "ROUNDS must be a positive integer"
+
+# ---------------------------------------------------------------- processes and cleanup
+PIDS=() # every process this script started, stopped by PID on exit
+TMP=""
+stop_pid() {
+    local pid=$1 i
+    kill -0 "$pid" 2>/dev/null || return 0
+    kill -TERM "$pid" 2>/dev/null || true
+    for i in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+}
+cleanup() {
+    local rc=$? pid
+    for pid in "${PIDS[@]}"; do stop_pid "$pid"; done
+    if [[ -n $TMP && -d $TMP ]]; then
+        if [[ ${KEEP_TMP:-0} == 1 ]]; then log "kept $TMP"; else rm -rf "$TMP"; fi
+    fi
+    exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+can_connect() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+wait_port() { # port
+    local i
+    for i in $(seq 100); do can_connect "$1" && return 0; sleep 0.1; done
+    return 1
+}
+
+# ---------------------------------------------------------------- tools
+missing=()
+command -v wrk >/dev/null || missing+=(wrk)
+command -v nginx >/dev/null || missing+=(nginx-light)
+command -v curl >/dev/null || missing+=(curl)
+command -v pgrep >/dev/null || missing+=(procps)
+if ((${#missing[@]})); then
+    [[ ${NO_INSTALL:-0} == 1 ]] && die "missing: ${missing[*]}"
+    log "installing ${missing[*]}"
+    SUDO=""; [[ $(id -u) == 0 ]] || SUDO=sudo
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+NGINX=$(command -v nginx)
+
+SLUICE_SRC=${SLUICE_SRC:-$ROOT}
+if [[ -z ${SLUICE_BIN:-} ]]; then
+    log "building sluice in $SLUICE_SRC (cargo build --release -p sluice)"
+    (cd "$SLUICE_SRC" && CARGO_TARGET_DIR="$SLUICE_SRC/target" cargo build --release -p sluice --quiet) ||
+        die "cargo build --release -p sluice failed in $SLUICE_SRC (SLUICE_SRC=<a clean checkout> or SLUICE_BIN=<binary> to bench another build)"
+    SLUICE_BIN=$SLUICE_SRC/target/release/sluice
+    rev=$(git -C "$SLUICE_SRC" rev-parse --short HEAD 2>/dev/null || echo unknown)
+    git -C "$SLUICE_SRC" diff --quiet HEAD -- crates 2>/dev/null || rev="$rev with uncommitted changes under crates/"
+    SLUICE_DESC="sluice $rev (built from $SLUICE_SRC)"
+else
+    SLUICE_DESC="sluice prebuilt $SLUICE_BIN"
+fi
+[[ -x $SLUICE_BIN ]] || die "no sluice binary at $SLUICE_BIN"
+
+for p in "${PORT[@]}" "$SLUICE_ADMIN" "$ORIGIN_PORT"; do
+    can_connect "$p" && die "port $p is in use (set PORT_BASE)"
+done
+
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/sluice-bench.XXXXXX")
+mkdir -p "$TMP/www/c" "$TMP/www/p" "$TMP/wrk"
+
+# ---------------------------------------------------------------- content
+# /c/<size> is cacheable (max-age=3600), /p/<size> is pass-through (no-store); random bytes.
+declare -A SIZE=([1k]=1024 [16k]=16384 [256k]=262144 [4m]=4194304)
+for s in "${!SIZE[@]}"; do
+    head -c "${SIZE[$s]}" /dev/urandom >"$TMP/www/c/$s"
+    cp "$TMP/www/c/$s" "$TMP/www/p/$s"
+done
+scenario_path() { # hit-1k -> /c/1k, pass-256k -> /p/256k
+    case $1 in hit-*) echo "/c/${1#hit-}" ;; pass-*) echo "/p/${1#pass-}" ;; esac
+}
+
+# ---------------------------------------------------------------- origin: nginx, static files
+cat >"$TMP/origin.conf" <<EOF
+daemon off;
+master_process on;
+worker_processes 1;
+user root;
+pid $TMP/origin.pid;
+error_log $TMP/origin.error.log warn;
+events { worker_connections 4096; }
+http {
+    access_log off;
+    sendfile on;
+    tcp_nopush on;
+    keepalive_requests 1000000;
+    keepalive_timeout 300s;
+    default_type application/octet-stream;
+    server {
+        listen 127.0.0.1:$ORIGIN_PORT;
+        root $TMP/www;
+        location /c/ { add_header Cache-Control "max-age=3600"; }
+        location /p/ { add_header Cache-Control "no-store"; }
+        location = /status { stub_status; }
+    }
+}
+EOF
+"$NGINX" -p "$TMP" -c "$TMP/origin.conf" -e "$TMP/origin.error.log" &
+PIDS+=("$!")
+wait_port "$ORIGIN_PORT" || die "the origin did not start (see $TMP/origin.error.log)"
+
+# Requests the origin has accepted so far (stub_status counts its own request too).
+origin_requests() { curl -sf "http://127.0.0.1:$ORIGIN_PORT/status" | awk 'NR == 3 {print $3}'; }
+
+# ---------------------------------------------------------------- the proxies
+start_nginx() { # name workers
+    local name=$1 workers=$2 extra=""
+    [[ $name == nginx-ofc ]] && extra="open_file_cache max=10000 inactive=60s;"
+    rm -rf "$TMP/$name-cache" && mkdir -p "$TMP/$name-cache"
+    cat >"$TMP/$name.conf" <<EOF
+daemon off;
+master_process on;
+worker_processes $workers;
+user root;
+pid $TMP/$name.pid;
+error_log $TMP/$name.error.log warn;
+events { worker_connections 4096; }
+http {
+    access_log off;
+    sendfile on;
+    tcp_nopush on;
+    tcp_nodelay on;
+    keepalive_requests 1000000;
+    keepalive_timeout 300s;
+    $extra
+    proxy_cache_path $TMP/$name-cache levels=1:2 keys_zone=bench:16m max_size=2g inactive=1h use_temp_path=off;
+    upstream origin {
+        server 127.0.0.1:$ORIGIN_PORT;
+        keepalive 64;
+    }
+    server {
+        listen 127.0.0.1:${PORT[$name]};
+        location / {
+            proxy_pass http://origin;
+            proxy_http_version 1.1;
+            proxy_set_header Connection "";
+            proxy_cache bench;
+            proxy_cache_valid 200 1h;
+            add_header X-Cache \$upstream_cache_status;
+        }
+    }
+}
+EOF
+    "${PROXY_CPU[@]}" "$NGINX" -p "$TMP" -c "$TMP/$name.conf" -e "$TMP/$name.error.log" &
+    PID[$name]=$!
+    PIDS+=("$!")
+    wait_port "${PORT[$name]}" || die "$name did not start (see $TMP/$name.error.log)"
+}
+
+start_sluice() { # threads
+    cat >"$TMP/sluice.toml" <<EOF
+[[listener]]
+addr = "127.0.0.1:${PORT[sluice]}"
+mode = "reverse"
+h2c = false
+
+[[route]]
+origin = "http://127.0.0.1:$ORIGIN_PORT"
+
+[cache]
+memory = "1GiB"
+max_object = "64MiB"
+
+[admin]
+addr = "127.0.0.1:$SLUICE_ADMIN"
+token = "bench"
+
+[log]
+# no access_log: off, like nginx's
+EOF
+    "$SLUICE_BIN" serve --check-config "$TMP/sluice.toml" >/dev/null || die "sluice rejects $TMP/sluice.toml"
+    SLUICE_LOG=warn "${PROXY_CPU[@]}" "$SLUICE_BIN" serve --config "$TMP/sluice.toml" --threads "$1" 2>>"$TMP/sluice.stderr" &
+    PID[sluice]=$!
+    PIDS+=("$!")
+    wait_port "${PORT[sluice]}" || die "sluice did not start (see $TMP/sluice.stderr)"
+    wait_port "$SLUICE_ADMIN" || die "sluice's admin listener did not start"
+}
+
+stop_proxy() { # name
+    local pid=${PID[$1]} keep=() p
+    stop_pid "$pid"
+    for p in "${PIDS[@]}"; do [[ $p == "$pid" ]] || keep+=("$p"); done
+    PIDS=("${keep[@]}")
+}
+
+# ---------------------------------------------------------------- CPU accounting
+CLK_TCK=$(getconf CLK_TCK)
+# CPU ticks used by one proxy instance: utime+stime of the process (all its threads) and of its
+# children (nginx: master, workers, cache manager and loader), plus cutime+cstime of the
+# process, so a child that exits mid-run still counts.
+cpu_ticks() { # pid
+    local pid=$1 files=("/proc/$1/stat") k
+    for k in $(pgrep -P "$pid" || true); do [[ -r /proc/$k/stat ]] && files+=("/proc/$k/stat"); done
+    awk -v own="/proc/$pid/stat" '
+        { sub(/^.*\) /, ""); t = $12 + $13; if (FILENAME == own) t += $14 + $15; sum += t }
+        END { print sum + 0 }' "${files[@]}"
+}
+
+sluice_counter() { # result code, e.g. TCP_MEM_HIT
+    curl -sf "http://127.0.0.1:$SLUICE_ADMIN/metrics" |
+        awk -v want="sluice_requests_total{result=\"$1\"}" '$1 == want {printf "%d\n", $2; found = 1} END {if (!found) print 0}'
+}
+
+# ---------------------------------------------------------------- correctness
+# Fetches twice through a proxy: the body must be the origin's, and the second answer must be a
+# hit (hit-*) or must not be (pass-*). Prints the cache status header.
+check_path() { # proxy scenario
+    local proxy=$1 scenario=$2 path url headers status
+    path=$(scenario_path "$scenario")
+    url="http://127.0.0.1:${PORT[$proxy]}$path"
+    curl -sf -o /dev/null "$url" || die "$proxy $path: request failed"
+    headers=$(curl -sf -D - -o "$TMP/body" "$url" | tr -d '\r') || die "$proxy $path: request failed"
+    cmp -s "$TMP/body" "$TMP/www$path" || die "$proxy $path: body differs from the origin's"
+    case $proxy in
+        nginx*) status=$(awk -F': ' 'tolower($1) == "x-cache" {print $2}' <<<"$headers") ;;
+        sluice) status=$(awk -F': ' 'tolower($1) == "cache-status" {print $2}' <<<"$headers") ;;
+    esac
+    case $scenario in
+        hit-*) [[ $status == HIT || $status == *"; hit"* ]] || die "$proxy $path: the second request is not a hit (${status:-no cache status})" ;;
+        pass-*) [[ $status != HIT && $status != *"; hit"* ]] || die "$proxy $path: a no-store response was served from the cache ($status)" ;;
+    esac
+    printf '%s' "$status"
+}
+
+# ---------------------------------------------------------------- wrk
+# A wrk --latency output as: requests rps p50_ms p99_ms errors
+parse_wrk() {
+    awk '
+        function ms(v) {
+            if (v ~ /us$/) { sub(/us$/, "", v); return v / 1000 }
+            if (v ~ /ms$/) { sub(/ms$/, "", v); return v + 0 }
+            if (v ~ /m$/)  { sub(/m$/, "", v); return v * 60000 }
+            if (v ~ /s$/)  { sub(/s$/, "", v); return v * 1000 }
+            return v + 0
+        }
+        / requests in / { req = $1 }
+        /^Requests\/sec:/ { rps = $2 }
+        $1 == "50%" { p50 = ms($2) }
+        $1 == "99%" { p99 = ms($2) }
+        /Socket errors:/ { n = split($0, w, /[^0-9]+/); for (i = 1; i <= n; i++) err += w[i] }
+        /Non-2xx or 3xx responses:/ { err += $NF }
+        END { printf "%d %.0f %.3f %.3f %d\n", req, rps, p50, p99, err }' "$1"
+}
+
+# One measured run. Prints: requests rps p50_ms p99_ms errors cpu_s origin_requests sluice_hits
+measure() { # proxy scenario label
+    local proxy=$1 scenario=$2 label=$3 url pid out o0 o1 h0=0 h1=0 c0 c1 req rps p50 p99 err
+    url="http://127.0.0.1:${PORT[$proxy]}$(scenario_path "$scenario")"
+    pid=${PID[$proxy]}
+    if [[ $WARMUP != 0 && $WARMUP != 0s ]]; then
+        "${WRK_CPU[@]}" wrk -t"$WRK_THREADS" -c"$CONNECTIONS" -d"$WARMUP" "$url" >/dev/null
+    fi
+    out="$TMP/wrk/$label.txt"
+    [[ $proxy == sluice ]] && h0=$(sluice_counter TCP_MEM_HIT)
+    o0=$(origin_requests)
+    c0=$(cpu_ticks "$pid")
+    "${WRK_CPU[@]}" wrk -t"$WRK_THREADS" -c"$CONNECTIONS" -d"$DURATION" --latency "$url" >"$out"
+    c1=$(cpu_ticks "$pid")
+    o1=$(origin_requests)
+    [[ $proxy == sluice ]] && h1=$(sluice_counter TCP_MEM_HIT)
+    read -r req rps p50 p99 err < <(parse_wrk "$out")
+    ((req > 0)) || { cat "$out" >&2; die "$proxy $scenario: wrk completed no request"; }
+    awk -v r="$req" -v rps="$rps" -v p50="$p50" -v p99="$p99" -v e="$err" -v c="$((c1 - c0))" -v tck="$CLK_TCK" \
+        -v o="$((o1 - o0 - 1))" -v h="$((h1 - h0))" \
+        'BEGIN { printf "%d %d %.3f %.3f %d %.2f %d %d\n", r, rps, p50, p99, e, c / tck, o, h }'
+}
+
+# ---------------------------------------------------------------- run
+STAMP=$(date +%Y-%m-%d-%H%M%S)
+mkdir -p "$OUT_DIR"
+REPORT="$OUT_DIR/proxy-$STAMP.md"
+RESULTS="$OUT_DIR/proxy-$STAMP.tsv"
+printf 'threads\tscenario\tproxy\trequests rps p50_ms p99_ms errors cpu_s origin_requests sluice_mem_hits\n' >"$RESULTS"
+
+{
+    echo "# Sluice vs nginx proxy_cache, $(date -u '+%Y-%m-%d %H:%M UTC')"
+    echo
+    src=""; [[ $SLUICE_SRC != "$ROOT" ]] && src="SLUICE_SRC=$SLUICE_SRC "
+    echo "- command: \`${src}DURATION=$DURATION WARMUP=$WARMUP CONNECTIONS=$CONNECTIONS WRK_THREADS=$WRK_THREADS THREADS=\"$THREADS\" ROUNDS=$ROUNDS PIN=$PIN bench/proxy/run.sh\`"
+    echo "- $SLUICE_DESC; $("$NGINX" -v 2>&1 | sed 's/^nginx version: //'); $(wrk -v 2>&1 | head -1 | awk '{print $1, $2}')"
+    echo "- machine: $(nproc) cores ($(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo)), Linux $(uname -r), load average at start $(cut -d' ' -f1-3 /proc/loadavg)"
+    echo "- load: wrk -t$WRK_THREADS -c$CONNECTIONS -d$DURATION --latency on loopback, after an unmeasured $WARMUP run; access logs off; $ROUNDS round(s) per proxy, interleaved; median round by req/CPU-s, (range) when several"
+    echo "- **req/CPU-s** = requests completed / CPU seconds (utime+stime) of the proxy's own processes during the run"
+    echo
+} >"$REPORT"
+
+for threads in $THREADS; do
+    log "workers=$threads: starting $PROXIES"
+    for proxy in $PROXIES; do
+        if [[ $proxy == sluice ]]; then start_sluice "$threads"; else start_nginx "$proxy" "$threads"; fi
+    done
+    # warm the caches and check that hits are hits and no-store is not stored
+    for scenario in $SCENARIOS; do
+        for proxy in $PROXIES; do
+            status=$(check_path "$proxy" "$scenario")
+            log "  $proxy $(scenario_path "$scenario"): $status"
+        done
+    done
+    for scenario in $SCENARIOS; do
+        for round in $(seq "$ROUNDS"); do
+            for proxy in $PROXIES; do
+                line=$(measure "$proxy" "$scenario" "w$threads-$scenario-$proxy-$round")
+                log "  workers=$threads $scenario $proxy #$round: $line"
+                printf '%s\t%s\t%s\t%s\n' "$threads" "$scenario" "$proxy" "$line" >>"$RESULTS"
+            done
+        done
+    done
+    # still hits after the load (nothing evicted or expired)
+    for scenario in $SCENARIOS; do
+        [[ $scenario == hit-* ]] || continue
+        for proxy in $PROXIES; do check_path "$proxy" "$scenario" >/dev/null; done
+    done
+    for proxy in $PROXIES; do stop_proxy "$proxy"; done
+done
+
+awk -F'\t' -v scenarios="$SCENARIOS" -v threads="$THREADS" -v proxies="$PROXIES" -f "$HERE/report.awk" "$RESULTS" >>"$REPORT"
+cat "$REPORT"
+log "report: $REPORT (every round: $RESULTS)"
