@@ -59,8 +59,13 @@ type Slot = Arc<Mutex<Pending>>;
 /// The transaction's gRPC stream to the helper.
 enum Stream {
     NotOpen,
-    Open { tx: tokio::sync::mpsc::Sender<ProcessingRequest>, rx: tonic::Streaming<ProcessingResponse> },
+    Open(Box<OpenStream>),
     Closed,
+}
+
+struct OpenStream {
+    tx: tokio::sync::mpsc::Sender<ProcessingRequest>,
+    rx: tonic::Streaming<ProcessingResponse>,
 }
 
 struct Inner {
@@ -297,7 +302,8 @@ async fn exchange(
     let work = async move {
         let (tx, mut rx) = match current {
             Stream::Closed => return Ok(None),
-            Stream::Open { tx, rx } => {
+            Stream::Open(open) => {
+                let OpenStream { tx, rx } = *open;
                 tx.send(message).await.map_err(|_| Failure::Broken("stream closed".into()))?;
                 (tx, rx)
             }
@@ -314,7 +320,7 @@ async fn exchange(
             }
         };
         match rx.message().await {
-            Ok(Some(answer)) => Ok(Some((answer, Stream::Open { tx, rx }))),
+            Ok(Some(answer)) => Ok(Some((answer, Stream::Open(Box::new(OpenStream { tx, rx }))))),
             Ok(None) => Ok(None),
             Err(status) => Err(Failure::Broken(format!("stream: {}", status.code()))),
         }

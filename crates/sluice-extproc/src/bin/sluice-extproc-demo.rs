@@ -42,6 +42,13 @@ fn set(key: &str, value: &str, action: HeaderAppendAction) -> HeaderValueOption 
     }
 }
 
+/// An appending set. `append_action` 0 (APPEND_IF_EXISTS_OR_ADD) is also the proto default,
+/// which Envoy reads as "not set" and then falls back to `append`, whose default for ext_proc is
+/// false (replace): so appending takes `append: true`.
+fn append(key: &str, value: &str) -> HeaderValueOption {
+    HeaderValueOption { append: Some(true), ..set(key, value, HeaderAppendAction::AppendIfExistsOrAdd) }
+}
+
 fn header<'a>(headers: &'a HttpHeaders, key: &str) -> Option<&'a str> {
     let map = headers.headers.as_ref()?;
     let entry = map.headers.iter().find(|h| h.key == key)?;
@@ -83,7 +90,7 @@ async fn on_request(headers: &HttpHeaders) -> processing_response::Response {
     let mut mutation = HeaderMutation {
         set_headers: vec![
             set("x-extproc-demo", "request", HeaderAppendAction::OverwriteIfExistsOrAdd),
-            set("x-extproc-trace", "demo", HeaderAppendAction::AppendIfExistsOrAdd),
+            append("x-extproc-trace", "demo"),
         ],
         remove_headers: vec!["x-demo-remove".into()],
     };

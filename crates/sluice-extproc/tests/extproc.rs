@@ -1,0 +1,329 @@
+//! Helper processes end to end: a real Sluice (forward proxy, cache on) in front of a scripted
+//! origin, with the demo ext_proc processor (`sluice-extproc-demo`) as a supervised helper on
+//! a Unix socket. No sleeps as synchronisation: waits poll a condition with a deadline.
+
+use sluice_extproc::{ExtProc, ExtProcConfig, HelperState, OnUnavailable, ResponsePhase};
+use sluice_module::FailurePolicy;
+use sluice_proxy::clock::{Clock, ManualClock};
+use sluice_proxy::config::{Config, ListenerConfig, Mode};
+use sluice_proxy::{LoadedModule, Running, State};
+use sluice_testkit::client::{self, Reply as ClientReply};
+use sluice_testkit::{Origin, Reply};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+const DEMO: &str = env!("CARGO_BIN_EXE_sluice-extproc-demo");
+
+/// A forward proxy with the helper's modules, in front of a fresh origin.
+struct Harness {
+    origin: Origin,
+    proxy: Running,
+    extproc: ExtProc,
+    _dir: tempfile::TempDir,
+}
+
+/// The demo helper's configuration, with a socket in `dir`.
+fn demo_config(dir: &tempfile::TempDir) -> ExtProcConfig {
+    let mut config = ExtProcConfig::new(DEMO, dir.path().join("helper.sock"));
+    config.args = vec!["--socket".into(), "{socket}".into()];
+    config.backoff_initial_ms = 50;
+    config.backoff_max_ms = 2_000;
+    config.message_timeout_ms = 5_000;
+    config
+}
+
+impl Harness {
+    async fn start(tweak: impl FnOnce(&mut ExtProcConfig)) -> Self {
+        Self::start_with(tweak, true).await
+    }
+
+    async fn start_with(tweak: impl FnOnce(&mut ExtProcConfig), with_applier: bool) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let mut config = demo_config(&dir);
+        tweak(&mut config);
+        let extproc = ExtProc::start(config).expect("extproc");
+        let mut modules = vec![extproc.module()];
+        if with_applier {
+            modules.push(extproc.applier());
+        }
+        let modules =
+            modules.into_iter().map(|module| LoadedModule { module, on_error: FailurePolicy::Closed }).collect();
+        let clock = ManualClock::default();
+        let origin_clock = clock.clone();
+        let origin = Origin::start(move || origin_clock.now()).await;
+        let mut config = Config {
+            listener: vec![ListenerConfig {
+                addr: "127.0.0.1:0".parse().unwrap(),
+                mode: Mode::Forward,
+                tls: None,
+                h2c: true,
+            }],
+            ..Config::default()
+        };
+        config.admin.addr = "127.0.0.1:0".parse().unwrap();
+        config.admin.token = Some("test-token".into());
+        config.validate().expect("valid test config");
+        let state = State::new(config, Arc::new(clock), modules).expect("state");
+        let proxy = sluice_proxy::start(state).await.expect("start");
+        Self { origin, proxy, extproc, _dir: dir }
+    }
+
+    fn addr(&self) -> SocketAddr {
+        self.proxy.listeners[0]
+    }
+
+    async fn get(&self, path: &str, headers: &[(&str, &str)]) -> ClientReply {
+        client::get(self.addr(), &self.origin.url(path), headers).await
+    }
+
+    async fn admin(&self, method: &str, path: &str) -> ClientReply {
+        let admin = self.proxy.admin.expect("admin");
+        client::send(admin, method, path, &[("Authorization", "Bearer test-token")], None).await
+    }
+
+    /// Waits until the helper is up (after `restarts` restarts at least).
+    async fn up(&self, restarts: u64) {
+        until("the helper to be up", || {
+            let s = self.extproc.status();
+            s.state == HelperState::Up && s.restarts >= restarts
+        })
+        .await;
+    }
+}
+
+/// Polls `done` every few milliseconds for up to 20 s; panics with `what` otherwise.
+async fn until(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    while !done() {
+        assert!(tokio::time::Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+fn values<'a>(reply: &'a ClientReply, name: &str) -> Vec<&'a str> {
+    reply.headers.get_all(name).iter().map(|v| v.to_str().unwrap()).collect()
+}
+
+#[tokio::test]
+async fn request_and_response_headers_are_mutated_end_to_end() {
+    let h = Harness::start(|_| {}).await;
+    h.up(0).await;
+    h.origin.on("/a", Reply::ok("hello").header("cache-control", "max-age=60").header("x-origin-secret", "s3cr3t"));
+
+    let reply = h.get("/a", &[("x-demo-remove", "1"), ("x-extproc-trace", "client")]).await;
+    assert_eq!(reply.status, 200);
+    assert_eq!(reply.text(), "hello");
+    // The request as the origin saw it: set, appended, removed.
+    let seen = h.origin.last_request("/a").expect("origin request");
+    assert_eq!(seen.header("x-extproc-demo"), Some("request"));
+    assert!(seen.header("x-demo-remove").is_none());
+    let trace: Vec<&str> = seen
+        .headers
+        .iter()
+        .filter(|(n, _)| n.eq_ignore_ascii_case("x-extproc-trace"))
+        .map(|(_, v)| v.as_str())
+        .collect();
+    assert_eq!(trace, ["client", "demo"]);
+    // The response as the client saw it.
+    let pid = h.extproc.status().pid.expect("pid").to_string();
+    assert_eq!(reply.header("x-extproc-demo"), "response");
+    assert_eq!(reply.header("x-extproc-demo-pid"), pid);
+    assert!(reply.headers.get("x-origin-secret").is_none());
+
+    // A hit is processed too (response_headers = "client"), and the origin is not asked again.
+    let hit = h.get("/a", &[]).await;
+    assert_eq!(h.origin.hits("/a"), 1);
+    assert_eq!(hit.header("x-extproc-demo"), "response");
+    assert!(hit.headers.get("x-origin-secret").is_none());
+
+    // `:path` from the helper rewrites the request before the cache and the origin see it.
+    h.origin.on("/rewritten", Reply::ok("new place"));
+    let reply = h.get("/old", &[("x-demo-rewrite", "/rewritten")]).await;
+    assert_eq!(reply.text(), "new place");
+    assert_eq!(h.origin.hits("/old"), 0);
+
+    // The status endpoint.
+    let status = h.admin("GET", "/modules/extproc/status").await;
+    assert_eq!(status.status, 200);
+    let json: serde_json::Value = serde_json::from_slice(&status.body).unwrap();
+    assert_eq!(json["state"], "up");
+    assert_eq!(json["pid"].to_string(), pid);
+    assert_eq!(json["answered"], 6, "{json}");
+    assert_eq!(json["in_flight"], 0);
+}
+
+#[tokio::test]
+async fn immediate_responses_answer_locally_in_both_phases() {
+    let h = Harness::start(|_| {}).await;
+    h.up(0).await;
+    let reply = h.get("/blocked/x", &[]).await;
+    assert_eq!(reply.status, 403);
+    assert_eq!(reply.text(), "blocked by sluice-extproc-demo\n");
+    assert_eq!(reply.header("x-extproc-demo"), "immediate");
+    assert_eq!(h.origin.hits("/blocked/x"), 0);
+
+    // In the response phase the helper's answer replaces the origin's response, body too.
+    h.origin.on("/r", Reply::ok("original body").header("x-demo-replace", "1"));
+    let reply = h.get("/r", &[]).await;
+    assert_eq!(reply.status, 451);
+    assert_eq!(reply.text(), "replaced by sluice-extproc-demo\n");
+    assert_eq!(reply.header("content-length"), "32");
+    assert_eq!(reply.header("x-extproc-demo"), "replaced");
+    assert_eq!(h.extproc.counters().immediate.load(std::sync::atomic::Ordering::Relaxed), 2);
+}
+
+#[tokio::test]
+async fn a_crashed_helper_is_restarted_with_backoff_and_the_next_request_works() {
+    let h = Harness::start(|c| c.on_unavailable = OnUnavailable::Bypass).await;
+    h.up(0).await;
+    let first = h.extproc.status();
+    h.origin.on("/c", Reply::ok("from origin"));
+
+    // The helper exits mid-exchange: this transaction goes on without it (bypass).
+    let reply = h.get("/c", &[("x-demo-crash", "1")]).await;
+    assert_eq!(reply.status, 200);
+    assert_eq!(reply.text(), "from origin");
+    assert!(reply.headers.get("x-extproc-demo").is_none());
+
+    h.up(1).await;
+    let status = h.extproc.status();
+    assert_eq!(status.restarts, 1);
+    assert_eq!(status.starts, 2);
+    assert_eq!(status.consecutive_failures, 1);
+    assert_eq!(status.backoff_ms, 50, "the first restart waits the initial delay");
+    assert!(status.last_exit.as_deref().is_some_and(|e| e.contains('3')), "{:?}", status.last_exit);
+    assert_ne!(status.pid, first.pid);
+
+    let reply = h.get("/c", &[]).await;
+    assert_eq!(reply.header("x-extproc-demo"), "response");
+    assert_eq!(reply.header("x-extproc-demo-pid"), status.pid.unwrap().to_string());
+
+    // A kill through the admin endpoint is a crash like any other.
+    assert_eq!(h.admin("POST", "/modules/extproc/restart").await.status, 202);
+    h.up(2).await;
+    assert_eq!(h.get("/c", &[]).await.header("x-extproc-demo"), "response");
+}
+
+#[tokio::test]
+async fn an_unavailable_helper_is_bypassed_or_fails_as_configured() {
+    // `false` exits at once: the helper never comes up and restarts with growing delays.
+    let bypass = Harness::start(|c| {
+        c.command = "false".into();
+        c.args.clear();
+        c.backoff_initial_ms = 10;
+        c.backoff_max_ms = 40;
+        c.on_unavailable = OnUnavailable::Bypass;
+    })
+    .await;
+    bypass.origin.on("/u", Reply::ok("origin"));
+    let reply = bypass.get("/u", &[]).await;
+    assert_eq!(reply.status, 200);
+    assert_eq!(reply.text(), "origin");
+    assert!(reply.headers.get("x-extproc-demo").is_none());
+    assert!(bypass.extproc.counters().bypassed.load(std::sync::atomic::Ordering::Relaxed) >= 2);
+    until("three failed starts", || bypass.extproc.status().consecutive_failures >= 3).await;
+    let status = bypass.extproc.status();
+    assert_ne!(status.state, HelperState::Up);
+    let expected = (10u64 << (status.consecutive_failures - 1).min(10)).min(40);
+    assert!(status.backoff_ms == expected || status.backoff_ms == 40, "{status:?}");
+    assert!(status.restarts >= 2);
+
+    let fail = Harness::start(|c| {
+        c.command = "false".into();
+        c.args.clear();
+        c.on_unavailable = OnUnavailable::Fail;
+    })
+    .await;
+    fail.origin.on("/u", Reply::ok("origin"));
+    let reply = fail.get("/u", &[]).await;
+    assert_eq!(reply.status, 503);
+    assert!(reply.text().contains("unavailable (down)"), "{}", reply.text());
+    assert_eq!(fail.origin.hits("/u"), 0);
+}
+
+#[tokio::test]
+async fn the_queue_bound_is_enforced() {
+    let h = Harness::start(|c| {
+        c.max_in_flight = 1;
+        c.on_unavailable = OnUnavailable::Fail;
+    })
+    .await;
+    h.up(0).await;
+    h.origin.on("/q", Reply::ok("q"));
+    let release = h._dir.path().join("release");
+    let hold = release.to_str().unwrap().to_owned();
+    let (addr, url) = (h.addr(), h.origin.url("/q"));
+    let held = tokio::spawn(async move { client::get(addr, &url, &[("x-demo-hold", &hold)]).await });
+    until("one message in flight", || h.extproc.in_flight() == 1).await;
+
+    let refused = h.get("/q", &[]).await;
+    assert_eq!(refused.status, 503);
+    assert!(refused.text().contains("queue full"), "{}", refused.text());
+    assert_eq!(h.extproc.counters().queue_full.load(std::sync::atomic::Ordering::Relaxed), 1);
+
+    std::fs::write(&release, b"").unwrap();
+    let reply = held.await.unwrap();
+    assert_eq!(reply.status, 200);
+    assert_eq!(reply.header("x-extproc-demo"), "response");
+    until("the queue to drain", || h.extproc.in_flight() == 0).await;
+    assert_eq!(h.get("/q", &[]).await.status, 200);
+}
+
+#[tokio::test]
+async fn a_slow_helper_misses_the_message_timeout() {
+    let h = Harness::start(|c| {
+        c.message_timeout_ms = 200;
+        c.on_unavailable = OnUnavailable::Bypass;
+    })
+    .await;
+    h.up(0).await;
+    h.origin.on("/slow", Reply::ok("slow"));
+    let never = h._dir.path().join("never");
+    let reply = h.get("/slow", &[("x-demo-hold", never.to_str().unwrap())]).await;
+    assert_eq!(reply.status, 200);
+    assert!(reply.headers.get("x-extproc-demo").is_none(), "the stream is abandoned after a timeout");
+    assert_eq!(h.extproc.counters().errors.load(std::sync::atomic::Ordering::Relaxed), 1);
+    assert_eq!(h.extproc.in_flight(), 0);
+}
+
+#[tokio::test]
+async fn the_helper_runs_at_the_configured_nice_level() {
+    let h = Harness::start(|c| c.nice = Some(7)).await;
+    h.up(0).await;
+    let pid = h.extproc.status().pid.expect("pid");
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let rest = &stat[stat.rfind(')').unwrap() + 1..];
+    // Fields after the command name start at field 3; nice is field 19.
+    let nice: i32 = rest.split_whitespace().nth(16).unwrap().parse().unwrap();
+    assert_eq!(nice, 7, "{stat}");
+    assert!(stat.contains("(sluice-extproc-"), "the pid is the helper's, not nice's: {stat}");
+}
+
+#[tokio::test]
+async fn origin_phase_mutations_are_what_gets_stored() {
+    let h = Harness::start(|c| c.response_headers = ResponsePhase::Origin).await;
+    h.up(0).await;
+    h.origin.on("/s", Reply::ok("stored").header("cache-control", "max-age=60").header("x-origin-secret", "1"));
+    let miss = h.get("/s", &[]).await;
+    assert_eq!(miss.header("x-extproc-demo"), "response");
+    let answered = h.extproc.counters().answered.load(std::sync::atomic::Ordering::Relaxed);
+    let hit = h.get("/s", &[]).await;
+    assert_eq!(h.origin.hits("/s"), 1);
+    assert_eq!(hit.header("x-extproc-demo"), "response", "the stored response carries the mutation");
+    assert!(hit.headers.get("x-origin-secret").is_none());
+    // Only the request headers went to the helper for the hit.
+    assert_eq!(h.extproc.counters().answered.load(std::sync::atomic::Ordering::Relaxed), answered + 1);
+}
+
+#[tokio::test]
+async fn without_the_companion_request_mutations_still_reach_the_origin() {
+    let h = Harness::start_with(|c| c.response_headers = ResponsePhase::Origin, false).await;
+    h.up(0).await;
+    h.origin.on("/n", Reply::ok("n"));
+    let reply = h.get("/n", &[("x-demo-remove", "1")]).await;
+    let seen = h.origin.last_request("/n").unwrap();
+    assert_eq!(seen.header("x-extproc-demo"), Some("request"));
+    assert!(seen.header("x-demo-remove").is_none());
+    assert_eq!(values(&reply, "x-extproc-demo"), ["response"]);
+}
