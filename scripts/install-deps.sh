@@ -20,3 +20,4 @@ if command -v rustup >/dev/null 2>&1; then
   rustup component list --installed 2>/dev/null | grep -q '^rustfmt' || rustup component add rustfmt
   rustup component list --installed 2>/dev/null | grep -q '^clippy' || rustup component add clippy
 fi
+rustup target list --installed | grep -q wasm32-wasip1 || rustup target add wasm32-wasip1

@@ -1,0 +1,358 @@
+//! The Proxy-Wasm view of a message head: Envoy-style pseudo-headers plus the header map.
+//!
+//! A request shows `:method`, `:scheme`, `:authority` and `:path` before its headers, a
+//! response shows `:status`; plugins read and set them like any header (setting `:path`
+//! rewrites the URL, `:status` the status code). Removing a pseudo-header does nothing.
+//! Values are raw bytes (not necessarily UTF-8). The wire format of a whole map is the ABI's:
+//! a `u32` count, then a `u32` name length and `u32` value length per pair, then each name and
+//! value followed by a NUL byte; all integers little-endian.
+
+use crate::abi::Status;
+use bytes::Bytes;
+use http::header::{HeaderName, HeaderValue, HOST};
+use http::uri::{Authority, PathAndQuery, Scheme};
+use http::{request, response, HeaderMap, Method, StatusCode, Uri};
+
+/// A message head as the plugin sees it.
+pub(crate) enum Head<'a> {
+    Request(&'a mut request::Parts),
+    Response(&'a mut response::Parts),
+}
+
+const REQUEST_PSEUDO: [&str; 4] = [":method", ":scheme", ":authority", ":path"];
+
+impl Head<'_> {
+    fn headers(&self) -> &HeaderMap {
+        match self {
+            Head::Request(parts) => &parts.headers,
+            Head::Response(parts) => &parts.headers,
+        }
+    }
+
+    fn headers_mut(&mut self) -> &mut HeaderMap {
+        match self {
+            Head::Request(parts) => &mut parts.headers,
+            Head::Response(parts) => &mut parts.headers,
+        }
+    }
+
+    /// The number of pairs, pseudo-headers included.
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
+        match self {
+            Head::Request(parts) => parts.headers.len() + REQUEST_PSEUDO.len(),
+            Head::Response(parts) => parts.headers.len() + 1,
+        }
+    }
+
+    /// The value of a pseudo-header, `None` for other names.
+    fn pseudo(&self, name: &[u8]) -> Option<Bytes> {
+        match self {
+            Head::Request(parts) => match name {
+                b":method" => Some(Bytes::copy_from_slice(parts.method.as_str().as_bytes())),
+                b":scheme" => Some(Bytes::copy_from_slice(request_scheme(parts).as_bytes())),
+                b":authority" => Some(request_authority(parts)),
+                b":path" => Some(Bytes::copy_from_slice(request_path(parts).as_bytes())),
+                _ => None,
+            },
+            Head::Response(parts) => match name {
+                b":status" => Some(Bytes::copy_from_slice(parts.status.as_str().as_bytes())),
+                _ => None,
+            },
+        }
+    }
+
+    /// The first value of `name` (case-insensitive), or the pseudo-header's value.
+    pub(crate) fn get(&self, name: &[u8]) -> Option<Bytes> {
+        if name.first() == Some(&b':') {
+            return self.pseudo(name);
+        }
+        let name = HeaderName::from_bytes(name).ok()?;
+        self.headers().get(name).map(|value| Bytes::copy_from_slice(value.as_bytes()))
+    }
+
+    /// All pairs in the ABI wire format.
+    pub(crate) fn serialize(&self) -> Vec<u8> {
+        let names: &[&'static str] = match self {
+            Head::Request(_) => &REQUEST_PSEUDO,
+            Head::Response(_) => &[":status"],
+        };
+        let pseudo: Vec<(&[u8], Bytes)> =
+            names.iter().filter_map(|name| Some((name.as_bytes(), self.pseudo(name.as_bytes())?))).collect();
+        let headers = self.headers();
+        let pairs = || {
+            let pseudo = pseudo.iter().map(|(name, value)| (*name, value.as_ref()));
+            pseudo.chain(headers.iter().map(|(name, value)| (name.as_str().as_bytes(), value.as_bytes())))
+        };
+        let size = pairs().fold(4, |size, (name, value)| size + 10 + name.len() + value.len());
+        let mut out = Vec::with_capacity(size);
+        out.extend_from_slice(&(pairs().count() as u32).to_le_bytes());
+        for (name, value) in pairs() {
+            out.extend_from_slice(&(name.len() as u32).to_le_bytes());
+            out.extend_from_slice(&(value.len() as u32).to_le_bytes());
+        }
+        for (name, value) in pairs() {
+            out.extend_from_slice(name);
+            out.push(0);
+            out.extend_from_slice(value);
+            out.push(0);
+        }
+        out
+    }
+
+    /// Sets `name` to `value`, replacing every value it had (`proxy_replace_header_map_value`).
+    pub(crate) fn replace(&mut self, name: &[u8], value: &[u8]) -> Result<(), Status> {
+        if name.first() == Some(&b':') {
+            return self.set_pseudo(name, value);
+        }
+        let (name, value) = parse_pair(name, value)?;
+        self.headers_mut().insert(name, value);
+        Ok(())
+    }
+
+    /// Adds a value to `name`, keeping the ones it has (`proxy_add_header_map_value`).
+    pub(crate) fn add(&mut self, name: &[u8], value: &[u8]) -> Result<(), Status> {
+        if name.first() == Some(&b':') {
+            return self.set_pseudo(name, value);
+        }
+        let (name, value) = parse_pair(name, value)?;
+        self.headers_mut().append(name, value);
+        Ok(())
+    }
+
+    /// Removes every value of `name`; pseudo-headers stay.
+    pub(crate) fn remove(&mut self, name: &[u8]) -> Result<(), Status> {
+        if name.first() == Some(&b':') {
+            return Ok(());
+        }
+        let name = HeaderName::from_bytes(name).map_err(|_| Status::BadArgument)?;
+        self.headers_mut().remove(name);
+        Ok(())
+    }
+
+    /// Replaces the whole map with `pairs` (wire format); pseudo-headers among them are set,
+    /// absent ones keep their value. Nothing changes when `pairs` is malformed.
+    pub(crate) fn set_all(&mut self, pairs: &[u8]) -> Result<(), Status> {
+        let pairs = deserialize(pairs)?;
+        let mut headers = HeaderMap::with_capacity(pairs.len());
+        let mut pseudo = Vec::new();
+        for (name, value) in pairs {
+            if name.first() == Some(&b':') {
+                pseudo.push((name, value));
+            } else {
+                let (name, value) = parse_pair(name, value)?;
+                headers.append(name, value);
+            }
+        }
+        for (name, value) in pseudo {
+            self.set_pseudo(name, value)?;
+        }
+        *self.headers_mut() = headers;
+        Ok(())
+    }
+
+    fn set_pseudo(&mut self, name: &[u8], value: &[u8]) -> Result<(), Status> {
+        match self {
+            Head::Request(parts) => match name {
+                b":method" => parts.method = Method::from_bytes(value).map_err(|_| Status::BadArgument)?,
+                b":path" => {
+                    let path = PathAndQuery::try_from(value).map_err(|_| Status::BadArgument)?;
+                    let mut uri = std::mem::take(&mut parts.uri).into_parts();
+                    uri.path_and_query = Some(path);
+                    parts.uri = Uri::from_parts(uri).map_err(|_| Status::BadArgument)?;
+                }
+                b":authority" => {
+                    let authority = Authority::try_from(value).map_err(|_| Status::BadArgument)?;
+                    if parts.uri.authority().is_some() {
+                        let mut uri = std::mem::take(&mut parts.uri).into_parts();
+                        uri.authority = Some(authority.clone());
+                        parts.uri = Uri::from_parts(uri).map_err(|_| Status::BadArgument)?;
+                    }
+                    if parts.uri.authority().is_none() || parts.headers.contains_key(HOST) {
+                        let host = HeaderValue::from_str(authority.as_str()).map_err(|_| Status::BadArgument)?;
+                        parts.headers.insert(HOST, host);
+                    }
+                }
+                b":scheme" => {
+                    let scheme = Scheme::try_from(value).map_err(|_| Status::BadArgument)?;
+                    if parts.uri.authority().is_some() {
+                        let mut uri = std::mem::take(&mut parts.uri).into_parts();
+                        uri.scheme = Some(scheme);
+                        parts.uri = Uri::from_parts(uri).map_err(|_| Status::BadArgument)?;
+                    }
+                }
+                _ => return Err(Status::BadArgument),
+            },
+            Head::Response(parts) => match name {
+                b":status" => parts.status = StatusCode::from_bytes(value).map_err(|_| Status::BadArgument)?,
+                _ => return Err(Status::BadArgument),
+            },
+        }
+        Ok(())
+    }
+}
+
+/// The request's scheme: the URL's, else `http`.
+pub(crate) fn request_scheme(parts: &request::Parts) -> &str {
+    parts.uri.scheme_str().unwrap_or("http")
+}
+
+/// The request's authority: the URL's, else the `Host` header's (may be empty).
+pub(crate) fn request_authority(parts: &request::Parts) -> Bytes {
+    match parts.uri.authority() {
+        Some(authority) => Bytes::copy_from_slice(authority.as_str().as_bytes()),
+        None => parts.headers.get(HOST).map(|host| Bytes::copy_from_slice(host.as_bytes())).unwrap_or_default(),
+    }
+}
+
+/// The request's path with its query (`/` when the URL has none).
+pub(crate) fn request_path(parts: &request::Parts) -> &str {
+    parts.uri.path_and_query().map(PathAndQuery::as_str).unwrap_or("/")
+}
+
+fn parse_pair(name: &[u8], value: &[u8]) -> Result<(HeaderName, HeaderValue), Status> {
+    let name = HeaderName::from_bytes(name).map_err(|_| Status::BadArgument)?;
+    let value = HeaderValue::from_bytes(value).map_err(|_| Status::BadArgument)?;
+    Ok((name, value))
+}
+
+/// Parses pairs in the ABI wire format (see the module docs); `ParseFailure` when the
+/// lengths do not fit the data.
+pub(crate) fn deserialize(data: &[u8]) -> Result<Vec<(&[u8], &[u8])>, Status> {
+    if data.is_empty() {
+        return Ok(Vec::new());
+    }
+    let word = |at: usize| -> Result<usize, Status> {
+        let bytes = data.get(at..at + 4).ok_or(Status::ParseFailure)?;
+        Ok(u32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]) as usize)
+    };
+    let count = word(0)?;
+    let sizes_end = count.checked_mul(8).and_then(|n| n.checked_add(4)).ok_or(Status::ParseFailure)?;
+    if sizes_end > data.len() {
+        return Err(Status::ParseFailure);
+    }
+    let mut pairs = Vec::with_capacity(count);
+    let mut at = sizes_end;
+    let mut take = |len: usize| -> Result<&[u8], Status> {
+        let end = at.checked_add(len).ok_or(Status::ParseFailure)?;
+        let bytes = data.get(at..end).ok_or(Status::ParseFailure)?;
+        at = end.checked_add(1).ok_or(Status::ParseFailure)?;
+        Ok(bytes)
+    };
+    for n in 0..count {
+        let name_len = word(4 + n * 8)?;
+        let value_len = word(8 + n * 8)?;
+        let name = take(name_len)?;
+        let value = take(value_len)?;
+        pairs.push((name, value));
+    }
+    Ok(pairs)
+}
+
+/// Serialises owned pairs in the ABI wire format (for tests and local responses).
+#[cfg(test)]
+pub(crate) fn serialize_pairs(pairs: &[(&str, &str)]) -> Vec<u8> {
+    let mut out = Vec::new();
+    out.extend_from_slice(&(pairs.len() as u32).to_le_bytes());
+    for (name, value) in pairs {
+        out.extend_from_slice(&(name.len() as u32).to_le_bytes());
+        out.extend_from_slice(&(value.len() as u32).to_le_bytes());
+    }
+    for (name, value) in pairs {
+        out.extend_from_slice(name.as_bytes());
+        out.push(0);
+        out.extend_from_slice(value.as_bytes());
+        out.push(0);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request() -> request::Parts {
+        let (parts, ()) = http::Request::builder()
+            .method("POST")
+            .uri("/a/b?c=d")
+            .header("host", "example.com")
+            .header("x-one", "1")
+            .header("x-one", "2")
+            .body(())
+            .unwrap()
+            .into_parts();
+        parts
+    }
+
+    #[test]
+    fn pseudo_headers_read_and_write_the_head() {
+        let mut parts = request();
+        let mut head = Head::Request(&mut parts);
+        assert_eq!(head.len(), 7);
+        assert_eq!(head.get(b":method").as_deref(), Some(&b"POST"[..]));
+        assert_eq!(head.get(b":path").as_deref(), Some(&b"/a/b?c=d"[..]));
+        assert_eq!(head.get(b":authority").as_deref(), Some(&b"example.com"[..]));
+        assert_eq!(head.get(b":scheme").as_deref(), Some(&b"http"[..]));
+        assert_eq!(head.get(b"X-One").as_deref(), Some(&b"1"[..]));
+        head.replace(b":path", b"/new?x").unwrap();
+        head.replace(b":authority", b"other.example").unwrap();
+        head.replace(b":method", b"GET").unwrap();
+        assert_eq!(head.replace(b":path", b"no spaces allowed"), Err(Status::BadArgument));
+        head.remove(b":method").unwrap();
+        assert_eq!(parts.uri, "/new?x");
+        assert_eq!(parts.method, Method::GET);
+        assert_eq!(parts.headers["host"], "other.example");
+    }
+
+    #[test]
+    fn absolute_urls_keep_scheme_and_authority_on_path_rewrites() {
+        let (mut parts, ()) = http::Request::get("http://a.example/x").body(()).unwrap().into_parts();
+        let mut head = Head::Request(&mut parts);
+        head.replace(b":path", b"/y").unwrap();
+        head.replace(b":authority", b"b.example:8080").unwrap();
+        assert_eq!(parts.uri, "http://b.example:8080/y");
+    }
+
+    #[test]
+    fn maps_round_trip_through_the_wire_format() {
+        let mut parts = request();
+        let head = Head::Request(&mut parts);
+        let wire = head.serialize();
+        let pairs = deserialize(&wire).unwrap();
+        let names: Vec<&[u8]> = pairs.iter().map(|(n, _)| *n).collect();
+        assert_eq!(names, [&b":method"[..], b":scheme", b":authority", b":path", b"host", b"x-one", b"x-one"]);
+        assert_eq!(pairs[6].1, b"2");
+
+        let mut head = Head::Request(&mut parts);
+        head.set_all(&serialize_pairs(&[(":path", "/z"), ("x-new", "v"), ("x-new", "w")])).unwrap();
+        assert_eq!(parts.uri, "/z");
+        assert_eq!(parts.headers.len(), 2);
+        assert!(parts.headers.get("x-one").is_none());
+    }
+
+    #[test]
+    fn malformed_wire_data_is_refused_without_panicking() {
+        assert_eq!(deserialize(&[1, 0, 0]), Err(Status::ParseFailure));
+        assert_eq!(deserialize(&[255, 255, 255, 255]), Err(Status::ParseFailure));
+        let mut wire = serialize_pairs(&[("a", "b")]);
+        wire.truncate(wire.len() - 2);
+        assert_eq!(deserialize(&wire), Err(Status::ParseFailure));
+        let mut parts = request();
+        let mut head = Head::Request(&mut parts);
+        assert_eq!(head.set_all(&[9, 0, 0, 0]), Err(Status::ParseFailure));
+        assert_eq!(head.add(b"bad name", b"v"), Err(Status::BadArgument));
+        assert_eq!(head.add(b"x-ok", b"bad\nvalue"), Err(Status::BadArgument));
+        assert_eq!(parts.headers.len(), 3);
+    }
+
+    #[test]
+    fn responses_expose_status() {
+        let (mut parts, ()) = http::Response::builder().status(404).header("a", "b").body(()).unwrap().into_parts();
+        let mut head = Head::Response(&mut parts);
+        assert_eq!(head.len(), 2);
+        assert_eq!(head.get(b":status").as_deref(), Some(&b"404"[..]));
+        head.replace(b":status", b"200").unwrap();
+        assert_eq!(head.replace(b":status", b"99"), Err(Status::BadArgument));
+        assert_eq!(parts.status, StatusCode::OK);
+    }
+}

@@ -1,0 +1,98 @@
+//! Sluice's extensions, through `proxy_call_foreign_function` (so plugins stay portable:
+//! another host just answers `NotFound`).
+//!
+//! | name | argument | result |
+//! |---|---|---|
+//! | `sluice.no_more_callbacks` | none | none; the module is called no more for this transaction (`Flow::Done`) |
+//! | `sluice.cache_query` | absolute URL | JSON array, one object per stored variant |
+//! | `sluice.cache_expire` | absolute URL | number of variants made stale (decimal) |
+//! | `sluice.cache_delete` | absolute URL | number of variants removed (decimal) |
+//! | `sluice.cache_delete_prefix` | absolute URL prefix | number of objects removed (decimal) |
+//!
+//! Errors: an unknown name gives `NotFound`; a bad URL `BadArgument`; no cache at hand (a
+//! tick before the proxy passed one) or a cache failure `InternalFailure`;
+//! `sluice.no_more_callbacks` outside an HTTP callback `BadArgument`.
+
+use super::{memory_and_state, HostState};
+use crate::abi::Status;
+use crate::memory;
+use sluice_module::{CacheApi, CacheError, ObjectInfo};
+use std::sync::Arc;
+use std::time::UNIX_EPOCH;
+use wasmtime::{Caller, Linker};
+
+pub(super) fn add(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
+    linker.func_wrap(
+        "env",
+        "proxy_call_foreign_function",
+        |mut caller: Caller<'_, HostState>,
+         name_ptr: i32,
+         name_len: i32,
+         args_ptr: i32,
+         args_len: i32,
+         ret_ptr: i32,
+         ret_len: i32| {
+            let Some((mem, state)) = memory_and_state(&mut caller) else { return Ok(Status::InternalFailure.code()) };
+            let result = (|| {
+                let name = memory::slice(mem, name_ptr, name_len)?;
+                let args = memory::slice(mem, args_ptr, args_len)?;
+                call(state, name, args)
+            })();
+            match result {
+                Ok(Some(bytes)) => Ok(memory::copy_out(&mut caller, &bytes, ret_ptr, ret_len)?.code()),
+                Ok(None) => Ok(Status::Ok.code()),
+                Err(status) => wasmtime::Result::Ok(status.code()),
+            }
+        },
+    )?;
+    Ok(())
+}
+
+/// Runs foreign function `name`; `Ok(None)` for a function without a result.
+fn call(state: &mut HostState, name: &[u8], args: &[u8]) -> Result<Option<Vec<u8>>, Status> {
+    if name == b"sluice.no_more_callbacks" {
+        if state.call.txn_id.is_none() {
+            return Err(Status::BadArgument);
+        }
+        state.call.no_more_callbacks = true;
+        return Ok(None);
+    }
+    let op: fn(&dyn CacheApi, &str) -> Result<Vec<u8>, CacheError> = match name {
+        b"sluice.cache_query" => |cache, url| Ok(query_json(&cache.query(url)?)),
+        b"sluice.cache_expire" => |cache, url| Ok(cache.expire(url)?.to_string().into_bytes()),
+        b"sluice.cache_delete" => |cache, url| Ok(cache.delete(url)?.to_string().into_bytes()),
+        b"sluice.cache_delete_prefix" => |cache, url| Ok(cache.delete_prefix(url)?.to_string().into_bytes()),
+        _ => return Err(Status::NotFound),
+    };
+    let url = std::str::from_utf8(args).map_err(|_| Status::BadArgument)?;
+    let cache: Arc<dyn CacheApi> = match &state.call.cache {
+        Some(cache) => Arc::clone(cache),
+        None => Arc::clone(state.shared.cache.get().ok_or(Status::InternalFailure)?),
+    };
+    match op(cache.as_ref(), url) {
+        Ok(bytes) => Ok(Some(bytes)),
+        Err(CacheError::BadUrl(_)) => Err(Status::BadArgument),
+        Err(_) => Err(Status::InternalFailure),
+    }
+}
+
+/// The `sluice.cache_query` result: `[{"key", "status", "size", "age_s", "lifetime_s",
+/// "fresh", "hits", "stored_at"}]` (`stored_at` in Unix seconds).
+fn query_json(objects: &[ObjectInfo]) -> Vec<u8> {
+    let list: Vec<serde_json::Value> = objects
+        .iter()
+        .map(|object| {
+            serde_json::json!({
+                "key": object.key,
+                "status": object.status.as_u16(),
+                "size": object.size,
+                "age_s": object.age.as_secs(),
+                "lifetime_s": object.lifetime.as_secs(),
+                "fresh": object.is_fresh(),
+                "hits": object.hits,
+                "stored_at": object.stored_at.duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0),
+            })
+        })
+        .collect();
+    serde_json::to_vec(&list).unwrap_or_else(|_| b"[]".to_vec())
+}

@@ -1,0 +1,146 @@
+//! The host side of the ABI: the per-instance state every host function sees, and the
+//! linker that binds the plugin's imports.
+//!
+//! Each file here implements one family of imports. Every host function returns the ABI
+//! status as `i32`, never panics on guest input, and bounds-checks every guest pointer
+//! (`crate::memory`). Imports the plugin has that Sluice does not define trap when called.
+
+mod buffers;
+mod foreign;
+mod headers;
+mod log;
+mod misc;
+mod properties;
+mod stubs;
+mod wasi;
+
+use crate::abi::Status;
+use crate::shared::Shared;
+use bytes::Bytes;
+use http::{request, response};
+use sluice_module::{CacheApi, LocalResponse, LookupOutcome};
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use wasmtime::{Caller, Engine, Linker, Memory, ResourceLimiter, TypedFunc};
+
+/// The store data of one plugin instance.
+pub(crate) struct HostState {
+    pub shared: Arc<Shared>,
+    pub limiter: MemoryLimiter,
+    /// The plugin's memory and allocator, once instantiated.
+    pub exports: Option<GuestExports>,
+    /// What the current callback may see and change; empty between callbacks.
+    pub call: Call,
+    /// Properties set by the plugin (`proxy_set_property`), per context id.
+    pub properties: HashMap<u32, Vec<(Vec<u8>, Vec<u8>)>>,
+}
+
+impl HostState {
+    pub(crate) fn new(shared: Arc<Shared>, memory_bytes: usize) -> Self {
+        Self {
+            shared,
+            limiter: MemoryLimiter { max_bytes: memory_bytes, hit: false },
+            exports: None,
+            call: Call::default(),
+            properties: HashMap::new(),
+        }
+    }
+}
+
+/// The plugin exports host functions need.
+#[derive(Clone)]
+pub(crate) struct GuestExports {
+    pub memory: Memory,
+    /// `proxy_on_memory_allocate` (or `malloc`): `size -> pointer`.
+    pub alloc: TypedFunc<i32, i32>,
+}
+
+/// Which body a buffer holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum BodyKind {
+    Request,
+    Response,
+}
+
+/// The body data of a body callback.
+pub(crate) struct BodyBuf {
+    pub kind: BodyKind,
+    pub data: Bytes,
+    /// The plugin may change the body's length.
+    pub resizable: bool,
+    /// The plugin changed the data.
+    pub changed: bool,
+}
+
+/// Everything one callback may touch; moved into the store before the call and out after.
+#[derive(Default)]
+pub(crate) struct Call {
+    /// The context the callback runs for (the root context for start-up and ticks).
+    pub context_id: u32,
+    pub txn_id: Option<u64>,
+    pub client: Option<SocketAddr>,
+    pub cache: Option<Arc<dyn CacheApi>>,
+    pub request: Option<request::Parts>,
+    /// The request head may be changed (request phases only).
+    pub request_writable: bool,
+    pub response: Option<response::Parts>,
+    pub body: Option<BodyBuf>,
+    pub lookup: Option<LookupOutcome>,
+    /// Set by `proxy_send_local_response`.
+    pub local_response: Option<LocalResponse>,
+    /// Set by the `sluice.no_more_callbacks` foreign function.
+    pub no_more_callbacks: bool,
+}
+
+/// The memory limit of one instance; remembers whether it refused a growth.
+pub(crate) struct MemoryLimiter {
+    pub max_bytes: usize,
+    /// A growth past `max_bytes` was refused (the instance traps).
+    pub hit: bool,
+}
+
+impl ResourceLimiter for MemoryLimiter {
+    fn memory_growing(&mut self, _current: usize, desired: usize, maximum: Option<usize>) -> wasmtime::Result<bool> {
+        if desired > self.max_bytes {
+            self.hit = true;
+            return Err(wasmtime::Error::msg(format!(
+                "memory limit: growing to {desired} bytes exceeds the {}-byte limit",
+                self.max_bytes
+            )));
+        }
+        Ok(maximum.is_none_or(|max| desired <= max))
+    }
+
+    fn table_growing(&mut self, _current: usize, desired: usize, maximum: Option<usize>) -> wasmtime::Result<bool> {
+        Ok(desired <= 100_000 && maximum.is_none_or(|max| desired <= max))
+    }
+}
+
+/// The calling instance's memory and state, borrowed together; `None` before instantiation.
+pub(crate) fn memory_and_state<'a>(caller: &'a mut Caller<'_, HostState>) -> Option<(&'a mut [u8], &'a mut HostState)> {
+    let memory = caller.data().exports.as_ref()?.memory;
+    Some(memory.data_and_store_mut(caller))
+}
+
+/// Flattens a host call's outcome to its `i32` status.
+pub(crate) fn status(result: Result<Status, Status>) -> i32 {
+    match result {
+        Ok(status) | Err(status) => status.code(),
+    }
+}
+
+/// A linker with every import Sluice provides; undefined imports of `module` trap.
+pub(crate) fn linker(engine: &Engine, module: &wasmtime::Module) -> wasmtime::Result<Linker<HostState>> {
+    let mut linker = Linker::new(engine);
+    log::add(&mut linker)?;
+    misc::add(&mut linker)?;
+    headers::add(&mut linker)?;
+    buffers::add(&mut linker)?;
+    properties::add(&mut linker)?;
+    foreign::add(&mut linker)?;
+    stubs::add(&mut linker)?;
+    wasi::add(&mut linker)?;
+    linker.define_unknown_imports_as_traps(module)?;
+    Ok(linker)
+}

@@ -1,0 +1,193 @@
+//! [`WasmModule`]: one version of a Proxy-Wasm plugin as a Sluice [`Module`].
+
+use crate::compiled::CompiledPlugin;
+use crate::config::WasmConfig;
+use crate::error::WasmError;
+use crate::host::Call;
+use crate::pool::{Blueprint, Pool};
+use crate::shared::{Metric, Shared};
+use crate::stats::{Stats, WasmStats};
+use crate::txn::{FailedTxn, WasmTxn};
+use crate::vm::{Callback, ROOT_ID};
+use bytes::Bytes;
+use http::StatusCode;
+use sluice_module::{CacheApi, FailurePolicy, LocalResponse, Module, Txn, TxnInfo};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// What a version's transactions share (kept alive by them after a reload or unload).
+pub(crate) struct Core {
+    pub blueprint: Blueprint,
+    pub pool: Pool,
+}
+
+impl Core {
+    pub(crate) fn shared(&self) -> &Shared {
+        &self.blueprint.shared
+    }
+
+    pub(crate) fn config(&self) -> &WasmConfig {
+        &self.blueprint.config
+    }
+}
+
+/// One loaded version of a Proxy-Wasm plugin: a compiled module and a pool of started
+/// instances (see `WasmConfig::instances`), each with its root context. Every transaction
+/// gets an HTTP context in one instance (see `txn.rs` for the phase mapping); the context
+/// is deleted (`proxy_on_delete`) exactly once when the transaction's state is dropped.
+pub struct WasmModule {
+    core: Arc<Core>,
+}
+
+impl std::fmt::Debug for WasmModule {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WasmModule").field("name", &self.core.shared().name).finish_non_exhaustive()
+    }
+}
+
+impl WasmModule {
+    /// Starts `compiled` under `name` with `config`: every instance is started now, so a
+    /// plugin that fails to start (trap, deadline, `proxy_on_configure` returning false) is
+    /// reported here instead of on the first transaction. `version` shows in stats and the
+    /// `sluice.version` property; `cache` serves foreign functions outside transactions
+    /// (ticks) until a transaction brings one.
+    pub fn start(
+        name: &str,
+        compiled: CompiledPlugin,
+        config: WasmConfig,
+        version: u64,
+        cache: Option<Arc<dyn CacheApi>>,
+    ) -> Result<Self, WasmError> {
+        let shared = Shared::new(
+            name,
+            version,
+            Bytes::from(config.plugin_config.clone().into_bytes()),
+            Bytes::from(config.vm_config.clone().into_bytes()),
+            config.abi_log_level(),
+        );
+        if let Some(cache) = cache {
+            let _ = shared.cache.set(cache);
+        }
+        let pool = Pool::new(config.instance_count());
+        let core = Arc::new(Core { blueprint: Blueprint { compiled, config, shared: Arc::new(shared) }, pool });
+        let mut failure = None;
+        core.pool.each(|slot| {
+            if failure.is_none() {
+                failure = slot.start(&core.blueprint).err();
+            }
+        });
+        if let Some(fault) = failure {
+            return Err(WasmError::Start { name: name.to_string(), reason: fault.to_string() });
+        }
+        Ok(Self { core })
+    }
+
+    /// Compiles and starts `wasm` in one go (version 1, no cache for ticks).
+    pub fn load(name: &str, wasm: &[u8], config: WasmConfig) -> Result<Self, WasmError> {
+        Self::start(name, CompiledPlugin::compile(name, wasm)?, config, 1, None)
+    }
+
+    /// This version's counters.
+    pub fn stats(&self) -> WasmStats {
+        self.core.shared().stats.snapshot(self.core.shared().version)
+    }
+
+    /// The plugin's recent log lines (`LEVEL message`), oldest first.
+    pub fn recent_logs(&self) -> Vec<String> {
+        self.core.shared().recent_logs()
+    }
+
+    /// The metrics the plugin defined.
+    pub fn metrics(&self) -> Vec<Metric> {
+        self.core.shared().metrics()
+    }
+
+    /// The configuration it runs with.
+    pub fn config(&self) -> &WasmConfig {
+        self.core.config()
+    }
+
+    fn unavailable(&self) -> Option<Box<dyn Txn>> {
+        match self.core.config().failure {
+            FailurePolicy::Open => None,
+            FailurePolicy::Closed => Some(Box::new(FailedTxn::new(self.core.shared().name.clone()))),
+        }
+    }
+}
+
+impl Module for WasmModule {
+    fn name(&self) -> &str {
+        &self.core.shared().name
+    }
+
+    /// Creates the transaction's HTTP context (`proxy_on_context_create`) in an instance. No
+    /// instance at hand (all waiting out a crash backoff) or a fault: the module sits the
+    /// transaction out (failure policy open) or answers 500 (closed).
+    fn new_txn(&self, info: &TxnInfo) -> Option<Box<dyn Txn>> {
+        let core = &self.core;
+        let shared = core.shared();
+        if shared.cache.get().is_none() {
+            let _ = shared.cache.set(Arc::clone(&info.cache));
+        }
+        let created = core.pool.with_vm(&core.blueprint, |index, slot| {
+            let generation = slot.generation;
+            let vm = slot.vm.as_mut()?;
+            match vm.create_context() {
+                Ok(context) => Some((index, generation, context)),
+                Err(fault) => {
+                    slot.crash(&core.blueprint, &fault);
+                    None
+                }
+            }
+        });
+        match created {
+            Some(Some((slot, generation, context))) => {
+                Stats::bump(&shared.stats.contexts_created);
+                Some(Box::new(WasmTxn::new(Arc::clone(core), slot, generation, context, info)))
+            }
+            Some(None) => {
+                Stats::bump(&shared.stats.failed_transactions);
+                self.unavailable()
+            }
+            None => {
+                Stats::bump(&shared.stats.unavailable);
+                self.unavailable()
+            }
+        }
+    }
+
+    /// Calls `proxy_on_tick` on the root context of every running instance (as Envoy ticks
+    /// each worker's VM). Foreign cache functions called from it use the cache given at load
+    /// time or by the first transaction (the `&dyn CacheApi` here cannot be kept).
+    fn tick(&self, _cache: &dyn CacheApi) {
+        let core = &self.core;
+        core.pool.each(|slot| {
+            let Some(vm) = slot.vm.as_mut() else { return };
+            let (result, _) = vm.invoke(ROOT_ID, Callback::Tick, Call::default());
+            if let Err(fault) = result {
+                slot.crash(&core.blueprint, &fault);
+            }
+        });
+    }
+
+    fn tick_interval(&self) -> Option<Duration> {
+        self.core.shared().tick_period()
+    }
+
+    /// `GET stats`: counters and plugin metrics as JSON; `GET logs`: recent plugin log lines.
+    fn admin(&self, method: &http::Method, path: &str, _body: &[u8]) -> Option<LocalResponse> {
+        if method != http::Method::GET {
+            return None;
+        }
+        match path.trim_matches('/') {
+            "stats" => {
+                let body = serde_json::json!({ "stats": self.stats(), "metrics": self.metrics() });
+                let mut response = LocalResponse::text(StatusCode::OK, body.to_string());
+                response.headers.insert(http::header::CONTENT_TYPE, http::HeaderValue::from_static("application/json"));
+                Some(response)
+            }
+            "logs" => Some(LocalResponse::text(StatusCode::OK, self.recent_logs().join("\n") + "\n")),
+            _ => None,
+        }
+    }
+}

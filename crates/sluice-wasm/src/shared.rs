@@ -1,0 +1,205 @@
+//! What the instances of one plugin version share: identity, configuration, the plugin log,
+//! shared data, metrics, statistics and the tick period.
+
+use crate::abi::{LogLevel, Status};
+use crate::stats::Stats;
+use bytes::Bytes;
+use parking_lot::Mutex;
+use sluice_module::CacheApi;
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+
+/// Lines kept by [`Shared::log`] for the admin API and tests.
+pub const LOG_LINES: usize = 256;
+
+/// Most shared-data entries per plugin, and most bytes per value.
+const SHARED_DATA_ENTRIES: usize = 4096;
+const SHARED_DATA_VALUE_BYTES: usize = 64 << 10;
+
+/// Most metrics one plugin may define.
+const METRICS: usize = 1024;
+
+/// Per-plugin-version state shared by its instances (behind an `Arc`).
+pub(crate) struct Shared {
+    pub name: String,
+    pub version: u64,
+    pub plugin_config: Bytes,
+    pub vm_config: Bytes,
+    pub log_level: LogLevel,
+    logs: Mutex<VecDeque<String>>,
+    /// Tick period the plugin asked for, in ms (`0`: none).
+    pub tick_period_ms: AtomicU64,
+    data: Mutex<HashMap<Vec<u8>, (Bytes, u32)>>,
+    metrics: Mutex<Vec<Metric>>,
+    pub stats: Stats,
+    /// The cache for foreign functions called outside a transaction (`proxy_on_tick`): given
+    /// at load time or learned from the first transaction.
+    pub cache: OnceLock<Arc<dyn CacheApi>>,
+}
+
+/// A metric a plugin defined (`proxy_define_metric`).
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Metric {
+    pub name: String,
+    /// `counter`, `gauge` or `histogram`.
+    pub kind: &'static str,
+    pub value: i64,
+}
+
+impl Shared {
+    pub(crate) fn new(name: &str, version: u64, plugin_config: Bytes, vm_config: Bytes, log_level: LogLevel) -> Self {
+        Self {
+            name: name.to_string(),
+            version,
+            plugin_config,
+            vm_config,
+            log_level,
+            logs: Mutex::new(VecDeque::with_capacity(LOG_LINES)),
+            tick_period_ms: AtomicU64::new(0),
+            data: Mutex::new(HashMap::new()),
+            metrics: Mutex::new(Vec::new()),
+            stats: Stats::default(),
+            cache: OnceLock::new(),
+        }
+    }
+
+    /// Records a plugin log line (kept in a ring of [`LOG_LINES`]) and passes it to `tracing`.
+    pub(crate) fn log(&self, level: LogLevel, message: &str) {
+        if level < self.log_level {
+            return;
+        }
+        match level {
+            LogLevel::Trace => tracing::trace!(plugin = %self.name, "{message}"),
+            LogLevel::Debug => tracing::debug!(plugin = %self.name, "{message}"),
+            LogLevel::Info => tracing::info!(plugin = %self.name, "{message}"),
+            LogLevel::Warn => tracing::warn!(plugin = %self.name, "{message}"),
+            LogLevel::Error | LogLevel::Critical => tracing::error!(plugin = %self.name, "{message}"),
+        }
+        let mut logs = self.logs.lock();
+        if logs.len() == LOG_LINES {
+            logs.pop_front();
+        }
+        logs.push_back(format!("{} {message}", level.as_str()));
+    }
+
+    /// The recent log lines, oldest first, each `LEVEL message`.
+    pub(crate) fn recent_logs(&self) -> Vec<String> {
+        self.logs.lock().iter().cloned().collect()
+    }
+
+    /// `proxy_get_shared_data`: the value and its CAS token.
+    pub(crate) fn get_data(&self, key: &[u8]) -> Option<(Bytes, u32)> {
+        self.data.lock().get(key).cloned()
+    }
+
+    /// `proxy_set_shared_data`: stores `value` if `cas` is `0` or matches the current token.
+    pub(crate) fn set_data(&self, key: &[u8], value: &[u8], cas: u32) -> Status {
+        if value.len() > SHARED_DATA_VALUE_BYTES {
+            return Status::BadArgument;
+        }
+        let mut data = self.data.lock();
+        let current = data.get(key).map(|(_, token)| *token);
+        if cas != 0 && current.is_some_and(|token| token != cas) {
+            return Status::CasMismatch;
+        }
+        if current.is_none() && data.len() >= SHARED_DATA_ENTRIES {
+            return Status::InternalFailure;
+        }
+        let token = current.unwrap_or(0).wrapping_add(1).max(1);
+        data.insert(key.to_vec(), (Bytes::copy_from_slice(value), token));
+        Status::Ok
+    }
+
+    /// `proxy_define_metric`: the metric's id (defining a name twice gives the same id).
+    pub(crate) fn define_metric(&self, kind: i32, name: &[u8]) -> Result<u32, Status> {
+        let kind = match kind {
+            0 => "counter",
+            1 => "gauge",
+            2 => "histogram",
+            _ => return Err(Status::BadArgument),
+        };
+        let name = String::from_utf8_lossy(name).into_owned();
+        let mut metrics = self.metrics.lock();
+        if let Some(id) = metrics.iter().position(|m| m.name == name) {
+            return Ok(id as u32);
+        }
+        if metrics.len() >= METRICS {
+            return Err(Status::InternalFailure);
+        }
+        metrics.push(Metric { name, kind, value: 0 });
+        Ok((metrics.len() - 1) as u32)
+    }
+
+    /// Applies `update` to metric `id`'s value; `NotFound` for an unknown id.
+    pub(crate) fn update_metric(&self, id: u32, update: impl FnOnce(&mut i64)) -> Status {
+        match self.metrics.lock().get_mut(id as usize) {
+            Some(metric) => {
+                update(&mut metric.value);
+                Status::Ok
+            }
+            None => Status::NotFound,
+        }
+    }
+
+    /// Metric `id`'s value.
+    pub(crate) fn metric(&self, id: u32) -> Option<i64> {
+        self.metrics.lock().get(id as usize).map(|m| m.value)
+    }
+
+    /// Every metric, in definition order.
+    pub(crate) fn metrics(&self) -> Vec<Metric> {
+        self.metrics.lock().clone()
+    }
+
+    /// The tick period the plugin asked for.
+    pub(crate) fn tick_period(&self) -> Option<std::time::Duration> {
+        match self.tick_period_ms.load(Ordering::Relaxed) {
+            0 => None,
+            ms => Some(std::time::Duration::from_millis(ms)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn shared() -> Shared {
+        Shared::new("t", 1, Bytes::new(), Bytes::new(), LogLevel::Info)
+    }
+
+    #[test]
+    fn shared_data_honours_cas() {
+        let shared = shared();
+        assert_eq!(shared.set_data(b"k", b"v1", 0), Status::Ok);
+        let (value, cas) = shared.get_data(b"k").unwrap();
+        assert_eq!(value.as_ref(), b"v1");
+        assert_eq!(shared.set_data(b"k", b"v2", cas + 1), Status::CasMismatch);
+        assert_eq!(shared.set_data(b"k", b"v2", cas), Status::Ok);
+        assert_eq!(shared.get_data(b"k").unwrap().0.as_ref(), b"v2");
+    }
+
+    #[test]
+    fn log_ring_keeps_the_newest_lines_above_the_level() {
+        let shared = shared();
+        shared.log(LogLevel::Debug, "hidden");
+        for n in 0..LOG_LINES + 3 {
+            shared.log(LogLevel::Info, &n.to_string());
+        }
+        let logs = shared.recent_logs();
+        assert_eq!(logs.len(), LOG_LINES);
+        assert_eq!(logs[0], "info 3");
+    }
+
+    #[test]
+    fn metrics_are_defined_once_and_updated() {
+        let shared = shared();
+        let id = shared.define_metric(0, b"hits").unwrap();
+        assert_eq!(shared.define_metric(0, b"hits"), Ok(id));
+        assert_eq!(shared.update_metric(id, |v| *v += 2), Status::Ok);
+        assert_eq!(shared.metric(id), Some(2));
+        assert_eq!(shared.update_metric(99, |v| *v += 1), Status::NotFound);
+        assert_eq!(shared.define_metric(7, b"x"), Err(Status::BadArgument));
+    }
+}

@@ -1,0 +1,237 @@
+//! One plugin instance (a "VM" in Proxy-Wasm terms): its store, its root context, and the
+//! calls into it, each under the epoch deadline and the memory limit.
+//!
+//! A [`Fault`] from any call means the instance is unusable: the caller must drop it.
+
+use crate::compiled::CompiledPlugin;
+use crate::engine::ticks_for;
+use crate::host::{Call, GuestExports, HostState};
+use crate::shared::Shared;
+use std::sync::Arc;
+use std::time::Duration;
+use wasmtime::{AsContextMut, Instance, Store, Trap, TypedFunc, WasmParams, WasmResults};
+
+/// The root context's id in every instance.
+pub(crate) const ROOT_ID: u32 = 1;
+
+/// Why a call into an instance failed; the instance is lost.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Fault {
+    /// The callback ran past its deadline.
+    Deadline,
+    /// The instance's memory would have grown past its limit.
+    Memory,
+    /// Any other trap (or a start-up callback that returned false).
+    Trap(String),
+}
+
+impl std::fmt::Display for Fault {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Fault::Deadline => f.write_str("callback deadline exceeded"),
+            Fault::Memory => f.write_str("memory limit exceeded"),
+            Fault::Trap(reason) => write!(f, "trap: {reason}"),
+        }
+    }
+}
+
+/// A callback into an HTTP context (or, for `Tick`, the root context).
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Callback {
+    RequestHeaders { headers: usize, end: bool },
+    RequestBody { size: usize, end: bool },
+    ResponseHeaders { headers: usize, end: bool },
+    ResponseBody { size: usize, end: bool },
+    Done,
+    Log,
+    Delete,
+    Tick,
+}
+
+type Phase = Option<TypedFunc<(i32, i32, i32), i32>>;
+
+/// The plugin's callback exports (absent ones are skipped: `Continue`).
+struct Exports {
+    context_create: TypedFunc<(i32, i32), ()>,
+    vm_start: Option<TypedFunc<(i32, i32), i32>>,
+    configure: Option<TypedFunc<(i32, i32), i32>>,
+    request_headers: Phase,
+    request_body: Phase,
+    response_headers: Phase,
+    response_body: Phase,
+    done: Option<TypedFunc<i32, i32>>,
+    log: Option<TypedFunc<i32, ()>>,
+    delete: Option<TypedFunc<i32, ()>>,
+    tick: Option<TypedFunc<i32, ()>>,
+}
+
+fn optional<P: WasmParams, R: WasmResults>(
+    instance: &Instance,
+    store: &mut Store<HostState>,
+    name: &str,
+) -> Result<Option<TypedFunc<P, R>>, String> {
+    match instance.get_func(&mut *store, name) {
+        None => Ok(None),
+        Some(func) => func.typed::<P, R>(&*store).map(Some).map_err(|err| format!("export {name}: {err}")),
+    }
+}
+
+impl Exports {
+    fn resolve(instance: &Instance, store: &mut Store<HostState>) -> Result<Self, String> {
+        let context_create = optional(instance, store, "proxy_on_context_create")?
+            .ok_or_else(|| "no proxy_on_context_create export".to_string())?;
+        Ok(Self {
+            context_create,
+            vm_start: optional(instance, store, "proxy_on_vm_start")?,
+            configure: optional(instance, store, "proxy_on_configure")?,
+            request_headers: optional(instance, store, "proxy_on_request_headers")?,
+            request_body: optional(instance, store, "proxy_on_request_body")?,
+            response_headers: optional(instance, store, "proxy_on_response_headers")?,
+            response_body: optional(instance, store, "proxy_on_response_body")?,
+            done: optional(instance, store, "proxy_on_done")?,
+            log: optional(instance, store, "proxy_on_log")?,
+            delete: optional(instance, store, "proxy_on_delete")?,
+            tick: optional(instance, store, "proxy_on_tick")?,
+        })
+    }
+}
+
+/// A started plugin instance with its root context.
+pub(crate) struct PluginVm {
+    store: Store<HostState>,
+    exports: Exports,
+    next_id: u32,
+    deadline: u64,
+    start_deadline: u64,
+}
+
+/// Converts a size for the guest (sizes past `i32::MAX` cannot exist in wasm32 memory).
+fn guest_size(size: usize) -> i32 {
+    i32::try_from(size).unwrap_or(i32::MAX)
+}
+
+impl PluginVm {
+    /// Instantiates `compiled` and runs its start-up: `_initialize` (or `_start`), the root
+    /// context's `proxy_on_context_create`, `proxy_on_vm_start` and `proxy_on_configure`.
+    pub(crate) fn start(
+        compiled: &CompiledPlugin,
+        shared: Arc<Shared>,
+        memory_bytes: usize,
+        deadline: Duration,
+        start_deadline: Duration,
+    ) -> Result<Self, Fault> {
+        let vm_config_len = shared.vm_config.len();
+        let plugin_config_len = shared.plugin_config.len();
+        let mut store = Store::new(compiled.pre.module().engine(), HostState::new(shared, memory_bytes));
+        store.limiter(|state| &mut state.limiter);
+        let start_deadline = ticks_for(start_deadline);
+        store.set_epoch_deadline(start_deadline);
+        let instance = compiled.pre.instantiate(&mut store).map_err(|err| classify(&mut store, err))?;
+        let memory =
+            instance.get_memory(&mut store, "memory").ok_or_else(|| Fault::Trap("no exported memory".into()))?;
+        let alloc =
+            match optional::<i32, i32>(&instance, &mut store, "proxy_on_memory_allocate").map_err(Fault::Trap)? {
+                Some(alloc) => alloc,
+                None => optional::<i32, i32>(&instance, &mut store, "malloc")
+                    .map_err(Fault::Trap)?
+                    .ok_or_else(|| Fault::Trap("no allocator export".into()))?,
+            };
+        store.data_mut().exports = Some(GuestExports { memory, alloc });
+        for init in ["_initialize", "_start"] {
+            if let Some(init) = optional::<(), ()>(&instance, &mut store, init).map_err(Fault::Trap)? {
+                init.call(&mut store, ()).map_err(|err| classify(&mut store, err))?;
+                break;
+            }
+        }
+        let exports = Exports::resolve(&instance, &mut store).map_err(Fault::Trap)?;
+        let mut vm = Self { store, exports, next_id: ROOT_ID + 1, deadline: ticks_for(deadline), start_deadline };
+        vm.store.data_mut().call = Call { context_id: ROOT_ID, ..Call::default() };
+        let root = ROOT_ID as i32;
+        vm.store.set_epoch_deadline(start_deadline);
+        vm.exports.context_create.call(&mut vm.store, (root, 0)).map_err(|err| classify(&mut vm.store, err))?;
+        if let Some(vm_start) = vm.exports.vm_start.clone() {
+            vm.store.set_epoch_deadline(start_deadline);
+            let ok = vm_start
+                .call(&mut vm.store, (root, guest_size(vm_config_len)))
+                .map_err(|err| classify(&mut vm.store, err))?;
+            if ok == 0 {
+                return Err(Fault::Trap("proxy_on_vm_start returned false".into()));
+            }
+        }
+        if let Some(configure) = vm.exports.configure.clone() {
+            vm.store.set_epoch_deadline(start_deadline);
+            let ok = configure
+                .call(&mut vm.store, (root, guest_size(plugin_config_len)))
+                .map_err(|err| classify(&mut vm.store, err))?;
+            if ok == 0 {
+                return Err(Fault::Trap("proxy_on_configure returned false (configuration rejected)".into()));
+            }
+        }
+        vm.store.data_mut().call = Call::default();
+        Ok(vm)
+    }
+
+    /// Creates an HTTP context under the root context; returns its id.
+    pub(crate) fn create_context(&mut self) -> Result<u32, Fault> {
+        let id = self.next_id;
+        self.next_id = match self.next_id.wrapping_add(1) {
+            0 | ROOT_ID => ROOT_ID + 1,
+            next => next,
+        };
+        self.store.data_mut().call = Call { context_id: id, ..Call::default() };
+        self.store.set_epoch_deadline(self.deadline);
+        let result = self.exports.context_create.call(&mut self.store, (id as i32, ROOT_ID as i32));
+        self.store.data_mut().call = Call::default();
+        result.map_err(|err| classify(&mut self.store, err))?;
+        Ok(id)
+    }
+
+    /// Runs `callback` for context `context` with `call` in reach of the host functions;
+    /// returns the callback's result (`0` for `Continue`, the `proxy_on_done` boolean, `0` for
+    /// callbacks without one or that the plugin does not export) and `call` back.
+    pub(crate) fn invoke(&mut self, context: u32, callback: Callback, mut call: Call) -> (Result<i32, Fault>, Call) {
+        call.context_id = context;
+        self.store.data_mut().call = call;
+        let deadline = if matches!(callback, Callback::Tick) { self.start_deadline } else { self.deadline };
+        self.store.set_epoch_deadline(deadline);
+        let ctx = context as i32;
+        let Self { store, exports, .. } = self;
+        let phase = |f: &Phase, store: &mut Store<HostState>, n: usize, end: bool| match f {
+            Some(f) => f.call(store.as_context_mut(), (ctx, guest_size(n), i32::from(end))),
+            None => Ok(0),
+        };
+        let unit = |f: &Option<TypedFunc<i32, ()>>, store: &mut Store<HostState>| match f {
+            Some(f) => f.call(store.as_context_mut(), ctx).map(|()| 0),
+            None => Ok(0),
+        };
+        let result = match callback {
+            Callback::RequestHeaders { headers, end } => phase(&exports.request_headers, store, headers, end),
+            Callback::RequestBody { size, end } => phase(&exports.request_body, store, size, end),
+            Callback::ResponseHeaders { headers, end } => phase(&exports.response_headers, store, headers, end),
+            Callback::ResponseBody { size, end } => phase(&exports.response_body, store, size, end),
+            Callback::Done => match &exports.done {
+                Some(f) => f.call(store.as_context_mut(), ctx),
+                None => Ok(1),
+            },
+            Callback::Log => unit(&exports.log, store),
+            Callback::Delete => {
+                store.data_mut().properties.remove(&context);
+                unit(&exports.delete, store)
+            }
+            Callback::Tick => unit(&exports.tick, store),
+        };
+        let call = std::mem::take(&mut self.store.data_mut().call);
+        (result.map_err(|err| classify(&mut self.store, err)), call)
+    }
+}
+
+/// Sorts a failed call into a [`Fault`].
+fn classify(store: &mut Store<HostState>, err: wasmtime::Error) -> Fault {
+    if std::mem::take(&mut store.data_mut().limiter.hit) {
+        return Fault::Memory;
+    }
+    if matches!(err.downcast_ref::<Trap>(), Some(Trap::Interrupt)) {
+        return Fault::Deadline;
+    }
+    Fault::Trap(format!("{err:#}"))
+}

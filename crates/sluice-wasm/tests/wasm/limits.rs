@@ -1,0 +1,204 @@
+//! Deadlines, traps, the memory limit, crash backoff and failure policies.
+
+use crate::support::{compiled, info, play, request, response, Exchange, MemCache};
+use bytes::Bytes;
+use http::StatusCode;
+use sluice_module::{BodyChunk, FailurePolicy, Flow, Module};
+use sluice_wasm::{PluginFailure, WasmConfig, WasmModule};
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// One instance, 50 ms deadline, no backoff (a crashed instance is recreated at once).
+fn config() -> WasmConfig {
+    let mut config = WasmConfig { instances: 1, ..WasmConfig::default() };
+    config.limits.deadline_ms = 50;
+    config.limits.backoff_base_ms = 0;
+    config
+}
+
+fn module(plugin: &str, config: WasmConfig) -> WasmModule {
+    WasmModule::start(plugin, compiled(plugin), config, 1, None).expect("start plugin")
+}
+
+fn cache() -> Arc<MemCache> {
+    Arc::new(MemCache::default())
+}
+
+#[test]
+fn an_infinite_loop_is_stopped_by_its_deadline_and_the_instance_recreated() {
+    let module = module("infinite_loop", config());
+    let info = info(1, cache());
+    let mut txn = module.new_txn(&info).expect("state");
+    let mut req = request("GET", "/", &[("x-loop", "1")]);
+    let started = Instant::now();
+    let flow = txn.req_headers(&info, &mut req);
+    let took = started.elapsed();
+    assert!(matches!(flow, Flow::Done), "fails open: {flow:?}");
+    assert!(took >= Duration::from_millis(50) && took < Duration::from_millis(500), "stopped after {took:?}");
+    // The request head survived the fault.
+    assert_eq!(req.headers["x-loop"], "1");
+    drop(txn);
+    let stats = module.stats();
+    assert_eq!((stats.crashes, stats.deadline_kills, stats.failed_transactions), (1, 1, 1));
+
+    // The next transaction gets a fresh instance.
+    let run = play(&module, &info, Exchange::get("/", &[], &[]));
+    assert!(run.started);
+    assert_eq!(run.req_header("x-looped").as_deref(), Some("no"));
+    assert_eq!(module.stats().instances_started, 2);
+}
+
+#[test]
+fn a_deadline_fails_closed_with_a_500_when_configured() {
+    let module = module("infinite_loop", WasmConfig { failure: FailurePolicy::Closed, ..config() });
+    let run = play(&module, &info(1, cache()), Exchange::get("/", &[("x-loop", "1")], &["never"]));
+    let response = run.responded.expect("a 500");
+    assert_eq!(response.status, StatusCode::INTERNAL_SERVER_ERROR);
+}
+
+#[test]
+fn a_trap_discards_the_instance_and_the_next_transaction_gets_a_new_one() {
+    for kind in ["panic", "unreachable"] {
+        let module = module("trap", config());
+        let cache = cache();
+        let run = play(&module, &info(1, cache.clone()), Exchange::get("/", &[], &[]));
+        assert_eq!(run.req_header("x-served").as_deref(), Some("1"));
+        let run = play(&module, &info(2, cache.clone()), Exchange::get("/", &[], &[]));
+        assert_eq!(run.req_header("x-served").as_deref(), Some("2"));
+
+        let run = play(&module, &info(3, cache.clone()), Exchange::get("/", &[("x-trap", kind)], &["body"]));
+        assert_eq!(run.flows, ["req_headers:Done"], "{kind}");
+        assert_eq!(run.resp_body, b"body");
+
+        let run = play(&module, &info(4, cache), Exchange::get("/", &[], &[]));
+        assert_eq!(run.req_header("x-served").as_deref(), Some("1"), "{kind}: a fresh instance counts from 1");
+        let stats = module.stats();
+        assert_eq!((stats.traps, stats.crashes, stats.instances_started), (1, 1, 2), "{kind}");
+    }
+}
+
+#[test]
+fn crashes_back_off_exponentially() {
+    let mut config = config();
+    config.limits.backoff_base_ms = 300;
+    let module = module("trap", config);
+    let cache = cache();
+    let crash = |id| play(&module, &info(id, cache.clone()), Exchange::get("/", &[("x-trap", "panic")], &[]));
+    let sleep = |ms| std::thread::sleep(Duration::from_millis(ms));
+
+    crash(1);
+    // Within the backoff (300 ms) the only slot has no instance: the module sits out.
+    let run = play(&module, &info(2, cache.clone()), Exchange::get("/", &[], &[]));
+    assert!(!run.started);
+    let stats = module.stats();
+    assert!(stats.backoff_waits >= 1 && stats.unavailable == 1, "{stats:?}");
+
+    sleep(400);
+    crash(3);
+    // Second crash in a row: 600 ms.
+    sleep(300);
+    assert!(!play(&module, &info(4, cache.clone()), Exchange::get("/", &[], &[])).started);
+    sleep(400);
+    let run = play(&module, &info(5, cache.clone()), Exchange::get("/", &[], &[]));
+    assert_eq!(run.req_header("x-served").as_deref(), Some("1"));
+
+    // That clean transaction ended the run of crashes: the next backoff is the base again.
+    crash(6);
+    sleep(400);
+    assert!(play(&module, &info(7, cache), Exchange::get("/", &[], &[])).started);
+    let stats = module.stats();
+    assert_eq!((stats.crashes, stats.instances_started), (3, 4), "{stats:?}");
+}
+
+#[test]
+fn no_instance_fails_closed_transactions_with_a_500() {
+    let mut config = WasmConfig { failure: FailurePolicy::Closed, ..config() };
+    config.limits.backoff_base_ms = 10_000;
+    let module = module("trap", config);
+    let cache = cache();
+    play(&module, &info(1, cache.clone()), Exchange::get("/", &[("x-trap", "panic")], &[]));
+    let run = play(&module, &info(2, cache), Exchange::get("/", &[], &[]));
+    assert_eq!(run.responded.expect("a 500").status, StatusCode::INTERNAL_SERVER_ERROR);
+}
+
+#[test]
+fn exceeding_the_memory_limit_traps_and_is_counted() {
+    let mut config = config();
+    config.limits.memory_mib = 8;
+    let module = module("trap", config);
+    let cache = cache();
+    let run = play(&module, &info(1, cache.clone()), Exchange::get("/", &[("x-trap", "oom")], &[]));
+    assert_eq!(run.flows, ["req_headers:Done"]);
+    let stats = module.stats();
+    assert_eq!((stats.memory_kills, stats.crashes), (1, 1), "{stats:?}");
+    let run = play(&module, &info(2, cache), Exchange::get("/", &[], &[]));
+    assert_eq!(run.req_header("x-served").as_deref(), Some("1"));
+}
+
+#[test]
+fn a_closed_failure_in_a_response_phase_unwinds_with_a_plugin_failure() {
+    let module = module("trap", WasmConfig { failure: FailurePolicy::Closed, ..config() });
+    let info = info(1, cache());
+    let mut txn = module.new_txn(&info).expect("state");
+    let mut req = request("GET", "/", &[("x-trap", "response")]);
+    assert!(matches!(txn.req_headers(&info, &mut req), Flow::Continue));
+    let mut resp = response(200, &[]);
+    let unwound = std::panic::catch_unwind(AssertUnwindSafe(|| txn.client_resp_headers(&info, &mut resp)));
+    let payload = unwound.expect_err("the transaction is failed");
+    let failure = payload.downcast_ref::<PluginFailure>().expect("a PluginFailure payload");
+    assert!(failure.reason.contains("trap"), "{failure}");
+    drop(txn);
+    assert_eq!(module.stats().traps, 1);
+}
+
+#[test]
+fn transactions_sharing_a_crashed_instance_fail_too() {
+    let module = module("trap", config());
+    let info = info(1, cache());
+    let mut first = module.new_txn(&info).expect("state");
+    let mut second = module.new_txn(&info).expect("state");
+    let mut req = request("GET", "/", &[]);
+    assert!(matches!(first.req_headers(&info, &mut req), Flow::Continue));
+    let mut bad = request("GET", "/", &[("x-trap", "panic")]);
+    assert!(matches!(second.req_headers(&info, &mut bad), Flow::Done));
+    // The first transaction's context died with the instance.
+    let mut resp = response(200, &[]);
+    assert!(matches!(first.client_resp_headers(&info, &mut resp), Flow::Done));
+    drop((first, second));
+    let stats = module.stats();
+    assert_eq!((stats.crashes, stats.failed_transactions), (1, 2));
+    assert_eq!((stats.contexts_created, stats.contexts_deleted), (2, 0));
+}
+
+#[test]
+fn pausing_past_the_buffer_limit_fails_open_and_passes_the_data_on() {
+    let mut config = WasmConfig { plugin_config: "buffer".into(), edits_response_body: true, ..config() };
+    config.limits.max_buffer_bytes = 4;
+    let module = module("body_transform", config);
+    let info = info(1, cache());
+    let mut txn = module.new_txn(&info).expect("state");
+    let mut first = BodyChunk::new(Bytes::from_static(b"abc"), false);
+    assert!(matches!(txn.client_resp_body(&info, &mut first), Flow::Continue));
+    assert!(first.data().is_empty(), "held for the plugin");
+    let mut second = BodyChunk::new(Bytes::from_static(b"def"), false);
+    assert!(matches!(txn.client_resp_body(&info, &mut second), Flow::Done));
+    assert_eq!(second.data().as_ref(), b"abcdef", "held data goes on unchanged");
+    drop(txn);
+    let stats = module.stats();
+    assert_eq!((stats.failed_transactions, stats.crashes, stats.contexts_deleted), (1, 0, 1));
+}
+
+#[test]
+fn a_hostile_flood_of_traps_leaves_the_host_working() {
+    let module = module("trap", WasmConfig { instances: 2, ..config() });
+    let cache = cache();
+    for id in 0..20 {
+        let kind = ["panic", "unreachable", "oom-free"][id % 3];
+        play(&module, &info(id as u64, cache.clone()), Exchange::get("/", &[("x-trap", kind)], &["x"]));
+    }
+    let run = play(&module, &info(99, cache), Exchange::get("/", &[], &[]));
+    assert!(run.req_header("x-served").is_some());
+    let stats = module.stats();
+    assert_eq!(stats.traps, 14, "{stats:?}");
+}
