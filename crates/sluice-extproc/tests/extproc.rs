@@ -314,6 +314,15 @@ async fn origin_phase_mutations_are_what_gets_stored() {
     assert!(hit.headers.get("x-origin-secret").is_none());
     // Only the request headers went to the helper for the hit.
     assert_eq!(h.extproc.counters().answered.load(std::sync::atomic::Ordering::Relaxed), answered + 1);
+
+    // A response the helper replaces in the origin phase is not stored.
+    h.origin.on("/replaced", Reply::ok("origin").header("cache-control", "max-age=60").header("x-demo-replace", "1"));
+    for _ in 0..2 {
+        let reply = h.get("/replaced", &[]).await;
+        assert_eq!(reply.status, 451);
+        assert_eq!(reply.text(), "replaced by sluice-extproc-demo\n");
+    }
+    assert_eq!(h.origin.hits("/replaced"), 2);
 }
 
 #[tokio::test]
@@ -326,4 +335,23 @@ async fn without_the_companion_request_mutations_still_reach_the_origin() {
     assert_eq!(seen.header("x-extproc-demo"), Some("request"));
     assert!(seen.header("x-demo-remove").is_none());
     assert_eq!(values(&reply, "x-extproc-demo"), ["response"]);
+}
+
+#[tokio::test]
+async fn dropping_the_modules_stops_the_helper_and_removes_its_socket() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = demo_config(&dir);
+    let socket = config.socket.clone();
+    let extproc = ExtProc::start(config).unwrap();
+    until("the helper to be up", || extproc.status().state == HelperState::Up).await;
+    let pid = extproc.status().pid.unwrap();
+    assert!(socket.exists());
+    drop(extproc);
+    // Killed: gone, or a zombie until it is reaped.
+    until("the helper to stop", || {
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .map_or(true, |stat| stat[stat.rfind(')').unwrap() + 1..].trim_start().starts_with('Z'))
+    })
+    .await;
+    assert!(!socket.exists());
 }
