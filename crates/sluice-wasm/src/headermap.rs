@@ -5,7 +5,8 @@
 //! rewrites the URL, `:status` the status code). Removing a pseudo-header does nothing.
 //! Values are raw bytes (not necessarily UTF-8). The wire format of a whole map is the ABI's:
 //! a `u32` count, then a `u32` name length and `u32` value length per pair, then each name and
-//! value followed by a NUL byte; all integers little-endian.
+//! value followed by a NUL byte; all integers little-endian. A plugin may not grow a map past
+//! [`MAX_HEAD_BYTES`].
 
 use crate::abi::Status;
 use bytes::Bytes;
@@ -18,6 +19,9 @@ pub(crate) enum Head<'a> {
     Request(&'a mut request::Parts),
     Response(&'a mut response::Parts),
 }
+
+/// Most bytes (names plus values) a plugin may grow a header map to.
+pub(crate) const MAX_HEAD_BYTES: usize = 256 << 10;
 
 const REQUEST_PSEUDO: [&str; 4] = [":method", ":scheme", ":authority", ":path"];
 
@@ -67,7 +71,7 @@ impl Head<'_> {
         if name.first() == Some(&b':') {
             return self.pseudo(name);
         }
-        let name = HeaderName::from_bytes(name).ok()?;
+        let name = std::str::from_utf8(name).ok()?;
         self.headers().get(name).map(|value| Bytes::copy_from_slice(value.as_bytes()))
     }
 
@@ -106,6 +110,7 @@ impl Head<'_> {
             return self.set_pseudo(name, value);
         }
         let (name, value) = parse_pair(name, value)?;
+        self.check_room(&name, &value)?;
         self.headers_mut().insert(name, value);
         Ok(())
     }
@@ -116,6 +121,7 @@ impl Head<'_> {
             return self.set_pseudo(name, value);
         }
         let (name, value) = parse_pair(name, value)?;
+        self.check_room(&name, &value)?;
         self.headers_mut().append(name, value);
         Ok(())
     }
@@ -125,7 +131,7 @@ impl Head<'_> {
         if name.first() == Some(&b':') {
             return Ok(());
         }
-        let name = HeaderName::from_bytes(name).map_err(|_| Status::BadArgument)?;
+        let name = std::str::from_utf8(name).map_err(|_| Status::BadArgument)?;
         self.headers_mut().remove(name);
         Ok(())
     }
@@ -134,6 +140,9 @@ impl Head<'_> {
     /// absent ones keep their value. Nothing changes when `pairs` is malformed.
     pub(crate) fn set_all(&mut self, pairs: &[u8]) -> Result<(), Status> {
         let pairs = deserialize(pairs)?;
+        if pairs.iter().map(|(name, value)| name.len() + value.len()).sum::<usize>() > MAX_HEAD_BYTES {
+            return Err(Status::BadArgument);
+        }
         let mut headers = HeaderMap::with_capacity(pairs.len());
         let mut pseudo = Vec::new();
         for (name, value) in pairs {
@@ -148,6 +157,15 @@ impl Head<'_> {
             self.set_pseudo(name, value)?;
         }
         *self.headers_mut() = headers;
+        Ok(())
+    }
+
+    /// `BadArgument` when adding `name: value` would take the map past [`MAX_HEAD_BYTES`].
+    fn check_room(&self, name: &HeaderName, value: &HeaderValue) -> Result<(), Status> {
+        let used: usize = self.headers().iter().map(|(n, v)| n.as_str().len() + v.len()).sum();
+        if used + name.as_str().len() + value.len() > MAX_HEAD_BYTES {
+            return Err(Status::BadArgument);
+        }
         Ok(())
     }
 
@@ -343,6 +361,10 @@ mod tests {
         assert_eq!(head.add(b"bad name", b"v"), Err(Status::BadArgument));
         assert_eq!(head.add(b"x-ok", b"bad\nvalue"), Err(Status::BadArgument));
         assert_eq!(parts.headers.len(), 3);
+        let big = vec![b'v'; MAX_HEAD_BYTES / 2];
+        let mut head = Head::Request(&mut parts);
+        assert_eq!(head.add(b"x-big", &big), Ok(()));
+        assert_eq!(head.add(b"x-big", &big), Err(Status::BadArgument));
     }
 
     #[test]

@@ -132,8 +132,7 @@ impl WasmTxn {
     /// Runs `callback` in the transaction's instance. `Err(None)`: the instance is gone (a
     /// fault in another transaction's callback); `Err(Some(fault))`: this callback faulted.
     fn invoke(&mut self, callback: Callback, call: Call) -> (Result<i32, Option<Fault>>, Call) {
-        let core = Arc::clone(&self.core);
-        let mut slot = core.pool.lock(self.slot);
+        let mut slot = self.core.pool.lock(self.slot);
         if slot.generation != self.generation {
             return (Err(None), call);
         }
@@ -143,7 +142,7 @@ impl WasmTxn {
         match result {
             Ok(value) => (Ok(value), call),
             Err(fault) => {
-                slot.crash(&core.blueprint, &fault);
+                slot.crash(&self.core.blueprint, &fault);
                 (Err(Some(fault)), call)
             }
         }
@@ -263,8 +262,9 @@ impl WasmTxn {
             BodyKind::Request => Callback::RequestBody { size: data.len(), end },
             BodyKind::Response => Callback::ResponseBody { size: data.len(), end },
         };
+        let max_len = config.limits.max_buffer_bytes.max(data.len());
         let mut call = self.base_call();
-        call.body = Some(BodyBuf { kind, data: data.clone(), resizable, changed: false });
+        call.body = Some(BodyBuf { kind, data: data.clone(), resizable, max_len, changed: false });
         if kind == BodyKind::Response {
             call.request = self.request.take();
         }
@@ -418,7 +418,7 @@ impl Drop for WasmTxn {
             return;
         }
         self.deleted = true;
-        let core = Arc::clone(&self.core);
+        let core = &self.core;
         let mut slot = core.pool.lock(self.slot);
         if slot.generation != self.generation {
             return;

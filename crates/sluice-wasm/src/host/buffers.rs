@@ -6,7 +6,8 @@
 //! `[start, start + size)` (clamped to the end) with the new bytes: `size == 0` inserts, a
 //! `start` equal to the length appends. A change of the body's length needs
 //! `edits_request_body` / `edits_response_body` in the plugin's configuration (the host
-//! must drop `Content-Length`); without it it is refused with `BadArgument`.
+//! must drop `Content-Length`); without it it is refused with `BadArgument`, and so is
+//! growing a body past `max_buffer_bytes` (or its size at the call, if larger).
 
 use super::{memory_and_state, status, BodyKind, HostState};
 use crate::abi::{BufferType, LogLevel, Status};
@@ -63,6 +64,9 @@ pub(super) fn add(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
                         LogLevel::Warn,
                         &format!("refused a {which} body change of length: set edits_{which}_body in the plugin's configuration"),
                     );
+                    return Err(Status::BadArgument);
+                }
+                if new_len > body.data.len() && new_len > body.max_len {
                     return Err(Status::BadArgument);
                 }
                 let mut new = Vec::with_capacity(new_len);

@@ -69,6 +69,8 @@ pub(crate) struct BodyBuf {
     pub data: Bytes,
     /// The plugin may change the body's length.
     pub resizable: bool,
+    /// The body may not grow past this (`max_buffer_bytes`, or its length at the call).
+    pub max_len: usize,
     /// The plugin changed the data.
     pub changed: bool,
 }
