@@ -189,7 +189,13 @@ pub fn from_object(
 ) -> (Response<ProxyBody>, Precondition) {
     let precondition = conditional::evaluate(&client.method, &client.headers, meta.status, &meta.headers);
     let mut headers = match precondition {
-        Precondition::Proceed => meta.headers.clone(),
+        // Room for Age, Cache-Status, Via, Accept-Ranges and a few module headers, so adding
+        // them does not grow the map again and again.
+        Precondition::Proceed => {
+            let mut headers = meta.headers.clone();
+            headers.reserve(8);
+            headers
+        }
         Precondition::NotModified => conditional::not_modified_headers(&meta.headers),
         Precondition::Failed => HeaderMap::new(),
     };
