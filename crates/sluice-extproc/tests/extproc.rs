@@ -355,3 +355,30 @@ async fn dropping_the_modules_stops_the_helper_and_removes_its_socket() {
     .await;
     assert!(!socket.exists());
 }
+
+/// Interoperability with a processor built on Envoy's own generated API, not on this crate's
+/// protobuf subset: `SLUICE_EXTPROC_PROCESSOR=/path/to/processor cargo test -p sluice-extproc
+/// -- --ignored`. The processor takes `--socket PATH` and behaves like the Go processor in
+/// `interop/go-processor` (which mirrors the demo's request, response and `/blocked` rules).
+#[tokio::test]
+#[ignore = "needs an external processor in SLUICE_EXTPROC_PROCESSOR"]
+async fn an_existing_envoy_processor_works_unchanged() {
+    let Some(command) = std::env::var_os("SLUICE_EXTPROC_PROCESSOR") else {
+        panic!("set SLUICE_EXTPROC_PROCESSOR to the processor's path");
+    };
+    let h = Harness::start(|c| c.command = command.to_string_lossy().into_owned()).await;
+    h.up(0).await;
+    h.origin.on("/e", Reply::ok("e").header("x-origin-secret", "1"));
+    let reply = h.get("/e", &[("x-demo-remove", "1")]).await;
+    let seen = h.origin.last_request("/e").unwrap();
+    assert_eq!(seen.header("x-extproc-demo"), Some("request"));
+    assert!(seen.header("x-demo-remove").is_none());
+    assert_eq!(reply.header("x-extproc-demo"), "response");
+    assert_eq!(reply.header("x-extproc-demo-pid"), h.extproc.status().pid.unwrap().to_string());
+    assert!(reply.headers.get("x-origin-secret").is_none());
+    assert_eq!(reply.header("x-go-saw-status"), "200", "`:status` reached the processor");
+    let blocked = h.get("/blocked", &[]).await;
+    assert_eq!(blocked.status, 403);
+    assert_eq!(blocked.header("x-extproc-demo"), "immediate");
+    assert_eq!(h.origin.hits("/blocked"), 0);
+}
