@@ -63,10 +63,20 @@ impl Harness {
         };
         config.admin.addr = "127.0.0.1:0".parse().unwrap();
         config.admin.token = Some("test-token".into());
+        config.log.access_log = Some(dir.path().join("access.log"));
         config.validate().expect("valid test config");
         let state = State::new(config, Arc::new(clock), modules).expect("state");
         let proxy = sluice_proxy::start(state).await.expect("start");
         Self { origin, proxy, extproc, _dir: dir }
+    }
+
+    /// Waits until the access log has a line containing `needle`.
+    async fn logged(&self, needle: &str) {
+        let path = self._dir.path().join("access.log");
+        until(&format!("{needle:?} in the access log"), || {
+            std::fs::read_to_string(&path).is_ok_and(|log| log.contains(needle))
+        })
+        .await;
     }
 
     fn addr(&self) -> SocketAddr {
@@ -130,6 +140,7 @@ async fn request_and_response_headers_are_mutated_end_to_end() {
     assert_eq!(reply.header("x-extproc-demo"), "response");
     assert_eq!(reply.header("x-extproc-demo-pid"), pid);
     assert!(reply.headers.get("x-origin-secret").is_none());
+    h.logged(" extproc=req:ok,resp:ok").await;
 
     // A hit is processed too (response_headers = "client"), and the origin is not asked again.
     let hit = h.get("/a", &[]).await;
@@ -162,6 +173,7 @@ async fn immediate_responses_answer_locally_in_both_phases() {
     assert_eq!(reply.text(), "blocked by sluice-extproc-demo\n");
     assert_eq!(reply.header("x-extproc-demo"), "immediate");
     assert_eq!(h.origin.hits("/blocked/x"), 0);
+    h.logged(" extproc=req:immediate(demo-blocked)").await;
 
     // In the response phase the helper's answer replaces the origin's response, body too.
     h.origin.on("/r", Reply::ok("original body").header("x-demo-replace", "1"));
@@ -185,6 +197,7 @@ async fn a_crashed_helper_is_restarted_with_backoff_and_the_next_request_works()
     assert_eq!(reply.status, 200);
     assert_eq!(reply.text(), "from origin");
     assert!(reply.headers.get("x-extproc-demo").is_none());
+    h.logged(" extproc=req:bypass(broken)").await;
 
     h.up(1).await;
     let status = h.extproc.status();
