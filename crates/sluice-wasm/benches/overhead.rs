@@ -18,7 +18,7 @@ use sluice_module::{
     BodyChunk, CacheApi, CacheError, LogFields, LookupOutcome, LookupOverride, Module, ObjectInfo, Txn, TxnInfo,
     TxnOutcome,
 };
-use sluice_wasm::{WasmConfig, WasmModule};
+use sluice_wasm::{HostEnv, WasmConfig, WasmModule};
 use std::hint::black_box;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -126,7 +126,7 @@ fn measure(module: &dyn Module, iterations: u32) -> Duration {
 
 fn wasm(plugin: &str, config: WasmConfig) -> WasmModule {
     let config = WasmConfig { instances: 1, ..config };
-    WasmModule::start(plugin, plugins::compiled(plugin), config, 1, None).expect("start plugin")
+    WasmModule::start(plugin, plugins::compiled(plugin), config, 1, &HostEnv::default()).expect("start plugin")
 }
 
 fn main() {

@@ -234,9 +234,12 @@ fn parse_pair(name: &[u8], value: &[u8]) -> Result<(HeaderName, HeaderValue), St
     Ok((name, value))
 }
 
+/// Name-value pairs borrowed from guest memory.
+pub(crate) type Pairs<'a> = Vec<(&'a [u8], &'a [u8])>;
+
 /// Parses pairs in the ABI wire format (see the module docs); `ParseFailure` when the
 /// lengths do not fit the data.
-pub(crate) fn deserialize(data: &[u8]) -> Result<Vec<(&[u8], &[u8])>, Status> {
+pub(crate) fn deserialize(data: &[u8]) -> Result<Pairs<'_>, Status> {
     if data.is_empty() {
         return Ok(Vec::new());
     }

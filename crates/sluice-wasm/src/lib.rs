@@ -40,6 +40,6 @@ pub use engine::EPOCH_TICK;
 pub use error::WasmError;
 pub use module::WasmModule;
 pub use registry::{WasmHandle, WasmRegistry, WasmSource};
-pub use shared::Metric;
+pub use shared::{system_clock, HostEnv, Metric, WallClock};
 pub use stats::WasmStats;
 pub use txn::PluginFailure;

@@ -5,7 +5,7 @@ use crate::config::WasmConfig;
 use crate::error::WasmError;
 use crate::host::Call;
 use crate::pool::{Blueprint, Pool};
-use crate::shared::{Metric, Shared};
+use crate::shared::{HostEnv, Metric, Shared};
 use crate::stats::{Stats, WasmStats};
 use crate::txn::{FailedTxn, WasmTxn};
 use crate::vm::{Callback, ROOT_ID};
@@ -49,14 +49,13 @@ impl WasmModule {
     /// Starts `compiled` under `name` with `config`: every instance is started now, so a
     /// plugin that fails to start (trap, deadline, `proxy_on_configure` returning false) is
     /// reported here instead of on the first transaction. `version` shows in stats and the
-    /// `sluice.version` property; `cache` serves foreign functions outside transactions
-    /// (ticks) until a transaction brings one.
+    /// `sluice.version` property; `env` gives the cache for ticks and the wall clock.
     pub fn start(
         name: &str,
         compiled: CompiledPlugin,
         config: WasmConfig,
         version: u64,
-        cache: Option<Arc<dyn CacheApi>>,
+        env: &HostEnv,
     ) -> Result<Self, WasmError> {
         let shared = Shared::new(
             name,
@@ -64,10 +63,8 @@ impl WasmModule {
             Bytes::from(config.plugin_config.clone().into_bytes()),
             Bytes::from(config.vm_config.clone().into_bytes()),
             config.abi_log_level(),
+            env,
         );
-        if let Some(cache) = cache {
-            let _ = shared.cache.set(cache);
-        }
         let pool = Pool::new(config.instance_count());
         let core = Arc::new(Core { blueprint: Blueprint { compiled, config, shared: Arc::new(shared) }, pool });
         let mut failure = None;
@@ -82,9 +79,9 @@ impl WasmModule {
         Ok(Self { core })
     }
 
-    /// Compiles and starts `wasm` in one go (version 1, no cache for ticks).
+    /// Compiles and starts `wasm` in one go (version 1, default environment).
     pub fn load(name: &str, wasm: &[u8], config: WasmConfig) -> Result<Self, WasmError> {
-        Self::start(name, CompiledPlugin::compile(name, wasm)?, config, 1, None)
+        Self::start(name, CompiledPlugin::compile(name, wasm)?, config, 1, &HostEnv::default())
     }
 
     /// This version's counters.

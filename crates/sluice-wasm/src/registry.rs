@@ -24,6 +24,7 @@ use crate::compiled::CompiledPlugin;
 use crate::config::WasmConfig;
 use crate::error::WasmError;
 use crate::module::WasmModule;
+use crate::shared::HostEnv;
 use crate::stats::WasmStats;
 use bytes::Bytes;
 use parking_lot::{Mutex, RwLock};
@@ -149,7 +150,7 @@ pub struct WasmRegistry {
     plugins: Mutex<BTreeMap<String, Arc<WasmHandle>>>,
     /// Serialises loads and unloads (they are rare; compilation happens under it).
     changes: Mutex<()>,
-    cache: Option<Arc<dyn CacheApi>>,
+    env: HostEnv,
 }
 
 impl std::fmt::Debug for WasmRegistry {
@@ -167,7 +168,12 @@ impl WasmRegistry {
     /// An empty registry whose plugins reach `cache` from `proxy_on_tick` (transactions
     /// bring their own through `TxnInfo`).
     pub fn with_cache(cache: Arc<dyn CacheApi>) -> Self {
-        Self { cache: Some(cache), ..Self::default() }
+        Self::with_env(HostEnv { cache: Some(cache), ..HostEnv::default() })
+    }
+
+    /// An empty registry giving its plugins `env` (cache for ticks, wall clock).
+    pub fn with_env(env: HostEnv) -> Self {
+        Self { plugins: Mutex::default(), changes: Mutex::default(), env }
     }
 
     /// Loads (or reloads) plugin `name` from `source` with `config`, and returns its handle
@@ -189,7 +195,7 @@ impl WasmRegistry {
         };
         let existing = self.get(name);
         let version = existing.as_ref().map_or(0, |handle| handle.versions.load(Ordering::Relaxed)) + 1;
-        let module = WasmModule::start(name, compiled, config, version, self.cache.clone())?;
+        let module = WasmModule::start(name, compiled, config, version, &self.env)?;
         let handle = existing.unwrap_or_else(|| {
             let handle = Arc::new(WasmHandle::new(name));
             self.plugins.lock().insert(name.to_string(), Arc::clone(&handle));

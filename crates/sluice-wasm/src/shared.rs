@@ -9,6 +9,7 @@ use sluice_module::CacheApi;
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
+use std::time::SystemTime;
 
 /// Lines kept by [`Shared::log`] for the admin API and tests.
 pub const LOG_LINES: usize = 256;
@@ -36,6 +37,44 @@ pub(crate) struct Shared {
     /// The cache for foreign functions called outside a transaction (`proxy_on_tick`): given
     /// at load time or learned from the first transaction.
     pub cache: OnceLock<Arc<dyn CacheApi>>,
+    /// Wall-clock time for plugins.
+    pub clock: WallClock,
+}
+
+/// A source of wall-clock time (the proxy passes its injected clock; see [`HostEnv`]).
+pub type WallClock = Arc<dyn Fn() -> SystemTime + Send + Sync>;
+
+/// The system clock.
+pub fn system_clock() -> WallClock {
+    // The one place sluice-wasm reads the system's wall clock; the proxy passes its own
+    // clock instead (HostEnv::clock).
+    #[allow(clippy::disallowed_methods)]
+    fn now() -> SystemTime {
+        SystemTime::now()
+    }
+    Arc::new(now)
+}
+
+/// What the host gives every plugin version besides its configuration.
+#[derive(Clone)]
+pub struct HostEnv {
+    /// The cache for foreign functions called outside transactions (`proxy_on_tick`);
+    /// transactions bring their own. Without one, a plugin's first transaction provides it.
+    pub cache: Option<Arc<dyn CacheApi>>,
+    /// Wall-clock time (`proxy_get_current_time_nanoseconds`, WASI's realtime clock).
+    pub clock: WallClock,
+}
+
+impl Default for HostEnv {
+    fn default() -> Self {
+        Self { cache: None, clock: system_clock() }
+    }
+}
+
+impl std::fmt::Debug for HostEnv {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HostEnv").field("cache", &self.cache.is_some()).finish_non_exhaustive()
+    }
 }
 
 /// A metric a plugin defined (`proxy_define_metric`).
@@ -48,7 +87,18 @@ pub struct Metric {
 }
 
 impl Shared {
-    pub(crate) fn new(name: &str, version: u64, plugin_config: Bytes, vm_config: Bytes, log_level: LogLevel) -> Self {
+    pub(crate) fn new(
+        name: &str,
+        version: u64,
+        plugin_config: Bytes,
+        vm_config: Bytes,
+        log_level: LogLevel,
+        env: &HostEnv,
+    ) -> Self {
+        let cache = OnceLock::new();
+        if let Some(given) = &env.cache {
+            let _ = cache.set(Arc::clone(given));
+        }
         Self {
             name: name.to_string(),
             version,
@@ -60,7 +110,8 @@ impl Shared {
             data: Mutex::new(HashMap::new()),
             metrics: Mutex::new(Vec::new()),
             stats: Stats::default(),
-            cache: OnceLock::new(),
+            cache,
+            clock: Arc::clone(&env.clock),
         }
     }
 
@@ -152,6 +203,12 @@ impl Shared {
         self.metrics.lock().clone()
     }
 
+    /// Nanoseconds since the Unix epoch, by the host's clock.
+    pub(crate) fn now_nanos(&self) -> u64 {
+        let since = (self.clock)().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+        u64::try_from(since.as_nanos()).unwrap_or(u64::MAX)
+    }
+
     /// The tick period the plugin asked for.
     pub(crate) fn tick_period(&self) -> Option<std::time::Duration> {
         match self.tick_period_ms.load(Ordering::Relaxed) {
@@ -166,7 +223,7 @@ mod tests {
     use super::*;
 
     fn shared() -> Shared {
-        Shared::new("t", 1, Bytes::new(), Bytes::new(), LogLevel::Info)
+        Shared::new("t", 1, Bytes::new(), Bytes::new(), LogLevel::Info, &HostEnv::default())
     }
 
     #[test]

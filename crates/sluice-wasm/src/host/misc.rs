@@ -8,14 +8,12 @@ use bytes::Bytes;
 use http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
 use sluice_module::LocalResponse;
 use std::sync::atomic::Ordering;
-use std::time::{SystemTime, UNIX_EPOCH};
 use wasmtime::{Caller, Linker};
 
 pub(super) fn add(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
     linker.func_wrap("env", "proxy_get_current_time_nanoseconds", |mut caller: Caller<'_, HostState>, ret: i32| {
-        let Some((mem, _)) = memory_and_state(&mut caller) else { return Status::InternalFailure.code() };
-        let now = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
-        status(memory::write_u64(mem, ret, u64::try_from(now).unwrap_or(u64::MAX)).map(|()| Status::Ok))
+        let Some((mem, state)) = memory_and_state(&mut caller) else { return Status::InternalFailure.code() };
+        status(memory::write_u64(mem, ret, state.shared.now_nanos()).map(|()| Status::Ok))
     })?;
     linker.func_wrap("env", "proxy_set_tick_period_milliseconds", |caller: Caller<'_, HostState>, period: i32| {
         caller.data().shared.tick_period_ms.store(u64::from(period as u32), Ordering::Relaxed);

@@ -33,7 +33,7 @@ pub(crate) struct HostState {
     /// What the current callback may see and change; empty between callbacks.
     pub call: Call,
     /// Properties set by the plugin (`proxy_set_property`), per context id.
-    pub properties: HashMap<u32, Vec<(Vec<u8>, Vec<u8>)>>,
+    pub properties: HashMap<u32, SetProperties>,
 }
 
 impl HostState {
@@ -47,6 +47,9 @@ impl HostState {
         }
     }
 }
+
+/// Properties a context set: (path, value) pairs.
+pub(crate) type SetProperties = Vec<(Vec<u8>, Vec<u8>)>;
 
 /// The plugin exports host functions need.
 #[derive(Clone)]

@@ -12,7 +12,7 @@ use crate::abi::LogLevel;
 use crate::memory;
 use rand::RngCore;
 use std::sync::OnceLock;
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::Instant;
 use wasmtime::{Caller, Linker};
 
 const MODULE: &str = "wasi_snapshot_preview1";
@@ -59,13 +59,13 @@ pub(super) fn add(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
         MODULE,
         "clock_time_get",
         |mut caller: Caller<'_, HostState>, id: i32, _precision: i64, ret: i32| {
-            let Some((mem, _)) = memory_and_state(&mut caller) else { return EFAULT };
+            let Some((mem, state)) = memory_and_state(&mut caller) else { return EFAULT };
             let nanos = match id {
-                0 => SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0),
-                1..=3 => start().elapsed().as_nanos(),
+                0 => state.shared.now_nanos(),
+                1..=3 => u64::try_from(start().elapsed().as_nanos()).unwrap_or(u64::MAX),
                 _ => return EINVAL,
             };
-            errno(memory::write_u64(mem, ret, u64::try_from(nanos).unwrap_or(u64::MAX)))
+            errno(memory::write_u64(mem, ret, nanos))
         },
     )?;
     linker.func_wrap(MODULE, "clock_res_get", |mut caller: Caller<'_, HostState>, _id: i32, ret: i32| {

@@ -2,12 +2,12 @@
 
 use crate::support::{compiled, info, play, request, Exchange, MemCache};
 use sluice_module::{Flow, Module};
-use sluice_wasm::{WasmConfig, WasmModule, WasmRegistry};
+use sluice_wasm::{HostEnv, WasmConfig, WasmModule, WasmRegistry};
 use std::sync::Arc;
 use std::time::Duration;
 
 fn module() -> WasmModule {
-    WasmModule::start("foreign", compiled("foreign"), WasmConfig::default(), 1, None).unwrap()
+    WasmModule::start("foreign", compiled("foreign"), WasmConfig::default(), 1, &HostEnv::default()).unwrap()
 }
 
 /// Calls foreign function `name` with `arg` through the plugin; the local response it makes.
@@ -101,7 +101,7 @@ fn without_a_cache_ticks_get_an_error_status() {
         compiled("foreign"),
         WasmConfig { plugin_config: "tick=5".into(), instances: 1, ..WasmConfig::default() },
         1,
-        None,
+        &HostEnv::default(),
     )
     .unwrap();
     module.tick(&MemCache::default());

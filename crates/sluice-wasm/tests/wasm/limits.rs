@@ -4,7 +4,7 @@ use crate::support::{compiled, info, play, request, response, Exchange, MemCache
 use bytes::Bytes;
 use http::StatusCode;
 use sluice_module::{BodyChunk, FailurePolicy, Flow, Module};
-use sluice_wasm::{PluginFailure, WasmConfig, WasmModule};
+use sluice_wasm::{HostEnv, PluginFailure, WasmConfig, WasmModule};
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -18,7 +18,7 @@ fn config() -> WasmConfig {
 }
 
 fn module(plugin: &str, config: WasmConfig) -> WasmModule {
-    WasmModule::start(plugin, compiled(plugin), config, 1, None).expect("start plugin")
+    WasmModule::start(plugin, compiled(plugin), config, 1, &HostEnv::default()).expect("start plugin")
 }
 
 fn cache() -> Arc<MemCache> {

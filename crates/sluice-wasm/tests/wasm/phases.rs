@@ -5,11 +5,12 @@ use crate::support::{compiled, info, play, request, response, Exchange, MemCache
 use bytes::Bytes;
 use http::StatusCode;
 use sluice_module::{BodyChunk, Flow, Module, TxnOutcome};
-use sluice_wasm::{Attach, WasmConfig, WasmError, WasmModule};
+use sluice_wasm::{Attach, HostEnv, WallClock, WasmConfig, WasmError, WasmModule};
 use std::sync::Arc;
+use std::time::{Duration, UNIX_EPOCH};
 
 fn module(plugin: &str, config: WasmConfig) -> WasmModule {
-    WasmModule::start(plugin, compiled(plugin), config, 1, None).expect("start plugin")
+    WasmModule::start(plugin, compiled(plugin), config, 1, &HostEnv::default()).expect("start plugin")
 }
 
 fn one_instance() -> WasmConfig {
@@ -27,10 +28,12 @@ fn event_names(module: &WasmModule, ctx: u32) -> Vec<String> {
 }
 
 #[test]
-fn start_up_runs_vm_start_and_configure_with_their_configurations() {
+fn start_up_runs_vm_start_and_configure_with_their_configurations_and_the_hosts_clock() {
     let config = WasmConfig { vm_config: "vm-conf".into(), plugin_config: "plugin-conf".into(), ..one_instance() };
-    let module = module("phases", config);
-    assert_eq!(events(&module, 1), ["vm_start config=vm-conf", "configure config=plugin-conf"]);
+    let fixed: WallClock = Arc::new(|| UNIX_EPOCH + Duration::from_secs(1_700_000_000));
+    let env = HostEnv { clock: fixed, ..HostEnv::default() };
+    let module = WasmModule::start("phases", compiled("phases"), config, 1, &env).unwrap();
+    assert_eq!(events(&module, 1), ["vm_start config=vm-conf now=1700000000", "configure config=plugin-conf"]);
     assert_eq!(module.stats().instances_started, 1);
 }
 
@@ -267,7 +270,7 @@ fn bad_modules_are_refused_with_clear_errors() {
 #[test]
 fn a_plugin_that_rejects_its_configuration_does_not_load() {
     let config = WasmConfig { plugin_config: "reject".into(), ..WasmConfig::default() };
-    let err = WasmModule::start("phases", compiled("phases"), config, 1, None).unwrap_err();
+    let err = WasmModule::start("phases", compiled("phases"), config, 1, &HostEnv::default()).unwrap_err();
     assert!(matches!(err, WasmError::Start { .. }), "{err}");
     assert!(err.to_string().contains("proxy_on_configure returned false"), "{err}");
 }

@@ -37,7 +37,8 @@ impl Context for Root {}
 impl RootContext for Root {
     fn on_vm_start(&mut self, _size: usize) -> bool {
         let config = self.get_vm_configuration().unwrap_or_default();
-        log::info!("ctx={} vm_start config={}", self.id, String::from_utf8_lossy(&config));
+        let now = self.get_current_time().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+        log::info!("ctx={} vm_start config={} now={}", self.id, String::from_utf8_lossy(&config), now);
         true
     }
 
