@@ -60,7 +60,9 @@ impl CacheStatus {
     /// rendered. `ttl` is clamped to the sf-integer range; `detail` is written as a token
     /// when it is one, else as a string. Characters an sf-string cannot hold are dropped.
     pub fn to_header_value(&self, name: &str) -> HeaderValue {
-        let mut out = String::new();
+        use std::fmt::Write;
+        // One buffer, written in place: this runs on every response.
+        let mut out = String::with_capacity(name.len() + 48);
         sf::write_token_or_string(&mut out, name);
         if self.hit && self.fwd.is_none() {
             out.push_str("; hit");
@@ -70,10 +72,10 @@ impl CacheStatus {
             out.push_str(fwd.token());
         }
         if let Some(status) = self.fwd_status {
-            out.push_str(&format!("; fwd-status={status}"));
+            let _ = write!(out, "; fwd-status={status}");
         }
         if let Some(ttl) = self.ttl {
-            out.push_str(&format!("; ttl={}", ttl.clamp(-SF_INTEGER_MAX, SF_INTEGER_MAX)));
+            let _ = write!(out, "; ttl={}", ttl.clamp(-SF_INTEGER_MAX, SF_INTEGER_MAX));
         }
         if self.stored {
             out.push_str("; stored");
@@ -86,7 +88,8 @@ impl CacheStatus {
             sf::write_token_or_string(&mut out, detail);
         }
         // Only printable ASCII was written, which is always a valid field value.
-        HeaderValue::from_str(&out).unwrap_or_else(|_| HeaderValue::from_static("\"sluice\""))
+        HeaderValue::from_maybe_shared(bytes::Bytes::from(out))
+            .unwrap_or_else(|_| HeaderValue::from_static("\"sluice\""))
     }
 }
 

@@ -31,10 +31,18 @@ pub(crate) fn is_hop_by_hop(name: &HeaderName, connection_listed: &[HeaderName])
 /// Removes the hop-by-hop fields (`Connection` and every field it names, `Keep-Alive`,
 /// `Proxy-Connection`, `TE`, `Trailer`, `Transfer-Encoding`, `Upgrade`,
 /// `Proxy-Authenticate`, `Proxy-Authorization`) from a message being forwarded.
+///
+/// Runs on every forwarded message, so the common case (no hop-by-hop field at all) is one
+/// pass over the names with no hashing and no allocation.
 pub fn remove_hop_by_hop(headers: &mut HeaderMap) {
+    if !headers.keys().any(|name| HOP_BY_HOP.contains(&name.as_str())) {
+        return;
+    }
     // Read Connection before removing it.
-    for name in connection_listed(headers) {
-        headers.remove(&name);
+    if headers.contains_key(CONNECTION) {
+        for name in connection_listed(headers) {
+            headers.remove(&name);
+        }
     }
     for name in HOP_BY_HOP {
         headers.remove(name);

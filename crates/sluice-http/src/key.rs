@@ -9,16 +9,49 @@ use http::Uri;
 /// Following RFC 9110 §4.2.3 (equivalent URIs), userinfo is dropped, an empty port counts as
 /// the default one, and percent-encodings in path and query are normalised: hex digits
 /// uppercased, and octets of unreserved characters decoded (RFC 3986 §6.2.2.2).
+///
+/// Computed on every cacheable request, so it builds one pre-sized string and copies path and
+/// query unchanged when they hold no percent-encoding.
 pub fn primary_key(uri: &Uri) -> Option<String> {
-    let origin = Origin::of(uri)?;
-    let mut key = origin.to_string();
-    let path = uri.path();
-    key.push_str(&normalise_percent(if path.is_empty() { "/" } else { path }));
-    if let Some(query) = uri.query() {
+    let scheme = uri.scheme_str()?;
+    let authority = uri.authority()?.as_str();
+    let host_port = authority.rsplit('@').next().unwrap_or(authority);
+    let (host, port) = split_host_port(host_port);
+    let default_port = if scheme.eq_ignore_ascii_case("http") {
+        Some("80")
+    } else if scheme.eq_ignore_ascii_case("https") {
+        Some("443")
+    } else {
+        None
+    };
+    let path = match uri.path() {
+        "" => "/",
+        path => path,
+    };
+    let query = uri.query();
+    let mut key =
+        String::with_capacity(scheme.len() + 3 + host_port.len() + path.len() + query.map_or(0, |q| q.len() + 1));
+    key.extend(scheme.chars().map(|c| c.to_ascii_lowercase()));
+    key.push_str("://");
+    key.extend(host.chars().map(|c| c.to_ascii_lowercase()));
+    if let Some(port) = port.filter(|p| !p.is_empty() && Some(*p) != default_port) {
+        key.push(':');
+        key.push_str(port);
+    }
+    push_normalised(&mut key, path);
+    if let Some(query) = query {
         key.push('?');
-        key.push_str(&normalise_percent(query));
+        push_normalised(&mut key, query);
     }
     Some(key)
+}
+
+fn push_normalised(out: &mut String, s: &str) {
+    if s.contains('%') {
+        out.push_str(&normalise_percent(s));
+    } else {
+        out.push_str(s);
+    }
 }
 
 /// The origin (scheme, host, port) of an absolute URI, normalised for comparison

@@ -157,7 +157,9 @@ pub async fn serve(
     } else {
         None
     };
-    let fetched = fetch(state, &spec, &req_cc, stored.as_ref(), leader, Some(&mut *txn)).await;
+    let fetched =
+        crate::service::within_deadline(state, fetch(state, &spec, &req_cc, stored.as_ref(), leader, Some(&mut *txn)))
+            .await;
     let fwd_reason = if stored.is_some() { Fwd::Stale } else { miss_reason };
     let refresh = stored.is_some();
     let now = state.clock.now();

@@ -187,7 +187,11 @@ pub fn from_object(
     cache_status: &CacheStatus,
     now: SystemTime,
 ) -> (Response<ProxyBody>, Precondition) {
-    let precondition = conditional::evaluate(&client.method, &client.headers, meta.status, &meta.headers);
+    let precondition = if has_preconditions(&client.headers) {
+        conditional::evaluate(&client.method, &client.headers, meta.status, &meta.headers)
+    } else {
+        Precondition::Proceed
+    };
     let mut headers = match precondition {
         // Room for Age, Cache-Status, Via, Accept-Ranges and a few module headers, so adding
         // them does not grow the map again and again.
@@ -219,6 +223,14 @@ pub fn from_object(
     *response.status_mut() = status;
     *response.headers_mut() = headers;
     (response, precondition)
+}
+
+/// True when a request carries a precondition (RFC 9110 §13.1); most hits do not, and then
+/// evaluation is skipped.
+fn has_preconditions(headers: &HeaderMap) -> bool {
+    [header::IF_NONE_MATCH, header::IF_MODIFIED_SINCE, header::IF_MATCH, header::IF_UNMODIFIED_SINCE]
+        .iter()
+        .any(|name| headers.contains_key(name))
 }
 
 /// Status and body for a complete stored object, honouring `Range` on a 200.

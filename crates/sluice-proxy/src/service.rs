@@ -80,11 +80,7 @@ pub async fn handle(
 ) -> Result<Response<ProxyBody>, Infallible> {
     let mut txn = Txn::start(&state, conn.client, &req);
     let method = req.method().clone();
-    let deadline = state.config.client.transaction_timeout.0;
-    let result = match tokio::time::timeout(deadline, route(&state, &conn, &mut txn, req)).await {
-        Ok(result) => result,
-        Err(_) => Err(ProxyError::gateway_timeout(format!("transaction took longer than {deadline:?}"))),
-    };
+    let result = route(&state, &conn, &mut txn, req).await;
     let response = match result {
         Ok(Routed::Response(response)) => response,
         Ok(Routed::Tunnel(response, tunnel)) => {
@@ -139,7 +135,8 @@ async fn route(
                 "CONNECT is not allowed on a reverse-proxy listener",
             ));
         }
-        let (response, tunnel) = crate::connect::open(state, txn, Request::from_parts(parts, body)).await?;
+        let (response, tunnel) =
+            within_deadline(state, crate::connect::open(state, txn, Request::from_parts(parts, body))).await?;
         return Ok(Routed::Tunnel(response, tunnel));
     }
     let (target, uri, reverse, host) = resolve_target(state, conn, &parts)?;
@@ -167,10 +164,23 @@ async fn route(
         Some(key) if !state.hit_for_pass.applies(&key, state.clock.now()) => {
             crate::cache_flow::serve(state, txn, forward, key).await?
         }
-        Some(_) => pass(state, txn, forward, body, Fwd::Bypass).await?,
-        None => pass(state, txn, forward, body, Fwd::Method).await?,
+        Some(_) => within_deadline(state, pass(state, txn, forward, body, Fwd::Bypass)).await?,
+        None => within_deadline(state, pass(state, txn, forward, body, Fwd::Method)).await?,
     };
     Ok(Routed::Response(response))
+}
+
+/// Bounds work that waits on an origin by `client.transaction_timeout` (504 past it). Hits
+/// never wait, so they do not pay for a timer.
+pub async fn within_deadline<T>(
+    state: &State,
+    work: impl std::future::Future<Output = Result<T, ProxyError>>,
+) -> Result<T, ProxyError> {
+    let deadline = state.config.client.transaction_timeout.0;
+    match tokio::time::timeout(deadline, work).await {
+        Ok(result) => result,
+        Err(_) => Err(ProxyError::gateway_timeout(format!("transaction took longer than {deadline:?}"))),
+    }
 }
 
 /// Rejects HTTP/1.1 requests without exactly one `Host` (RFC 9112 §3.2). Ambiguous framing
