@@ -31,7 +31,7 @@ const ROUNDS: u64 = 12;
 /// Byte capacity per round: even rounds never evict (so durability of acknowledged writes
 /// can be checked exactly), odd rounds evict constantly.
 fn capacity(round: u64) -> u64 {
-    if round % 2 == 0 {
+    if round.is_multiple_of(2) {
         1 << 34
     } else {
         2 << 20

@@ -353,7 +353,7 @@ impl Shared {
             inner.manager.remove(entry.id());
         }
         drop(inner);
-        unlink_all(&[entry.path.clone()]);
+        unlink_all(std::slice::from_ref(&entry.path));
     }
 }
 
@@ -418,7 +418,7 @@ impl DiskTier {
                 }
                 Err(_) => {
                     report.evicted += 1;
-                    unlink_all(&[entry.path.clone()]);
+                    unlink_all(std::slice::from_ref(&entry.path));
                 }
             }
             report.evicted += victims.len() as u64;

@@ -67,8 +67,13 @@ pub(super) fn recover(layout: &Layout, check_bodies: bool) -> io::Result<Recover
     let mut report = RecoveryReport::default();
     for entry in fs::read_dir(layout.tmp())? {
         let path = entry?.path();
-        report.dropped_bytes += fs::symlink_metadata(&path).map(|m| m.len()).unwrap_or(0);
-        remove(&path)?;
+        let meta = fs::symlink_metadata(&path)?;
+        report.dropped_bytes += meta.len();
+        if meta.is_dir() {
+            fs::remove_dir_all(&path)?;
+        } else {
+            remove(&path)?;
+        }
         report.dropped_incomplete += 1;
     }
     let mut best: HashMap<u64, DiskEntry> = HashMap::new();
