@@ -499,3 +499,70 @@ async fn async_sendfile_stream_and_persist_paths() {
     let loaded = tier.load(&entry).unwrap();
     assert_eq!(loaded.body.len(), expected.len() as u64);
 }
+
+#[test]
+fn water_marks_hold_under_concurrent_load() {
+    let dir = tempfile::tempdir().unwrap();
+    let capacity = 2 << 20;
+    let water = WaterMarks::new(0.9, 0.7).unwrap();
+    let (tier, _) = DiskTier::open(dir.path(), capacity, 200, lru(capacity), water).unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let monitor = {
+        let (tier, stop) = (tier.clone(), Arc::clone(&stop));
+        std::thread::spawn(move || {
+            let mut samples = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                let s = tier.stats();
+                assert!(s.bytes <= s.high_water_bytes, "{s:?}");
+                assert!(s.objects <= 180, "{s:?}");
+                samples += 1;
+            }
+            samples
+        })
+    };
+    let workers: Vec<_> = (0..4u64)
+        .map(|t| {
+            let tier = tier.clone();
+            std::thread::spawn(move || {
+                let mut x = t + 1;
+                let (mut stored, mut superseded, mut served) = (0, 0, 0);
+                for _ in 0..150 {
+                    x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                    let key = format!("http://load/{}", (x >> 33) % 64);
+                    let len = ((x >> 20) % 120_000) as usize;
+                    let body = body_of(x, len);
+                    let o = Object::new(meta(&key, Vec::new(), None), StoredBody::new(vec![body.clone()]));
+                    match tier.insert(&o) {
+                        Ok(_) => stored += 1,
+                        Err(NotStored::Superseded) => superseded += 1,
+                        Err(e) => panic!("{e}"),
+                    }
+                    let probe = format!("http://load/{}", (x >> 40) % 64);
+                    if let DiskLookup::Found(e) = tier.lookup(&probe, |_| true) {
+                        match tier.open_body(&e) {
+                            Ok(b) => {
+                                assert_eq!(b.read_all().unwrap().len() as u64, e.body_len());
+                                served += 1;
+                            }
+                            Err(ReadError::Gone) => {} // evicted or replaced meanwhile
+                            Err(other) => panic!("{other}"),
+                        }
+                    }
+                }
+                (stored, superseded, served)
+            })
+        })
+        .collect();
+    let totals: Vec<(u32, u32, u32)> = workers.into_iter().map(|w| w.join().unwrap()).collect();
+    stop.store(true, Ordering::Relaxed);
+    assert!(monitor.join().unwrap() > 0);
+    let s = tier.stats();
+    assert!(s.evictions > 0, "{s:?} {totals:?}");
+    assert_eq!(object_files(dir.path()).len() as u64, s.objects, "files on disk are exactly the index");
+    assert!(files_under(&dir.path().join("tmp")).is_empty());
+    drop(tier);
+    let (tier, report) = DiskTier::open(dir.path(), capacity, 200, lru(capacity), water).unwrap();
+    assert_eq!(report.recovered, s.objects);
+    assert_eq!(report.dropped_corrupt + report.dropped_incomplete + report.dropped_superseded, 0);
+    assert_eq!(tier.stats().bytes, s.bytes);
+}
