@@ -464,6 +464,11 @@ impl DiskTier {
         DiskLookup::VaryMiss
     }
 
+    /// The stored entry with variant id `id`, if any (no hit is counted). Memory only.
+    pub fn entry(&self, id: u64) -> Option<Arc<DiskEntry>> {
+        self.shared.inner.lock().entries.get(&id).cloned()
+    }
+
     /// Every stored variant of `key`, newest first (no hit is counted). Memory only.
     pub fn variants(&self, key: &str) -> Vec<Arc<DiskEntry>> {
         let inner = self.shared.inner.lock();

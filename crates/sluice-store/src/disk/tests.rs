@@ -71,6 +71,10 @@ fn served(tier: &DiskTier, key: &str) -> Bytes {
     tier.open_body(&found(tier, key)).unwrap().read_all().unwrap()
 }
 
+fn e_id(tier: &DiskTier) -> u64 {
+    tier.variants("http://v")[0].id()
+}
+
 fn files_under(dir: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();
     let mut stack = vec![dir.to_path_buf()];
@@ -156,6 +160,7 @@ fn variants_are_selected_and_replaced_by_newer_writes() {
         tier.insert(&o).unwrap();
     }
     assert_eq!(tier.variants("http://v").len(), 2);
+    assert_eq!(tier.entry(e_id(&tier)).map(|e| e.meta.key.clone()).as_deref(), Some("http://v"));
     let DiskLookup::Found(e) = tier.lookup("http://v", |m| m.vary_key == gzip) else { panic!() };
     assert_eq!(e.body_len(), 30);
     assert!(matches!(tier.lookup("http://v", |_| false), DiskLookup::VaryMiss));
