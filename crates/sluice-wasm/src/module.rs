@@ -3,7 +3,6 @@
 use crate::compiled::CompiledPlugin;
 use crate::config::WasmConfig;
 use crate::error::WasmError;
-use crate::host::Call;
 use crate::pool::{Blueprint, Pool};
 use crate::shared::{HostEnv, Metric, Shared};
 use crate::stats::{Stats, WasmStats};
@@ -160,7 +159,8 @@ impl Module for WasmModule {
         let core = &self.core;
         core.pool.each(|slot| {
             let Some(vm) = slot.vm.as_mut() else { return };
-            let (result, _) = vm.invoke(ROOT_ID, Callback::Tick, Call::default());
+            let result = vm.invoke(ROOT_ID, Callback::Tick);
+            vm.call().clear();
             if let Err(fault) = result {
                 slot.crash(&core.blueprint, &fault);
             }

@@ -59,6 +59,15 @@ impl std::fmt::Display for PluginFailure {
     }
 }
 
+/// What a callback asked for besides its return value.
+#[derive(Default)]
+struct Signals {
+    /// `proxy_send_local_response`.
+    local_response: Option<LocalResponse>,
+    /// `sluice.no_more_callbacks`.
+    no_more_callbacks: bool,
+}
+
 /// Where a transaction stands with its plugin.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum State {
@@ -119,51 +128,71 @@ impl WasmTxn {
         }
     }
 
-    fn base_call(&mut self) -> Call {
-        Call {
-            txn_id: Some(self.txn_id),
-            client: Some(self.client),
-            cache: self.cache.take(),
-            lookup: self.lookup,
-            ..Call::default()
-        }
-    }
-
-    /// Runs `callback` in the transaction's instance. `Err(None)`: the instance is gone (a
-    /// fault in another transaction's callback); `Err(Some(fault))`: this callback faulted.
-    fn invoke(&mut self, callback: Callback, call: Call) -> (Result<i32, Option<Fault>>, Call) {
-        let mut slot = self.core.pool.lock(self.slot);
-        if slot.generation != self.generation {
-            return (Err(None), call);
-        }
-        let Some(vm) = slot.vm.as_mut() else { return (Err(None), call) };
-        let (result, mut call) = vm.invoke(self.context, callback, call);
-        self.cache = call.cache.take();
-        match result {
-            Ok(value) => (Ok(value), call),
-            Err(fault) => {
-                slot.crash(&self.core.blueprint, &fault);
-                (Err(Some(fault)), call)
+    /// Runs `callback` in the transaction's instance: `load` fills the call's data (after the
+    /// transaction's own), `unload` takes back what it needs; `unload` runs in every case,
+    /// also when the instance is gone, so nothing lent to the call is lost. The result is
+    /// `Err(None)` when the instance is gone (a fault in another transaction's callback),
+    /// `Err(Some(fault))` when this callback faulted.
+    fn run<R>(
+        &mut self,
+        callback: Callback,
+        load: impl FnOnce(&mut Call),
+        unload: impl FnOnce(&mut Call) -> R,
+    ) -> (Result<i32, Option<Fault>>, Signals, R) {
+        let core = &self.core;
+        let mut slot = core.pool.lock(self.slot);
+        let ours = slot.generation == self.generation;
+        let vm = match slot.vm.as_mut() {
+            Some(vm) if ours => vm,
+            _ => {
+                drop(slot);
+                let mut scratch = Call::default();
+                load(&mut scratch);
+                return (Err(None), Signals::default(), unload(&mut scratch));
             }
-        }
+        };
+        let call = vm.call();
+        call.txn_id = Some(self.txn_id);
+        call.client = Some(self.client);
+        call.cache = self.cache.take();
+        call.lookup = self.lookup;
+        load(call);
+        let result = vm.invoke(self.context, callback);
+        let call = vm.call();
+        self.cache = call.cache.take();
+        let signals = Signals { local_response: call.local_response.take(), no_more_callbacks: call.no_more_callbacks };
+        let back = unload(call);
+        call.clear();
+        let result = match result {
+            Ok(value) => Ok(value),
+            Err(fault) => {
+                slot.crash(&core.blueprint, &fault);
+                Err(Some(fault))
+            }
+        };
+        (result, signals, back)
     }
 
     /// Records the failure and returns the verdict the failure policy asks for.
     fn fail(&mut self, side: Side, reason: &str) -> Flow {
-        self.state = State::Failed;
-        let shared = self.core.shared();
-        Stats::bump(&shared.stats.failed_transactions);
-        shared.log(LogLevel::Warn, &format!("transaction {} failed: {reason}", self.txn_id));
+        self.note_failure(reason);
         match (self.core.config().failure, side) {
             (FailurePolicy::Open, _) => Flow::Done,
             (FailurePolicy::Closed, Side::Request) => {
                 Flow::Respond(LocalResponse::text(StatusCode::INTERNAL_SERVER_ERROR, "plugin failure\n"))
             }
             (FailurePolicy::Closed, Side::Response) => std::panic::resume_unwind(Box::new(PluginFailure {
-                module: shared.name.clone(),
+                module: self.core.shared().name.clone(),
                 reason: reason.into(),
             })),
         }
+    }
+
+    fn note_failure(&mut self, reason: &str) {
+        self.state = State::Failed;
+        let shared = self.core.shared();
+        Stats::bump(&shared.stats.failed_transactions);
+        shared.log(LogLevel::Warn, &format!("transaction {} failed: {reason}", self.txn_id));
     }
 
     fn failure_reason(fault: Option<Fault>) -> String {
@@ -174,11 +203,11 @@ impl WasmTxn {
     }
 
     /// The verdict after a headers or body callback that returned `action`.
-    fn verdict(&mut self, action: Action, call: &mut Call, end: bool, headers: bool) -> Flow {
-        if let Some(response) = call.local_response.take() {
+    fn verdict(&mut self, action: Action, signals: Signals, end: bool, headers: bool) -> Flow {
+        if let Some(response) = signals.local_response {
             return Flow::Respond(response);
         }
-        if call.no_more_callbacks {
+        if signals.no_more_callbacks {
             self.state = State::Quiet;
             return Flow::Done;
         }
@@ -188,51 +217,54 @@ impl WasmTxn {
         Flow::Continue
     }
 
-    fn headers_phase<P>(
-        &mut self,
-        side: Side,
-        parts: &mut P,
-        take: impl FnOnce(&mut P, &mut Call),
-        give_back: impl FnOnce(&mut P, &mut Call),
-        callback: Callback,
-        end: bool,
-    ) -> Flow {
+    fn request_headers(&mut self, req: &mut request::Parts) -> Flow {
         if self.state != State::Active {
             return Flow::Done;
         }
-        let mut call = self.base_call();
-        take(parts, &mut call);
-        let (result, mut call) = self.invoke(callback, call);
-        give_back(parts, &mut call);
+        let end = request_is_empty(req);
+        let callback = Callback::RequestHeaders { headers: req.headers.len() + 4, end };
+        let parts = std::mem::replace(req, placeholder_request());
+        let (result, signals, parts) = self.run(
+            callback,
+            |call| {
+                call.request = Some(parts);
+                call.request_writable = true;
+            },
+            |call| call.request.take(),
+        );
+        if let Some(parts) = parts {
+            *req = parts;
+        }
         match result {
-            Ok(action) => self.verdict(Action::from_guest(action), &mut call, end, true),
-            Err(fault) => self.fail(side, &Self::failure_reason(fault)),
+            Ok(action) => self.verdict(Action::from_guest(action), signals, end, true),
+            Err(fault) => self.fail(Side::Request, &Self::failure_reason(fault)),
         }
     }
 
     fn response_headers(&mut self, resp: &mut response::Parts) -> Flow {
+        if self.state != State::Active {
+            return Flow::Done;
+        }
         let end = response_is_empty(resp);
         let callback = Callback::ResponseHeaders { headers: resp.headers.len() + 1, end };
         let request = self.request.take();
-        let mut kept = None;
-        let flow = self.headers_phase(
-            Side::Response,
-            resp,
-            |resp, call| {
-                call.response = Some(std::mem::replace(resp, placeholder_response()));
+        let parts = std::mem::replace(resp, placeholder_response());
+        let (result, signals, (parts, request)) = self.run(
+            callback,
+            |call| {
+                call.response = Some(parts);
                 call.request = request;
             },
-            |resp, call| {
-                if let Some(parts) = call.response.take() {
-                    *resp = parts;
-                }
-                kept = call.request.take();
-            },
-            callback,
-            end,
+            |call| (call.response.take(), call.request.take()),
         );
-        self.request = kept;
-        flow
+        if let Some(parts) = parts {
+            *resp = parts;
+        }
+        self.request = request;
+        match result {
+            Ok(action) => self.verdict(Action::from_guest(action), signals, end, true),
+            Err(fault) => self.fail(Side::Response, &Self::failure_reason(fault)),
+        }
     }
 
     fn body_phase(&mut self, kind: BodyKind, chunk: &mut BodyChunk) -> Flow {
@@ -258,19 +290,23 @@ impl WasmTxn {
             BodyKind::Request => config.edits_request_body,
             BodyKind::Response => config.edits_response_body,
         };
+        let max_len = config.limits.max_buffer_bytes.max(data.len());
         let callback = match kind {
             BodyKind::Request => Callback::RequestBody { size: data.len(), end },
             BodyKind::Response => Callback::ResponseBody { size: data.len(), end },
         };
-        let max_len = config.limits.max_buffer_bytes.max(data.len());
-        let mut call = self.base_call();
-        call.body = Some(BodyBuf { kind, data: data.clone(), resizable, max_len, changed: false });
+        let request = if kind == BodyKind::Response { self.request.take() } else { None };
+        let body = BodyBuf { kind, data: data.clone(), resizable, max_len, changed: false };
+        let (result, signals, (request, body)) = self.run(
+            callback,
+            |call| {
+                call.body = Some(body);
+                call.request = request;
+            },
+            |call| (call.request.take(), call.body.take()),
+        );
         if kind == BodyKind::Response {
-            call.request = self.request.take();
-        }
-        let (result, mut call) = self.invoke(callback, call);
-        if kind == BodyKind::Response {
-            self.request = call.request.take();
+            self.request = request;
         }
         let action = match result {
             Ok(action) => Action::from_guest(action),
@@ -281,11 +317,11 @@ impl WasmTxn {
                 return self.fail(side, &Self::failure_reason(fault));
             }
         };
-        let (body, changed) = match call.body.take() {
+        let (body, changed) = match body {
             Some(body) => (body.data, body.changed),
             None => (data, false),
         };
-        let pausing = action == Action::Pause && !end && call.local_response.is_none() && !call.no_more_callbacks;
+        let pausing = action == Action::Pause && !end && signals.local_response.is_none() && !signals.no_more_callbacks;
         if pausing {
             let max = self.core.config().limits.max_buffer_bytes;
             if body.len() > max {
@@ -303,19 +339,15 @@ impl WasmTxn {
         if holding || changed {
             chunk.replace(body);
         }
-        self.verdict(action, &mut call, end, false)
+        self.verdict(action, signals, end, false)
     }
 
     /// Runs a callback that has no verdict (done, log); a fault fails the transaction
     /// quietly (nothing can be sent any more).
     fn notify(&mut self, callback: Callback) {
-        let call = self.base_call();
-        let (result, _) = self.invoke(callback, call);
+        let (result, _, ()) = self.run(callback, |_| {}, |_| {});
         if let Err(fault) = result {
-            self.state = State::Failed;
-            let shared = self.core.shared();
-            Stats::bump(&shared.stats.failed_transactions);
-            shared.log(LogLevel::Warn, &format!("transaction {} failed: {}", self.txn_id, Self::failure_reason(fault)));
+            self.note_failure(&Self::failure_reason(fault));
         }
     }
 
@@ -335,23 +367,7 @@ impl Txn for WasmTxn {
     }
 
     fn req_headers(&mut self, _info: &TxnInfo, req: &mut request::Parts) -> Flow {
-        let end = request_is_empty(req);
-        let callback = Callback::RequestHeaders { headers: req.headers.len() + 4, end };
-        let flow = self.headers_phase(
-            Side::Request,
-            req,
-            |req, call| {
-                call.request = Some(std::mem::replace(req, placeholder_request()));
-                call.request_writable = true;
-            },
-            |req, call| {
-                if let Some(parts) = call.request.take() {
-                    *req = parts;
-                }
-            },
-            callback,
-            end,
-        );
+        let flow = self.request_headers(req);
         if self.core.config().request_headers_in_response && matches!(flow, Flow::Continue | Flow::Buffer { .. }) {
             self.request = Some(req.clone());
         }
@@ -425,18 +441,22 @@ impl Drop for WasmTxn {
         }
         let Some(vm) = slot.vm.as_mut() else { return };
         let mut fault = None;
-        if !self.done_called {
-            let call = Call { txn_id: Some(self.txn_id), client: Some(self.client), ..Call::default() };
-            if let (Err(err), _) = vm.invoke(self.context, Callback::Done, call) {
+        for callback in [Callback::Done, Callback::Delete] {
+            if matches!(callback, Callback::Done) && self.done_called {
+                continue;
+            }
+            let call = vm.call();
+            call.txn_id = Some(self.txn_id);
+            call.client = Some(self.client);
+            let result = vm.invoke(self.context, callback);
+            vm.call().clear();
+            if let Err(err) = result {
                 fault = Some(err);
+                break;
             }
         }
         if fault.is_none() {
-            let call = Call { txn_id: Some(self.txn_id), client: Some(self.client), ..Call::default() };
-            match vm.invoke(self.context, Callback::Delete, call) {
-                (Ok(_), _) => Stats::bump(&core.shared().stats.contexts_deleted),
-                (Err(err), _) => fault = Some(err),
-            }
+            Stats::bump(&core.shared().stats.contexts_deleted);
         }
         match fault {
             Some(fault) => slot.crash(&core.blueprint, &fault),

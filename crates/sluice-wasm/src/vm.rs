@@ -178,20 +178,24 @@ impl PluginVm {
             0 | ROOT_ID => ROOT_ID + 1,
             next => next,
         };
-        self.store.data_mut().call = Call { context_id: id, ..Call::default() };
+        self.store.data_mut().call.context_id = id;
         self.store.set_epoch_deadline(self.deadline);
         let result = self.exports.context_create.call(&mut self.store, (id as i32, ROOT_ID as i32));
-        self.store.data_mut().call = Call::default();
         result.map_err(|err| classify(&mut self.store, err))?;
         Ok(id)
     }
 
-    /// Runs `callback` for context `context` with `call` in reach of the host functions;
-    /// returns the callback's result (`0` for `Continue`, the `proxy_on_done` boolean, `0` for
-    /// callbacks without one or that the plugin does not export) and `call` back.
-    pub(crate) fn invoke(&mut self, context: u32, callback: Callback, mut call: Call) -> (Result<i32, Fault>, Call) {
-        call.context_id = context;
-        self.store.data_mut().call = call;
+    /// What the next callback may see and change. Fill it before [`PluginVm::invoke`], read
+    /// and [`Call::clear`] it after (it stays in the store: no copying per callback).
+    pub(crate) fn call(&mut self) -> &mut Call {
+        &mut self.store.data_mut().call
+    }
+
+    /// Runs `callback` for context `context` with [`PluginVm::call`] in reach of the host
+    /// functions; returns the callback's result (`0` for `Continue`, the `proxy_on_done`
+    /// boolean, `0` for callbacks without one or that the plugin does not export).
+    pub(crate) fn invoke(&mut self, context: u32, callback: Callback) -> Result<i32, Fault> {
+        self.store.data_mut().call.context_id = context;
         let deadline = if matches!(callback, Callback::Tick) { self.start_deadline } else { self.deadline };
         self.store.set_epoch_deadline(deadline);
         let ctx = context as i32;
@@ -220,8 +224,7 @@ impl PluginVm {
             }
             Callback::Tick => unit(&exports.tick, store),
         };
-        let call = std::mem::take(&mut self.store.data_mut().call);
-        (result.map_err(|err| classify(&mut self.store, err)), call)
+        result.map_err(|err| classify(&mut self.store, err))
     }
 }
 

@@ -78,7 +78,8 @@ pub(crate) struct BodyBuf {
     pub changed: bool,
 }
 
-/// Everything one callback may touch; moved into the store before the call and out after.
+/// Everything one callback may touch; lives in the store, filled before each callback and
+/// emptied after it.
 #[derive(Default)]
 pub(crate) struct Call {
     /// The context the callback runs for (the root context for start-up and ticks).
@@ -96,6 +97,22 @@ pub(crate) struct Call {
     pub local_response: Option<LocalResponse>,
     /// Set by the `sluice.no_more_callbacks` foreign function.
     pub no_more_callbacks: bool,
+}
+
+impl Call {
+    /// Empties it for the next callback (without touching its storage).
+    pub(crate) fn clear(&mut self) {
+        self.txn_id = None;
+        self.client = None;
+        self.cache = None;
+        self.request = None;
+        self.request_writable = false;
+        self.response = None;
+        self.body = None;
+        self.lookup = None;
+        self.local_response = None;
+        self.no_more_callbacks = false;
+    }
 }
 
 /// The memory limit of one instance; remembers whether it refused a growth.
