@@ -202,3 +202,23 @@ fn a_hostile_flood_of_traps_leaves_the_host_working() {
     let stats = module.stats();
     assert_eq!(stats.traps, 14, "{stats:?}");
 }
+
+#[test]
+fn bad_pointers_and_arguments_get_error_statuses_and_the_instance_carries_on() {
+    let module = module("hostile", config());
+    let cache = cache();
+    for id in 0..2 {
+        let run = play(&module, &info(id, cache.clone()), Exchange::get("/", &[("host", "h.example")], &["x"]));
+        assert!(run.flows.iter().all(|flow| flow.ends_with(":Continue")), "{:?}", run.flows);
+    }
+    let expected = "hostile log_far=6 log_negative=6 get_value_far_key=6 get_value_far_return=6 \
+                    get_value_bad_map=2 add_bad_name=2 add_far_value=6 set_pairs_malformed=4 \
+                    get_buffer_unknown=2 set_buffer_no_body=1 property_far=6 local_response_bad_status=2 \
+                    foreign_far_name=6 time_far=6 fd_write_far_iov=21 fd_write_far_list=21";
+    let logs = module.recent_logs();
+    let lines: Vec<&String> = logs.iter().filter(|line| line.starts_with("info hostile")).collect();
+    assert_eq!(lines.len(), 2, "{logs:?}");
+    assert_eq!(lines[0].strip_prefix("info "), Some(expected));
+    let stats = module.stats();
+    assert_eq!((stats.crashes, stats.instances_started, stats.contexts_deleted), (0, 1, 2));
+}

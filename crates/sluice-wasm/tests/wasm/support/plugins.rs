@@ -30,7 +30,7 @@ pub fn build() -> &'static PathBuf {
         let manifest = manifest_dir().join("plugins/Cargo.toml");
         let target = target_dir();
         let output = Command::new(cargo)
-            .args(["build", "--release", "--target", "wasm32-wasip1", "--manifest-path"])
+            .args(["build", "--release", "--locked", "--target", "wasm32-wasip1", "--manifest-path"])
             .arg(&manifest)
             .arg("--target-dir")
             .arg(&target)
