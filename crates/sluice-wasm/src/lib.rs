@@ -15,8 +15,8 @@
 //!
 //! Limits: every callback runs under a deadline (epoch interruption, [`EPOCH_TICK`]
 //! granularity) and every instance under a memory limit; a fault discards the instance (its
-//! transactions fail open or closed per [`WasmConfig::failure`]) and a new one is started
-//! after an exponential backoff. See `docs/modules-wasm.md`.
+//! transactions fail open or closed per [`WasmConfig::failure`]) and a background thread
+//! starts a new one after an exponential backoff. See `docs/modules-wasm.md`.
 
 mod abi;
 mod compiled;

@@ -3,7 +3,7 @@
 use crate::compiled::CompiledPlugin;
 use crate::config::WasmConfig;
 use crate::error::WasmError;
-use crate::pool::{Blueprint, Pool};
+use crate::pool::{Blueprint, Core, Pool};
 use crate::shared::{HostEnv, Metric, Shared};
 use crate::stats::{Stats, WasmStats};
 use crate::txn::{FailedTxn, WasmTxn};
@@ -11,24 +11,9 @@ use crate::vm::{Callback, ROOT_ID};
 use bytes::Bytes;
 use http::StatusCode;
 use sluice_module::{CacheApi, FailurePolicy, LocalResponse, Module, Txn, TxnInfo};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-
-/// What a version's transactions share (kept alive by them after a reload or unload).
-pub(crate) struct Core {
-    pub blueprint: Blueprint,
-    pub pool: Pool,
-}
-
-impl Core {
-    pub(crate) fn shared(&self) -> &Shared {
-        &self.blueprint.shared
-    }
-
-    pub(crate) fn config(&self) -> &WasmConfig {
-        &self.blueprint.config
-    }
-}
 
 /// One loaded version of a Proxy-Wasm plugin: a compiled module and a pool of started
 /// instances (see `WasmConfig::instances`), each with its root context. Every transaction
@@ -65,9 +50,10 @@ impl WasmModule {
             env,
         );
         let pool = Pool::new(config.instance_count());
-        let core = Arc::new(Core { blueprint: Blueprint { compiled, config, shared: Arc::new(shared) }, pool });
+        let blueprint = Blueprint { compiled, config, shared: Arc::new(shared) };
+        let core = Arc::new(Core { blueprint, pool, retired: AtomicBool::new(false) });
         let mut failure = None;
-        core.pool.each(|slot| {
+        core.pool.each(|_, slot| {
             if failure.is_none() {
                 failure = slot.start(&core.blueprint).err();
             }
@@ -111,6 +97,14 @@ impl WasmModule {
     }
 }
 
+impl Drop for WasmModule {
+    /// Retires the version: transactions still running on it finish, but its crashed
+    /// instances are not restarted any more.
+    fn drop(&mut self) {
+        self.core.retired.store(true, Ordering::Relaxed);
+    }
+}
+
 impl Module for WasmModule {
     fn name(&self) -> &str {
         &self.core.shared().name
@@ -131,7 +125,7 @@ impl Module for WasmModule {
             match vm.create_context() {
                 Ok(context) => Some((index, generation, context)),
                 Err(fault) => {
-                    slot.crash(&core.blueprint, &fault);
+                    slot.crash(core, index, &fault);
                     None
                 }
             }
@@ -157,12 +151,12 @@ impl Module for WasmModule {
     /// time or by the first transaction (the `&dyn CacheApi` here cannot be kept).
     fn tick(&self, _cache: &dyn CacheApi) {
         let core = &self.core;
-        core.pool.each(|slot| {
+        core.pool.each(|index, slot| {
             let Some(vm) = slot.vm.as_mut() else { return };
             let result = vm.invoke(ROOT_ID, Callback::Tick);
             vm.call().clear();
             if let Err(fault) = result {
-                slot.crash(&core.blueprint, &fault);
+                slot.crash(core, index, &fault);
             }
         });
     }

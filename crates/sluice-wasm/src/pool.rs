@@ -1,10 +1,12 @@
 //! The instances of one plugin version, each in a slot with its crash history.
 //!
 //! A transaction's context lives in one instance, so the transaction sticks to its slot. A
-//! slot whose instance faulted drops it, bumps its generation (contexts of the lost instance
-//! notice the change and fail) and waits out an exponential backoff before the next
-//! transaction that picks it starts a new instance. A transaction that completes cleanly
-//! resets the slot's run of crashes.
+//! slot whose instance faulted drops it and bumps its generation (contexts of the lost
+//! instance notice the change and fail). A background thread (`sluice-wasm-restart`) starts a
+//! new instance for the slot once an exponential backoff is over, so requests do not wait
+//! for plugin start-up; meanwhile transactions go to the other slots. Only when no slot has
+//! a live instance does a transaction start one itself (if a backoff is over). A transaction
+//! that completes cleanly ends the slot's run of crashes.
 
 use crate::abi::LogLevel;
 use crate::compiled::CompiledPlugin;
@@ -13,20 +15,9 @@ use crate::shared::Shared;
 use crate::stats::Stats;
 use crate::vm::{Fault, PluginVm};
 use parking_lot::{Mutex, MutexGuard};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
-
-/// One instance slot.
-pub(crate) struct SlotState {
-    pub vm: Option<PluginVm>,
-    /// Bumped whenever the slot loses its instance.
-    pub generation: u64,
-    /// Crashes since the last cleanly completed transaction.
-    consecutive: u32,
-    /// No new instance before this.
-    retry_at: Option<Instant>,
-}
 
 /// What starting an instance needs.
 pub(crate) struct Blueprint {
@@ -38,19 +29,84 @@ pub(crate) struct Blueprint {
 impl Blueprint {
     fn start(&self) -> Result<PluginVm, Fault> {
         let limits = &self.config.limits;
-        PluginVm::start(
+        let started = PluginVm::start(
             &self.compiled,
             Arc::clone(&self.shared),
             limits.memory_bytes(),
             limits.deadline(),
             limits.start_deadline(),
-        )
+        );
+        if let Err(fault) = &started {
+            Stats::bump(&self.shared.stats.start_failures);
+            self.shared.log(LogLevel::Error, &format!("instance failed to start: {fault}"));
+        }
+        started
     }
 }
 
+/// One plugin version: how to start instances, and the slots holding them. Transactions
+/// keep it alive after a reload or unload.
+pub(crate) struct Core {
+    pub blueprint: Blueprint,
+    pub pool: Pool,
+    /// No longer the current version: crashed instances are not restarted.
+    pub retired: AtomicBool,
+}
+
+impl Core {
+    pub(crate) fn shared(&self) -> &Shared {
+        &self.blueprint.shared
+    }
+
+    pub(crate) fn config(&self) -> &WasmConfig {
+        &self.blueprint.config
+    }
+}
+
+/// One instance slot.
+pub(crate) struct SlotState {
+    pub vm: Option<PluginVm>,
+    /// Bumped whenever the slot loses its instance.
+    pub generation: u64,
+    /// Crashes since the last cleanly completed transaction.
+    consecutive: u32,
+    /// No new instance before this.
+    retry_at: Option<Instant>,
+    /// A restart thread is waiting to start this slot's instance.
+    restarting: bool,
+}
+
 impl SlotState {
-    /// The slot's instance, starting one if it has none and its backoff is over.
-    pub(crate) fn vm(&mut self, blueprint: &Blueprint) -> Option<&mut PluginVm> {
+    /// Starts an instance now if the slot has none, backoff or not (loading). A failure is
+    /// logged, counted and backed off.
+    pub(crate) fn start(&mut self, blueprint: &Blueprint) -> Result<(), Fault> {
+        if self.vm.is_some() {
+            return Ok(());
+        }
+        match blueprint.start() {
+            Ok(vm) => {
+                self.install(blueprint, vm);
+                Ok(())
+            }
+            Err(fault) => {
+                self.back_off(blueprint);
+                Err(fault)
+            }
+        }
+    }
+
+    /// Puts a started instance in the slot, unless it got one meanwhile.
+    fn install(&mut self, blueprint: &Blueprint, vm: PluginVm) {
+        if self.vm.is_none() {
+            Stats::bump(&blueprint.shared.stats.instances_started);
+            self.retry_at = None;
+            self.vm = Some(vm);
+        }
+    }
+
+    /// The slot's instance, starting one here if it has none and its backoff is over (the
+    /// fallback when no slot has a live instance).
+    fn vm_or_start(&mut self, blueprint: &Blueprint) -> Option<&mut PluginVm> {
         if self.vm.is_none() {
             if self.retry_at.is_some_and(|at| Instant::now() < at) {
                 Stats::bump(&blueprint.shared.stats.backoff_waits);
@@ -61,31 +117,9 @@ impl SlotState {
         self.vm.as_mut()
     }
 
-    /// Starts an instance now if the slot has none (ignoring any backoff); a failure is
-    /// logged, counted and backed off.
-    pub(crate) fn start(&mut self, blueprint: &Blueprint) -> Result<(), Fault> {
-        if self.vm.is_some() {
-            return Ok(());
-        }
-        let stats = &blueprint.shared.stats;
-        match blueprint.start() {
-            Ok(vm) => {
-                Stats::bump(&stats.instances_started);
-                self.retry_at = None;
-                self.vm = Some(vm);
-                Ok(())
-            }
-            Err(fault) => {
-                Stats::bump(&stats.start_failures);
-                blueprint.shared.log(LogLevel::Error, &format!("instance failed to start: {fault}"));
-                self.back_off(blueprint);
-                Err(fault)
-            }
-        }
-    }
-
-    /// Drops the instance after `fault` and schedules the next start.
-    pub(crate) fn crash(&mut self, blueprint: &Blueprint, fault: &Fault) {
+    /// Drops the slot's instance after `fault` and schedules a restart after the backoff.
+    pub(crate) fn crash(&mut self, core: &Arc<Core>, index: usize, fault: &Fault) {
+        let blueprint = &core.blueprint;
         let stats = &blueprint.shared.stats;
         Stats::bump(&stats.crashes);
         Stats::bump(match fault {
@@ -99,8 +133,15 @@ impl SlotState {
         let wait = self.retry_at.map(|at| at.saturating_duration_since(Instant::now())).unwrap_or_default();
         blueprint.shared.log(
             LogLevel::Error,
-            &format!("instance discarded ({fault}); crash {} in a row, next start in {wait:?}", self.consecutive),
+            &format!("instance discarded ({fault}); crash {} in a row, restart in {wait:?}", self.consecutive),
         );
+        if !self.restarting {
+            let core = Arc::clone(core);
+            let spawned =
+                std::thread::Builder::new().name("sluice-wasm-restart".into()).spawn(move || restart(&core, index));
+            // Without a thread the fallback in `Pool::with_vm` restarts the slot.
+            self.restarting = spawned.is_ok();
+        }
     }
 
     fn back_off(&mut self, blueprint: &Blueprint) {
@@ -114,6 +155,42 @@ impl SlotState {
     }
 }
 
+/// The restart thread of slot `index`: waits out the backoff, starts an instance (without
+/// holding the slot) and installs it; retries with a longer backoff if it fails to start.
+fn restart(core: &Core, index: usize) {
+    loop {
+        let due = {
+            let mut slot = core.pool.lock(index);
+            if slot.vm.is_some() || core.retired.load(Ordering::Relaxed) {
+                slot.restarting = false;
+                return;
+            }
+            slot.retry_at
+        };
+        if let Some(due) = due {
+            std::thread::sleep(due.saturating_duration_since(Instant::now()));
+        }
+        if core.retired.load(Ordering::Relaxed) {
+            core.pool.lock(index).restarting = false;
+            return;
+        }
+        let started = core.blueprint.start();
+        let mut slot = core.pool.lock(index);
+        match started {
+            Ok(vm) => {
+                slot.install(&core.blueprint, vm);
+                slot.restarting = false;
+                return;
+            }
+            Err(_) if slot.vm.is_some() => {
+                slot.restarting = false;
+                return;
+            }
+            Err(_) => slot.back_off(&core.blueprint),
+        }
+    }
+}
+
 /// The slots of one plugin version.
 pub(crate) struct Pool {
     slots: Box<[Mutex<SlotState>]>,
@@ -124,7 +201,9 @@ impl Pool {
     /// `count` empty slots.
     pub(crate) fn new(count: usize) -> Self {
         let slots = (0..count.max(1))
-            .map(|_| Mutex::new(SlotState { vm: None, generation: 0, consecutive: 0, retry_at: None }))
+            .map(|_| {
+                Mutex::new(SlotState { vm: None, generation: 0, consecutive: 0, retry_at: None, restarting: false })
+            })
             .collect();
         Self { slots, next: AtomicUsize::new(0) }
     }
@@ -135,33 +214,36 @@ impl Pool {
     }
 
     /// Every slot, locked one after the other.
-    pub(crate) fn each(&self, mut f: impl FnMut(&mut SlotState)) {
-        for slot in self.slots.iter() {
-            f(&mut slot.lock());
+    pub(crate) fn each(&self, mut f: impl FnMut(usize, &mut SlotState)) {
+        for (index, slot) in self.slots.iter().enumerate() {
+            f(index, &mut slot.lock());
         }
     }
 
-    /// Runs `f` on a slot with a usable instance: first any slot that is free right now
-    /// (round robin), else waiting for each in turn. `None` when no slot has or can start an
-    /// instance.
+    /// Runs `f` on a slot with a live instance: first one that is free right now (round
+    /// robin), else the first that frees up. When no slot has a live instance, a slot whose
+    /// backoff is over starts one here. `None` when none can.
     pub(crate) fn with_vm<T>(&self, blueprint: &Blueprint, mut f: impl FnMut(usize, &mut SlotState) -> T) -> Option<T> {
         let count = self.slots.len();
         let first = self.next.fetch_add(1, Ordering::Relaxed);
-        for wait in [false, true] {
-            for step in 0..count {
-                let index = (first + step) % count;
-                let slot = &self.slots[index];
-                let mut guard = if wait {
-                    slot.lock()
-                } else {
-                    match slot.try_lock() {
-                        Some(guard) => guard,
-                        None => continue,
-                    }
-                };
-                if guard.vm(blueprint).is_some() {
-                    return Some(f(index, &mut guard));
+        let order = (0..count).map(|step| (first + step) % count);
+        for index in order.clone() {
+            if let Some(mut slot) = self.slots[index].try_lock() {
+                if slot.vm.is_some() {
+                    return Some(f(index, &mut slot));
                 }
+            }
+        }
+        for index in order.clone() {
+            let mut slot = self.slots[index].lock();
+            if slot.vm.is_some() {
+                return Some(f(index, &mut slot));
+            }
+        }
+        for index in order {
+            let mut slot = self.slots[index].lock();
+            if slot.vm_or_start(blueprint).is_some() {
+                return Some(f(index, &mut slot));
             }
         }
         None

@@ -30,7 +30,7 @@
 use crate::abi::{Action, LogLevel};
 use crate::config::Attach;
 use crate::host::{BodyBuf, BodyKind, Call};
-use crate::module::Core;
+use crate::pool::Core;
 use crate::stats::Stats;
 use crate::vm::{Callback, Fault};
 use bytes::Bytes;
@@ -166,7 +166,7 @@ impl WasmTxn {
         let result = match result {
             Ok(value) => Ok(value),
             Err(fault) => {
-                slot.crash(&core.blueprint, &fault);
+                slot.crash(core, self.slot, &fault);
                 Err(Some(fault))
             }
         };
@@ -459,7 +459,7 @@ impl Drop for WasmTxn {
             Stats::bump(&core.shared().stats.contexts_deleted);
         }
         match fault {
-            Some(fault) => slot.crash(&core.blueprint, &fault),
+            Some(fault) => slot.crash(core, self.slot, &fault),
             None if self.state != State::Failed => slot.healthy(),
             None => {}
         }

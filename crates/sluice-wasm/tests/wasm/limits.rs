@@ -222,3 +222,23 @@ fn bad_pointers_and_arguments_get_error_statuses_and_the_instance_carries_on() {
     let stats = module.stats();
     assert_eq!((stats.crashes, stats.instances_started, stats.contexts_deleted), (0, 1, 2));
 }
+
+#[test]
+fn crashed_instances_are_restarted_in_the_background_while_others_serve() {
+    let mut config = WasmConfig { instances: 2, ..config() };
+    config.limits.backoff_base_ms = 300;
+    let module = module("trap", config);
+    let cache = cache();
+    play(&module, &info(1, cache.clone()), Exchange::get("/", &[("x-trap", "panic")], &[]));
+    // The other instance serves at once; no transaction waits for the restart.
+    for id in 2..6 {
+        assert!(play(&module, &info(id, cache.clone()), Exchange::get("/", &[], &[])).started);
+    }
+    assert_eq!(module.stats().instances_started, 2);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while module.stats().instances_started < 3 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let stats = module.stats();
+    assert_eq!((stats.instances_started, stats.crashes, stats.backoff_waits, stats.unavailable), (3, 1, 0, 0));
+}
