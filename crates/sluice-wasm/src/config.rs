@@ -32,11 +32,12 @@ pub enum Attach {
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Limits {
-    /// Wall-clock limit of one HTTP callback (`proxy_on_request_headers`, ...), in ms. A callback
-    /// past it is stopped (epoch interruption, a few ms of slack), its instance discarded.
+    /// Wall-clock limit of one callback after start-up (`proxy_on_request_headers`, ...,
+    /// `proxy_on_tick`), host calls included, in ms. A callback past it is stopped (epoch
+    /// interruption, a few ms of slack), its instance discarded.
     pub deadline_ms: u64,
     /// Limit of the start-up callbacks (`_initialize`, `proxy_on_vm_start`,
-    /// `proxy_on_configure`) and of `proxy_on_tick`, in ms.
+    /// `proxy_on_configure`), in ms.
     pub start_deadline_ms: u64,
     /// Largest linear memory of one instance, in MiB. Growing past it traps.
     pub memory_mib: u64,
@@ -159,6 +160,30 @@ impl WasmConfig {
     }
 }
 
+/// A plugin as a configuration entry names it: the `.wasm` file and its [`WasmConfig`]
+/// (the proxy's `[[module]]` settings table deserialises into it, e.g.
+/// `settings = { path = "plugins/x.wasm", attach = "origin", limits = { deadline_ms = 20 } }`).
+/// Unknown keys are refused.
+#[derive(Debug, Clone)]
+pub struct WasmSpec {
+    /// The `.wasm` file.
+    pub path: std::path::PathBuf,
+    /// Everything else.
+    pub config: WasmConfig,
+}
+
+impl<'de> Deserialize<'de> for WasmSpec {
+    // By hand: `#[serde(flatten)]` would lose `deny_unknown_fields`.
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        use serde::de::Error;
+        let mut table = serde_json::Map::<String, serde_json::Value>::deserialize(deserializer)?;
+        let path = table.remove("path").ok_or_else(|| D::Error::missing_field("path"))?;
+        let path = serde_json::from_value(path).map_err(D::Error::custom)?;
+        let config = serde_json::from_value(serde_json::Value::Object(table)).map_err(D::Error::custom)?;
+        Ok(Self { path, config })
+    }
+}
+
 /// `"open"` / `"closed"` for [`FailurePolicy`] (which has no serde support of its own).
 mod failure_policy {
     use serde::{Deserialize, Deserializer};
@@ -186,6 +211,24 @@ mod tests {
         assert_eq!(limits.backoff(4), Duration::from_millis(80));
         assert_eq!(limits.backoff(5), Duration::from_millis(100));
         assert_eq!(limits.backoff(u32::MAX), Duration::from_millis(100));
+    }
+
+    #[test]
+    fn specs_parse_with_defaults_and_refuse_unknown_keys() {
+        let spec: WasmSpec = serde_json::from_str(
+            r#"{"path": "p.wasm", "attach": "origin", "failure": "closed", "limits": {"deadline_ms": 20}}"#,
+        )
+        .unwrap();
+        assert_eq!(spec.path, std::path::PathBuf::from("p.wasm"));
+        assert_eq!(spec.config.attach, Attach::Origin);
+        assert_eq!(spec.config.failure, FailurePolicy::Closed);
+        assert_eq!(spec.config.limits.deadline_ms, 20);
+        assert_eq!(spec.config.limits.memory_mib, 64);
+        assert!(spec.config.request_headers_in_response);
+        assert!(serde_json::from_str::<WasmSpec>(r#"{"path": "p.wasm", "atach": "origin"}"#).is_err());
+        assert!(serde_json::from_str::<WasmSpec>(r#"{"path": "p.wasm", "limits": {"deadline": 1}}"#).is_err());
+        assert!(serde_json::from_str::<WasmSpec>(r#"{"path": "p.wasm", "failure": "maybe"}"#).is_err());
+        assert!(serde_json::from_str::<WasmSpec>(r#"{"attach": "origin"}"#).is_err());
     }
 
     #[test]

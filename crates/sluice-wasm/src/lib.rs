@@ -35,7 +35,7 @@ pub mod txn;
 mod vm;
 
 pub use compiled::CompiledPlugin;
-pub use config::{Attach, Limits, WasmConfig};
+pub use config::{Attach, Limits, WasmConfig, WasmSpec};
 pub use engine::EPOCH_TICK;
 pub use error::WasmError;
 pub use module::WasmModule;

@@ -102,7 +102,6 @@ pub(crate) struct PluginVm {
     exports: Exports,
     next_id: u32,
     deadline: u64,
-    start_deadline: u64,
 }
 
 /// Converts a size for the guest (sizes past `i32::MAX` cannot exist in wasm32 memory).
@@ -144,7 +143,7 @@ impl PluginVm {
             }
         }
         let exports = Exports::resolve(&instance, &mut store).map_err(Fault::Trap)?;
-        let mut vm = Self { store, exports, next_id: ROOT_ID + 1, deadline: ticks_for(deadline), start_deadline };
+        let mut vm = Self { store, exports, next_id: ROOT_ID + 1, deadline: ticks_for(deadline) };
         vm.store.data_mut().call = Call { context_id: ROOT_ID, ..Call::default() };
         let root = ROOT_ID as i32;
         vm.store.set_epoch_deadline(start_deadline);
@@ -196,8 +195,7 @@ impl PluginVm {
     /// boolean, `0` for callbacks without one or that the plugin does not export).
     pub(crate) fn invoke(&mut self, context: u32, callback: Callback) -> Result<i32, Fault> {
         self.store.data_mut().call.context_id = context;
-        let deadline = if matches!(callback, Callback::Tick) { self.start_deadline } else { self.deadline };
-        self.store.set_epoch_deadline(deadline);
+        self.store.set_epoch_deadline(self.deadline);
         let ctx = context as i32;
         let Self { store, exports, .. } = self;
         let phase = |f: &Phase, store: &mut Store<HostState>, n: usize, end: bool| match f {
