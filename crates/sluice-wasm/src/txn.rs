@@ -152,6 +152,8 @@ impl WasmTxn {
             }
         };
         let call = vm.call();
+        // Empty already, unless a host function panicked during the last callback.
+        call.clear();
         call.txn_id = Some(self.txn_id);
         call.client = Some(self.client);
         call.cache = self.cache.take();
