@@ -30,7 +30,8 @@ pub struct ModuleFailure {
 
 struct Slot {
     state: Box<dyn ModuleTxn>,
-    name: String,
+    /// The module (for its name in failure reports; cloning the `Arc` costs no allocation).
+    module: Arc<dyn Module>,
     on_error: FailurePolicy,
     /// False after the module answered `Done` or failed open.
     active: bool,
@@ -43,6 +44,23 @@ pub struct PhaseOutcome {
     pub respond: Option<LocalResponse>,
     /// Some module asked to buffer the body, at most this many bytes.
     pub buffer: Option<usize>,
+}
+
+impl PhaseOutcome {
+    /// Folds one module's step in; true when the phase ends here (a local answer).
+    fn record(&mut self, step: Step) -> bool {
+        match step {
+            Step::Go => false,
+            Step::Respond(response) => {
+                self.respond = Some(response);
+                true
+            }
+            Step::Buffer(max) => {
+                self.buffer = Some(self.buffer.map_or(max, |m| m.min(max)));
+                false
+            }
+        }
+    }
 }
 
 /// The per-transaction states of the modules taking part, in order. Dropping the chain drops
@@ -73,7 +91,7 @@ impl ModuleChain {
             match created {
                 Ok(Some(state)) => slots.push(Slot {
                     state,
-                    name: loaded.module.name().to_owned(),
+                    module: Arc::clone(&loaded.module),
                     on_error: loaded.on_error,
                     active: true,
                 }),
@@ -134,7 +152,7 @@ impl ModuleChain {
     pub fn notify(&mut self, mut call: impl FnMut(&mut dyn ModuleTxn)) {
         for slot in self.slots.iter_mut().filter(|s| s.active) {
             if std::panic::catch_unwind(AssertUnwindSafe(|| call(slot.state.as_mut()))).is_err() {
-                tracing::error!("module {} panicked in a notification", slot.name);
+                tracing::error!("module {} panicked in a notification", slot.module.name());
                 slot.active = false;
             }
         }
@@ -149,12 +167,15 @@ impl ModuleChain {
             }
             Flow::Respond(response) if allow_respond => Step::Respond(response),
             Flow::Respond(_) => {
-                tracing::warn!("module {} answered Respond where it cannot; ignored", self.slots[i].name);
+                tracing::warn!("module {} answered Respond where it cannot; ignored", self.slots[i].module.name());
                 Step::Go
             }
             Flow::Buffer { max } => Step::Buffer(max),
             Flow::Defer { .. } => {
-                tracing::warn!("module {} deferred in a body phase, where it cannot; ignored", self.slots[i].name);
+                tracing::warn!(
+                    "module {} deferred in a body phase, where it cannot; ignored",
+                    self.slots[i].module.name()
+                );
                 Step::Go
             }
         }
@@ -165,10 +186,12 @@ impl ModuleChain {
     pub fn fail(&mut self, i: usize, what: &str) -> Result<(), ModuleFailure> {
         let slot = &mut self.slots[i];
         slot.active = false;
-        tracing::error!("module {} {what}", slot.name);
+        tracing::error!("module {} {what}", slot.module.name());
         match slot.on_error {
             FailurePolicy::Open => Ok(()),
-            FailurePolicy::Closed => Err(ModuleFailure { module: slot.name.clone(), what: what.to_owned() }),
+            FailurePolicy::Closed => {
+                Err(ModuleFailure { module: slot.module.name().to_owned(), what: what.to_owned() })
+            }
         }
     }
 
@@ -234,42 +257,39 @@ impl SharedChain {
         let Some(chain) = &self.chain else { return Ok(outcome) };
         let count = chain.lock().slots.len();
         for i in 0..count {
-            let called = chain.lock().call(i, &mut call);
-            let flow = match called {
-                None => continue,
-                Some(Ok(flow)) => flow,
-                Some(Err(())) => {
-                    chain.lock().fail(i, "panicked")?;
-                    continue;
-                }
-            };
-            let flow = match flow {
-                Flow::Defer { work, deadline } => {
-                    match tokio::time::timeout(deadline, AssertUnwindSafe(work).catch_unwind()).await {
-                        Ok(Ok(Flow::Defer { .. })) => {
-                            chain.lock().fail(i, "deferred work yielded another Defer")?;
-                            continue;
+            // Call and apply the verdict under one lock; only deferred work is awaited
+            // without it.
+            let (work, deadline) = {
+                let mut locked = chain.lock();
+                match locked.call(i, &mut call) {
+                    None => continue,
+                    Some(Err(())) => {
+                        locked.fail(i, "panicked")?;
+                        continue;
+                    }
+                    Some(Ok(Flow::Defer { work, deadline })) => (work, deadline),
+                    Some(Ok(flow)) => {
+                        if outcome.record(locked.step(i, flow, allow_respond)) {
+                            return Ok(outcome);
                         }
-                        Ok(Ok(flow)) => flow,
-                        Ok(Err(_)) => {
-                            chain.lock().fail(i, "deferred work panicked")?;
-                            continue;
-                        }
-                        Err(_) => {
-                            chain.lock().fail(i, &format!("deferred work missed its {deadline:?} deadline"))?;
-                            continue;
-                        }
+                        continue;
                     }
                 }
-                flow => flow,
             };
-            match chain.lock().step(i, flow, allow_respond) {
-                Step::Go => {}
-                Step::Respond(response) => {
-                    outcome.respond = Some(response);
-                    return Ok(outcome);
+            let flow = match tokio::time::timeout(deadline, AssertUnwindSafe(work).catch_unwind()).await {
+                Ok(Ok(Flow::Defer { .. })) => Err("deferred work yielded another Defer".to_owned()),
+                Ok(Ok(flow)) => Ok(flow),
+                Ok(Err(_)) => Err("deferred work panicked".to_owned()),
+                Err(_) => Err(format!("deferred work missed its {deadline:?} deadline")),
+            };
+            let mut locked = chain.lock();
+            match flow {
+                Ok(flow) => {
+                    if outcome.record(locked.step(i, flow, allow_respond)) {
+                        return Ok(outcome);
+                    }
                 }
-                Step::Buffer(max) => outcome.buffer = Some(outcome.buffer.map_or(max, |m: usize| m.min(max))),
+                Err(what) => locked.fail(i, &what)?,
             }
         }
         Ok(outcome)
@@ -306,9 +326,9 @@ impl SharedChain {
 impl Drop for ModuleChain {
     fn drop(&mut self) {
         for slot in self.slots.drain(..) {
-            let name = slot.name.clone();
+            let module = Arc::clone(&slot.module);
             if std::panic::catch_unwind(AssertUnwindSafe(move || drop(slot))).is_err() {
-                tracing::error!("module {name} panicked while its state was dropped");
+                tracing::error!("module {} panicked while its state was dropped", module.name());
             }
         }
     }
