@@ -100,8 +100,10 @@ pub(crate) struct WasmTxn {
     state: State,
     done_called: bool,
     deleted: bool,
-    /// The request head kept for the response callbacks (read-only there).
+    /// The request head kept for later callbacks (read-only there).
     request: Option<request::Parts>,
+    /// The response head kept for the response body callbacks (read-only there).
+    response: Option<response::Parts>,
     lookup: Option<LookupOutcome>,
     /// Body data held back while the plugin pauses, per direction.
     held_request: Option<Vec<u8>>,
@@ -122,6 +124,7 @@ impl WasmTxn {
             done_called: false,
             deleted: false,
             request: None,
+            response: None,
             lookup: None,
             held_request: None,
             held_response: None,
@@ -255,6 +258,7 @@ impl WasmTxn {
             callback,
             |call| {
                 call.response = Some(parts);
+                call.response_writable = true;
                 call.request = request;
             },
             |call| (call.response.take(), call.request.take()),
@@ -263,10 +267,14 @@ impl WasmTxn {
             *resp = parts;
         }
         self.request = request;
-        match result {
+        let flow = match result {
             Ok(action) => self.verdict(Action::from_guest(action), signals, end, true),
             Err(fault) => self.fail(Side::Response, &Self::failure_reason(fault)),
+        };
+        if self.core.config().response_headers_in_body && matches!(flow, Flow::Continue | Flow::Buffer { .. }) && !end {
+            self.response = Some(resp.clone());
         }
+        flow
     }
 
     fn body_phase(&mut self, kind: BodyKind, chunk: &mut BodyChunk) -> Flow {
@@ -297,18 +305,21 @@ impl WasmTxn {
             BodyKind::Request => Callback::RequestBody { size: data.len(), end },
             BodyKind::Response => Callback::ResponseBody { size: data.len(), end },
         };
-        let request = if kind == BodyKind::Response { self.request.take() } else { None };
+        let request = self.request.take();
+        let response = if kind == BodyKind::Response { self.response.take() } else { None };
         let body = BodyBuf { kind, data: data.clone(), resizable, max_len, changed: false };
-        let (result, signals, (request, body)) = self.run(
+        let (result, signals, (request, response, body)) = self.run(
             callback,
             |call| {
                 call.body = Some(body);
                 call.request = request;
+                call.response = response;
             },
-            |call| (call.request.take(), call.body.take()),
+            |call| (call.request.take(), call.response.take(), call.body.take()),
         );
+        self.request = request;
         if kind == BodyKind::Response {
-            self.request = request;
+            self.response = response;
         }
         let action = match result {
             Ok(action) => Action::from_guest(action),

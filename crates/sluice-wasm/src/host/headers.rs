@@ -3,10 +3,10 @@
 //! `proxy_replace_header_map_value`, `proxy_remove_header_map_value`,
 //! `proxy_set_header_map_pairs`.
 //!
-//! The request head is readable in every HTTP callback (in the response ones only with
-//! `request_headers_in_response`) and writable in request callbacks; the response head is
-//! readable and writable in response callbacks. Trailers and gRPC/HTTP-call maps are always
-//! empty. Reading a map that is not there gives an empty map (the SDK would panic on an
+//! The request head is writable in the request headers callback and readable in the later
+//! callbacks (with `request_headers_in_response`); the response head is writable in the
+//! response headers callback and readable in the response body callbacks (with
+//! `response_headers_in_body`). Trailers and gRPC/HTTP-call maps are always empty. Reading a map that is not there gives an empty map (the SDK would panic on an
 //! error); changing one gives `BadArgument`.
 
 use super::{memory_and_state, status, Call, HostState};
@@ -22,6 +22,7 @@ fn head(call: &mut Call, map: i32, write: bool) -> Result<Option<Head<'_>>, Stat
     let head = match map {
         MapType::RequestHeaders if write && !call.request_writable => None,
         MapType::RequestHeaders => call.request.as_mut().map(Head::Request),
+        MapType::ResponseHeaders if write && !call.response_writable => None,
         MapType::ResponseHeaders => call.response.as_mut().map(Head::Response),
         MapType::RequestTrailers | MapType::ResponseTrailers | MapType::Other => None,
     };

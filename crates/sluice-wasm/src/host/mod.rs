@@ -91,6 +91,8 @@ pub(crate) struct Call {
     /// The request head may be changed (request phases only).
     pub request_writable: bool,
     pub response: Option<response::Parts>,
+    /// The response head may be changed (response headers callback only).
+    pub response_writable: bool,
     pub body: Option<BodyBuf>,
     pub lookup: Option<LookupOutcome>,
     /// Set by `proxy_send_local_response`.
@@ -108,6 +110,7 @@ impl Call {
         self.request = None;
         self.request_writable = false;
         self.response = None;
+        self.response_writable = false;
         self.body = None;
         self.lookup = None;
         self.local_response = None;

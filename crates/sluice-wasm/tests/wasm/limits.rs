@@ -212,7 +212,7 @@ fn bad_pointers_and_arguments_get_error_statuses_and_the_instance_carries_on() {
         assert!(run.flows.iter().all(|flow| flow.ends_with(":Continue")), "{:?}", run.flows);
     }
     let expected = "hostile log_far=6 log_negative=6 get_value_far_key=6 get_value_far_return=6 \
-                    get_value_bad_map=2 add_bad_name=2 add_far_value=6 set_pairs_malformed=4 \
+                    get_value_bad_map=2 add_bad_name=2 add_far_value=6 add_response_header_now=2 set_pairs_malformed=4 \
                     get_buffer_unknown=2 set_buffer_no_body=1 property_far=6 local_response_bad_status=2 \
                     foreign_far_name=6 time_far=6 fd_write_far_iov=21 fd_write_far_list=21";
     let logs = module.recent_logs();

@@ -70,8 +70,9 @@ fn client_attach_maps_every_phase_in_order() {
          prop_method=GET prop_host=example.com source=192.0.2.7:4242 plugin=phases txn=77"
     );
     assert_eq!(events[2], "response_headers n=1 eos=false status=200 code=200 request_path=/a?b=c");
-    assert_eq!(events[3], "response_body size=6 eos=false data=hello ");
-    assert_eq!(events[4], "response_body size=5 eos=true data=world");
+    // The response head (with the plugin's own addition) is readable in the body callbacks.
+    assert_eq!(events[3], "response_body size=6 eos=false data=hello  status=200 added=1");
+    assert_eq!(events[4], "response_body size=5 eos=true data=world status=200 added=1");
     assert_eq!(run.req_header("x-phase-req").as_deref(), Some("1"));
     assert_eq!(run.header("x-phase-resp").as_deref(), Some("1"));
     assert_eq!(run.resp_body, b"hello world");
@@ -107,11 +108,21 @@ fn origin_attach_runs_response_callbacks_before_the_store_only() {
         "{}",
         events[1]
     );
-    assert_eq!(events[2], "request_body size=2 eos=false data=pa");
-    assert_eq!(events[3], "request_body size=2 eos=true data=ss");
+    assert_eq!(events[2], "request_body size=2 eos=false data=pa path=/x");
+    assert_eq!(events[3], "request_body size=2 eos=true data=ss path=/x");
     assert_eq!(run.req_body, b"pass");
     // The response header the plugin added is what gets stored (and so served).
     assert_eq!(run.header("x-phase-resp").as_deref(), Some("1"));
+}
+
+#[test]
+fn heads_are_not_kept_for_later_callbacks_when_switched_off() {
+    let config = WasmConfig { request_headers_in_response: false, response_headers_in_body: false, ..one_instance() };
+    let module = module("phases", config);
+    play(&module, &info(1, Arc::new(MemCache::default())), Exchange::get("/quiet", &[], &["x"]));
+    let events = events(&module, 2);
+    assert!(events[2].ends_with("request_path="), "{}", events[2]);
+    assert_eq!(events[3], "response_body size=1 eos=true data=x status= added=");
 }
 
 #[test]
@@ -136,7 +147,7 @@ fn pause_from_response_headers_asks_the_host_to_buffer_the_body() {
     assert!(run.flows.contains(&"client_resp_headers:Buffer { max: 1048576 }".to_string()), "{:?}", run.flows);
     let events = events(&module, 2);
     let bodies: Vec<&String> = events.iter().filter(|e| e.starts_with("response_body")).collect();
-    assert_eq!(bodies, ["response_body size=3 eos=true data=abc"]);
+    assert_eq!(bodies, ["response_body size=3 eos=true data=abc status=200 added=1"]);
     assert_eq!(run.resp_body, b"abc");
 }
 

@@ -88,6 +88,7 @@ impl HttpContext for Hostile {
                 ("get_value_bad_map", proxy_get_header_map_value(77, key.as_ptr(), key.len(), &mut ptr, &mut len)),
                 ("add_bad_name", proxy_add_header_map_value(0, b"a b".as_ptr(), 3, b"v".as_ptr(), 1)),
                 ("add_far_value", proxy_add_header_map_value(0, key.as_ptr(), key.len(), far(), 8)),
+                ("add_response_header_now", proxy_add_header_map_value(2, key.as_ptr(), key.len(), key.as_ptr(), 1)),
                 ("set_pairs_malformed", proxy_set_header_map_pairs(0, bad_map.as_ptr(), bad_map.len())),
                 ("get_buffer_unknown", proxy_get_buffer_bytes(99, 0, 10, &mut ptr, &mut len)),
                 ("set_buffer_no_body", proxy_set_buffer_bytes(1, 0, 0, b"x".as_ptr(), 1)),

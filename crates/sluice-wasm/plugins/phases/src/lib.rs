@@ -111,11 +111,12 @@ impl HttpContext for Recorder {
     fn on_http_request_body(&mut self, body_size: usize, end_of_stream: bool) -> Action {
         let body = self.get_http_request_body(0, body_size).unwrap_or_default();
         log::info!(
-            "ctx={} request_body size={} eos={} data={}",
+            "ctx={} request_body size={} eos={} data={} path={}",
             self.id,
             body_size,
             end_of_stream,
-            String::from_utf8_lossy(&body)
+            String::from_utf8_lossy(&body),
+            self.get_http_request_header(":path").unwrap_or_default()
         );
         Action::Continue
     }
@@ -142,11 +143,13 @@ impl HttpContext for Recorder {
     fn on_http_response_body(&mut self, body_size: usize, end_of_stream: bool) -> Action {
         let body = self.get_http_response_body(0, body_size).unwrap_or_default();
         log::info!(
-            "ctx={} response_body size={} eos={} data={}",
+            "ctx={} response_body size={} eos={} data={} status={} added={}",
             self.id,
             body_size,
             end_of_stream,
-            String::from_utf8_lossy(&body)
+            String::from_utf8_lossy(&body),
+            self.get_http_response_header(":status").unwrap_or_default(),
+            self.get_http_response_header("x-phase-resp").unwrap_or_default()
         );
         Action::Continue
     }
