@@ -130,8 +130,15 @@ fn main() {
         ("native no-op module", Box::new(Noop)),
         ("wasm empty callbacks", Box::new(wasm("empty", WasmConfig::default()))),
         (
-            "wasm empty, request_headers_in_response off",
-            Box::new(wasm("empty", WasmConfig { request_headers_in_response: false, ..WasmConfig::default() })),
+            "wasm empty, heads not kept for later phases",
+            Box::new(wasm(
+                "empty",
+                WasmConfig {
+                    request_headers_in_response: false,
+                    response_headers_in_body: false,
+                    ..WasmConfig::default()
+                },
+            )),
         ),
         ("wasm add four headers", Box::new(wasm("add_headers", WasmConfig::default()))),
         (
