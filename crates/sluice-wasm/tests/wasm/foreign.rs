@@ -110,6 +110,24 @@ fn without_a_cache_ticks_get_an_error_status() {
 }
 
 #[test]
+fn shared_data_is_shared_by_the_instances_and_metrics_are_counted() {
+    let config = WasmConfig { instances: 2, ..WasmConfig::default() };
+    let module = WasmModule::start("foreign", compiled("foreign"), config, 1, &HostEnv::default()).unwrap();
+    let cache = Arc::new(MemCache::default());
+    let values: Vec<String> = (0..4)
+        .map(|id| {
+            let run = play(&module, &info(id, cache.clone()), Exchange::get("/", &[("x-shared", "hits")], &[]));
+            String::from_utf8(run.responded.expect("answered").body.to_vec()).unwrap()
+        })
+        .collect();
+    // Round robin over two instances: both see and update the one counter.
+    assert_eq!(values, ["1", "2", "3", "4"]);
+    let metrics = module.metrics();
+    assert_eq!(metrics.len(), 1);
+    assert_eq!((metrics[0].name.as_str(), metrics[0].kind, metrics[0].value), ("foreign_requests", "counter", 4));
+}
+
+#[test]
 fn the_admin_endpoint_reports_stats_and_logs() {
     let module = module();
     let info = info(1, Arc::new(MemCache::default()));

@@ -7,11 +7,17 @@
 //! - `x-done: 1`: calls `sluice.no_more_callbacks`; this plugin would otherwise add
 //!   `x-after-done: yes` to the response.
 //!
+//! - `x-shared: KEY`: increments the number in shared data under KEY (compare-and-swap) and
+//!   answers `200` with the new value.
+//!
+//! Every request also increments the counter metric `foreign_requests`.
+//!
 //! Plugin configuration `tick=MS` sets a tick period; every tick calls
 //! `sluice.cache_expire` for `http://tick.example/` and logs the result.
 
 use proxy_wasm::traits::{Context, HttpContext, RootContext};
-use proxy_wasm::types::{Action, ContextType, LogLevel};
+use proxy_wasm::hostcalls;
+use proxy_wasm::types::{Action, ContextType, LogLevel, MetricType, Status};
 use std::time::Duration;
 
 proxy_wasm::main! {{
@@ -55,6 +61,23 @@ impl Context for Caller {}
 
 impl HttpContext for Caller {
     fn on_http_request_headers(&mut self, _num_headers: usize, _end_of_stream: bool) -> Action {
+        if let Ok(metric) = hostcalls::define_metric(MetricType::Counter, "foreign_requests") {
+            let _ = hostcalls::increment_metric(metric, 1);
+        }
+        if let Some(key) = self.get_http_request_header("x-shared") {
+            let value = loop {
+                let (current, cas) = self.get_shared_data(&key);
+                let count = current.and_then(|v| String::from_utf8(v).ok()).and_then(|v| v.parse::<u64>().ok());
+                let next = (count.unwrap_or(0) + 1).to_string();
+                match self.set_shared_data(&key, Some(next.as_bytes()), cas) {
+                    Ok(()) => break next,
+                    Err(Status::CasMismatch) => continue,
+                    Err(status) => break format!("error {}", status as u32),
+                }
+            };
+            self.send_http_response(200, vec![], Some(value.as_bytes()));
+            return Action::Pause;
+        }
         if self.get_http_request_header("x-done").is_some() {
             if let Err(status) = self.call_foreign_function("sluice.no_more_callbacks", None) {
                 log::info!("no_more_callbacks err {}", status as u32);

@@ -105,6 +105,7 @@ impl HttpContext for Recorder {
             self.set_http_request_header(":path", Some(&new_path));
         }
         self.add_http_request_header("x-phase-req", "1");
+        self.set_property(vec!["test", "marker"], Some(format!("m{}", self.id).as_bytes()));
         Action::Continue
     }
 
@@ -125,13 +126,14 @@ impl HttpContext for Recorder {
         let status = self.get_http_response_header(":status").unwrap_or_default();
         let request_path = self.get_http_request_header(":path").unwrap_or_default();
         log::info!(
-            "ctx={} response_headers n={} eos={} status={} code={} request_path={}",
+            "ctx={} response_headers n={} eos={} status={} code={} request_path={} marker={}",
             self.id,
             num_headers,
             end_of_stream,
             status,
             prop(self, &["response", "code"]),
-            request_path
+            request_path,
+            prop(self, &["test", "marker"])
         );
         self.add_http_response_header("x-phase-resp", "1");
         if self.pause_headers {
