@@ -35,7 +35,7 @@ use crate::stats::Stats;
 use crate::vm::{Callback, Fault};
 use bytes::Bytes;
 use http::header::{CONTENT_LENGTH, TRANSFER_ENCODING};
-use http::{request, response, HeaderMap, StatusCode};
+use http::{request, response, HeaderMap, Method, StatusCode, Version};
 use sluice_module::{
     BodyChunk, BodyEdits, CacheApi, FailurePolicy, Flow, LocalResponse, LogFields, LookupOutcome, LookupOverride, Txn,
     TxnInfo, TxnOutcome,
@@ -105,6 +105,8 @@ pub(crate) struct WasmTxn {
     /// The response head kept for the response body callbacks (read-only there).
     response: Option<response::Parts>,
     lookup: Option<LookupOutcome>,
+    /// The request is a HEAD (its response has no body).
+    head_request: bool,
     /// Body data held back while the plugin pauses, per direction.
     held_request: Option<Vec<u8>>,
     held_response: Option<Vec<u8>>,
@@ -126,6 +128,7 @@ impl WasmTxn {
             request: None,
             response: None,
             lookup: None,
+            head_request: false,
             held_request: None,
             held_response: None,
         }
@@ -226,6 +229,7 @@ impl WasmTxn {
         if self.state != State::Active {
             return Flow::Done;
         }
+        self.head_request = req.method == Method::HEAD;
         let end = request_is_empty(req);
         let callback = Callback::RequestHeaders { headers: req.headers.len() + 4, end };
         let parts = std::mem::replace(req, placeholder_request());
@@ -250,7 +254,7 @@ impl WasmTxn {
         if self.state != State::Active {
             return Flow::Done;
         }
-        let end = response_is_empty(resp);
+        let end = response_is_empty(resp, self.head_request);
         let callback = Callback::ResponseHeaders { headers: resp.headers.len() + 1, end };
         let request = self.request.take();
         let parts = std::mem::replace(resp, placeholder_response());
@@ -505,22 +509,72 @@ fn placeholder_response() -> response::Parts {
     http::Response::new(()).into_parts().0
 }
 
-fn declared_empty(headers: &HeaderMap) -> bool {
-    !headers.contains_key(TRANSFER_ENCODING)
-        && headers.get(CONTENT_LENGTH).is_none_or(|length| length.as_bytes().iter().all(|b| *b == b'0'))
+fn zero_length(headers: &HeaderMap) -> Option<bool> {
+    headers.get(CONTENT_LENGTH).map(|length| length.as_bytes().iter().all(|b| *b == b'0'))
 }
 
-/// A request without body framing, or with `Content-Length: 0`, ends with its head.
+/// Whether the request ends with its head (the contract does not say, so it is read from the
+/// framing): no `Transfer-Encoding` and `Content-Length: 0`, or no length at all in
+/// HTTP/1 (where a body needs framing) or, in HTTP/2 and 3, for methods that rarely carry a
+/// body (anything but POST, PUT, PATCH).
 fn request_is_empty(req: &request::Parts) -> bool {
-    declared_empty(&req.headers)
+    if req.headers.contains_key(TRANSFER_ENCODING) {
+        return false;
+    }
+    match zero_length(&req.headers) {
+        Some(zero) => zero,
+        None => req.version < Version::HTTP_2 || !matches!(req.method, Method::POST | Method::PUT | Method::PATCH),
+    }
 }
 
-/// A 1xx, 204 or 304 response, or one with `Content-Length: 0`, ends with its head.
-fn response_is_empty(resp: &response::Parts) -> bool {
+/// Whether the response ends with its head: an answer to HEAD, a 1xx, 204 or 304, or one
+/// with `Content-Length: 0`.
+fn response_is_empty(resp: &response::Parts, head_request: bool) -> bool {
     let status = resp.status;
-    status.is_informational()
+    head_request
+        || status.is_informational()
         || status == StatusCode::NO_CONTENT
         || status == StatusCode::NOT_MODIFIED
-        || (resp.headers.get(CONTENT_LENGTH).is_some_and(|length| length.as_bytes().iter().all(|b| *b == b'0'))
-            && !resp.headers.contains_key(TRANSFER_ENCODING))
+        || (zero_length(&resp.headers) == Some(true) && !resp.headers.contains_key(TRANSFER_ENCODING))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn req(method: &str, version: Version, headers: &[(&str, &str)]) -> request::Parts {
+        let mut builder = http::Request::builder().method(method).version(version).uri("/");
+        for (name, value) in headers {
+            builder = builder.header(*name, *value);
+        }
+        builder.body(()).unwrap().into_parts().0
+    }
+
+    #[test]
+    fn request_end_of_stream_follows_the_framing() {
+        assert!(request_is_empty(&req("GET", Version::HTTP_11, &[])));
+        assert!(request_is_empty(&req("POST", Version::HTTP_11, &[("content-length", "0")])));
+        assert!(!request_is_empty(&req("POST", Version::HTTP_11, &[("content-length", "3")])));
+        assert!(!request_is_empty(&req("POST", Version::HTTP_11, &[("transfer-encoding", "chunked")])));
+        assert!(request_is_empty(&req("POST", Version::HTTP_11, &[])));
+        assert!(!request_is_empty(&req("POST", Version::HTTP_2, &[])));
+        assert!(request_is_empty(&req("GET", Version::HTTP_2, &[])));
+    }
+
+    #[test]
+    fn response_end_of_stream_follows_status_method_and_length() {
+        let resp = |status: u16, headers: &[(&str, &str)]| {
+            let mut builder = http::Response::builder().status(status);
+            for (name, value) in headers {
+                builder = builder.header(*name, *value);
+            }
+            builder.body(()).unwrap().into_parts().0
+        };
+        assert!(response_is_empty(&resp(204, &[]), false));
+        assert!(response_is_empty(&resp(304, &[("content-length", "10")]), false));
+        assert!(response_is_empty(&resp(200, &[("content-length", "10")]), true));
+        assert!(response_is_empty(&resp(200, &[("content-length", "0")]), false));
+        assert!(!response_is_empty(&resp(200, &[("content-length", "10")]), false));
+        assert!(!response_is_empty(&resp(200, &[]), false));
+    }
 }
