@@ -73,12 +73,16 @@ impl BufferType {
     }
 }
 
-/// A plugin log level (`proxy_log`, `proxy_get_log_level`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+/// A plugin log level (`proxy_log`, `proxy_get_log_level`); in configuration `"trace"` ...
+/// `"critical"`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum LogLevel {
     Trace = 0,
     Debug = 1,
+    #[default]
     Info = 2,
+    #[serde(alias = "warning")]
     Warn = 3,
     Error = 4,
     Critical = 5,

@@ -11,6 +11,7 @@
 //! memory_mib = 64
 //! ```
 
+use crate::abi::LogLevel;
 use serde::Deserialize;
 use sluice_module::FailurePolicy;
 use std::time::Duration;
@@ -103,7 +104,7 @@ pub struct WasmConfig {
     #[serde(with = "failure_policy")]
     pub failure: FailurePolicy,
     /// Instances (VMs) of the plugin; each holds the contexts of the transactions it serves.
-    /// `0`: one per CPU, at least two.
+    /// `0`: one per CPU, at least two, at most sixteen.
     pub instances: usize,
     /// The plugin may change request bodies' length (the host then drops `Content-Length`).
     /// Without it, same-length edits still work; length-changing ones are refused.
@@ -119,7 +120,7 @@ pub struct WasmConfig {
     /// response header map per transaction with a body.
     pub response_headers_in_body: bool,
     /// Lowest plugin log level passed on (`trace` ... `critical`).
-    pub log_level: String,
+    pub log_level: LogLevel,
     /// Resource limits.
     pub limits: Limits,
 }
@@ -136,7 +137,7 @@ impl Default for WasmConfig {
             edits_response_body: false,
             request_headers_in_response: true,
             response_headers_in_body: true,
-            log_level: "info".to_string(),
+            log_level: LogLevel::Info,
             limits: Limits::default(),
         }
     }
@@ -144,25 +145,12 @@ impl Default for WasmConfig {
 
 impl WasmConfig {
     /// The number of instances to run: [`WasmConfig::instances`], or one per CPU (at least
-    /// two) when it is `0`.
+    /// two, at most sixteen) when it is `0`.
     pub fn instance_count(&self) -> usize {
         if self.instances > 0 {
             return self.instances;
         }
-        std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2).max(2)
-    }
-
-    /// The log level as an ABI level (unknown names: `info`).
-    pub fn abi_log_level(&self) -> crate::abi::LogLevel {
-        use crate::abi::LogLevel;
-        match self.log_level.to_ascii_lowercase().as_str() {
-            "trace" => LogLevel::Trace,
-            "debug" => LogLevel::Debug,
-            "warn" | "warning" => LogLevel::Warn,
-            "error" => LogLevel::Error,
-            "critical" => LogLevel::Critical,
-            _ => LogLevel::Info,
-        }
+        std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2).clamp(2, 16)
     }
 }
 
@@ -234,6 +222,9 @@ mod tests {
         assert!(serde_json::from_str::<WasmSpec>(r#"{"path": "p.wasm", "atach": "origin"}"#).is_err());
         assert!(serde_json::from_str::<WasmSpec>(r#"{"path": "p.wasm", "limits": {"deadline": 1}}"#).is_err());
         assert!(serde_json::from_str::<WasmSpec>(r#"{"path": "p.wasm", "failure": "maybe"}"#).is_err());
+        assert!(serde_json::from_str::<WasmSpec>(r#"{"path": "p.wasm", "log_level": "loud"}"#).is_err());
+        let spec: WasmSpec = serde_json::from_str(r#"{"path": "p.wasm", "log_level": "warning"}"#).unwrap();
+        assert_eq!(spec.config.log_level, LogLevel::Warn);
         assert!(serde_json::from_str::<WasmSpec>(r#"{"attach": "origin"}"#).is_err());
     }
 

@@ -34,6 +34,7 @@ mod stats;
 pub mod txn;
 mod vm;
 
+pub use abi::LogLevel;
 pub use compiled::CompiledPlugin;
 pub use config::{Attach, Limits, WasmConfig, WasmSpec};
 pub use engine::EPOCH_TICK;

@@ -46,7 +46,7 @@ impl WasmModule {
             version,
             Bytes::from(config.plugin_config.clone().into_bytes()),
             Bytes::from(config.vm_config.clone().into_bytes()),
-            config.abi_log_level(),
+            config.log_level,
             env,
         );
         let pool = Pool::new(config.instance_count());
