@@ -4,7 +4,7 @@ use crate::support::{compiled, info, play, request, response, Exchange, MemCache
 use bytes::Bytes;
 use http::StatusCode;
 use sluice_module::{BodyChunk, FailurePolicy, Flow, Module};
-use sluice_wasm::{HostEnv, PluginFailure, WasmConfig, WasmModule};
+use sluice_wasm::{HostEnv, PluginFailure, WasmConfig, WasmError, WasmModule};
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -47,6 +47,29 @@ fn an_infinite_loop_is_stopped_by_its_deadline_and_the_instance_recreated() {
     assert!(run.started);
     assert_eq!(run.req_header("x-looped").as_deref(), Some("no"));
     assert_eq!(module.stats().instances_started, 2);
+}
+
+#[test]
+fn a_start_up_callback_that_loops_is_stopped_and_the_load_fails() {
+    let mut config = WasmConfig { plugin_config: "configure".into(), ..config() };
+    config.limits.start_deadline_ms = 100;
+    let started = Instant::now();
+    let err =
+        WasmModule::start("infinite_loop", compiled("infinite_loop"), config, 1, &HostEnv::default()).unwrap_err();
+    assert!(matches!(err, WasmError::Start { .. }), "{err}");
+    assert!(err.to_string().contains("deadline"), "{err}");
+    assert!(started.elapsed() < Duration::from_secs(2), "took {:?}", started.elapsed());
+}
+
+#[test]
+fn a_tick_that_loops_is_stopped_by_the_callback_deadline() {
+    let module = module("infinite_loop", WasmConfig { plugin_config: "tick".into(), ..config() });
+    assert_eq!(module.tick_interval(), Some(Duration::from_millis(10)));
+    let started = Instant::now();
+    module.tick(cache().as_ref());
+    assert!(started.elapsed() < Duration::from_millis(500), "took {:?}", started.elapsed());
+    let stats = module.stats();
+    assert_eq!((stats.deadline_kills, stats.crashes), (1, 1));
 }
 
 #[test]
