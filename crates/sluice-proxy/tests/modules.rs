@@ -90,6 +90,26 @@ fn loaded(module: impl Module, on_error: FailurePolicy) -> LoadedModule {
     LoadedModule { module: Arc::new(module), on_error }
 }
 
+/// A module whose per-transaction state is a fresh `T`.
+struct Stateless<T> {
+    name: &'static str,
+    state: std::marker::PhantomData<fn() -> T>,
+}
+
+impl<T: Txn + Default + 'static> Module for Stateless<T> {
+    fn name(&self) -> &str {
+        self.name
+    }
+    fn new_txn(&self, _: &TxnInfo) -> Option<Box<dyn Txn>> {
+        Some(Box::new(T::default()))
+    }
+}
+
+/// Loads a [`Stateless`] module of state `T`.
+fn stateless<T: Txn + Default + 'static>(name: &'static str, on_error: FailurePolicy) -> LoadedModule {
+    loaded(Stateless::<T> { name, state: std::marker::PhantomData }, on_error)
+}
+
 async fn recorded(mode: Mode) -> (Harness, Journal) {
     let journal: Journal = Arc::default();
     let module = loaded(Recorder { journal: Arc::clone(&journal) }, FailurePolicy::Open);
@@ -452,8 +472,7 @@ async fn a_client_that_leaves_during_defer_cancels_it_and_drops_the_state_once()
     assert_eq!(h.origin.hits("/w"), 0);
 }
 
-struct Uppercase;
-
+#[derive(Default)]
 struct UppercaseTxn;
 
 impl Txn for UppercaseTxn {
@@ -468,18 +487,14 @@ impl Txn for UppercaseTxn {
     }
 }
 
-impl Module for Uppercase {
-    fn name(&self) -> &str {
-        "uppercase"
-    }
-    fn new_txn(&self, _: &TxnInfo) -> Option<Box<dyn Txn>> {
-        Some(Box::new(UppercaseTxn))
-    }
-}
-
 #[tokio::test]
 async fn buffer_hands_the_whole_body_and_the_host_fixes_content_length() {
-    let h = Harness::build_with_modules(Mode::Forward, |_, _| {}, vec![loaded(Uppercase, FailurePolicy::Closed)]).await;
+    let h = Harness::build_with_modules(
+        Mode::Forward,
+        |_, _| {},
+        vec![stateless::<UppercaseTxn>("uppercase", FailurePolicy::Closed)],
+    )
+    .await;
     h.origin.on("/buf", Reply::ok("a".repeat(5000)).chunked());
     let reply = h.get("/buf").await;
     assert_eq!(reply.text(), "A".repeat(5000));
@@ -488,8 +503,7 @@ async fn buffer_hands_the_whole_body_and_the_host_fixes_content_length() {
 
 // ---- content management from a phase -------------------------------------------------------------
 
-struct Purger;
-
+#[derive(Default)]
 struct PurgerTxn;
 
 impl Txn for PurgerTxn {
@@ -502,18 +516,14 @@ impl Txn for PurgerTxn {
     }
 }
 
-impl Module for Purger {
-    fn name(&self) -> &str {
-        "purger"
-    }
-    fn new_txn(&self, _: &TxnInfo) -> Option<Box<dyn Txn>> {
-        Some(Box::new(PurgerTxn))
-    }
-}
-
 #[tokio::test]
 async fn the_cache_api_is_reachable_from_a_phase() {
-    let h = Harness::build_with_modules(Mode::Forward, |_, _| {}, vec![loaded(Purger, FailurePolicy::Open)]).await;
+    let h = Harness::build_with_modules(
+        Mode::Forward,
+        |_, _| {},
+        vec![stateless::<PurgerTxn>("purger", FailurePolicy::Open)],
+    )
+    .await;
     h.origin.on("/c", Reply::ok("x").header("Cache-Control", "max-age=600"));
     h.get("/c").await;
     let info = h.proxy.state.content.query(&h.origin.url("/c")).unwrap();
@@ -549,8 +559,7 @@ async fn builtin_modules_are_configured_by_name() {
 
 // ---- before-store body editing ---------------------------------------------------------------
 
-struct AdBlanker;
-
+#[derive(Default)]
 struct AdBlankerTxn;
 
 impl Txn for AdBlankerTxn {
@@ -567,18 +576,14 @@ impl Txn for AdBlankerTxn {
     }
 }
 
-impl Module for AdBlanker {
-    fn name(&self) -> &str {
-        "ad-blanker"
-    }
-    fn new_txn(&self, _: &TxnInfo) -> Option<Box<dyn Txn>> {
-        Some(Box::new(AdBlankerTxn))
-    }
-}
-
 #[tokio::test]
 async fn origin_body_edits_are_what_gets_stored() {
-    let h = Harness::build_with_modules(Mode::Forward, |_, _| {}, vec![loaded(AdBlanker, FailurePolicy::Closed)]).await;
+    let h = Harness::build_with_modules(
+        Mode::Forward,
+        |_, _| {},
+        vec![stateless::<AdBlankerTxn>("ad-blanker", FailurePolicy::Closed)],
+    )
+    .await;
     h.origin.on("/page", Reply::ok("a<ad>b<ad>c").header("Cache-Control", "max-age=60"));
     let miss = h.get("/page").await;
     assert_eq!(miss.text(), "abc<!-- cleaned -->");
