@@ -3,7 +3,7 @@
 use crate::clock::SharedClock;
 use http::HeaderValue;
 use parking_lot::Mutex;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::UNIX_EPOCH;
 
 /// Caches the formatted current date; formatting an HTTP date per response is measurable.
 #[derive(Debug)]
@@ -26,10 +26,5 @@ impl DateCache {
             *cached = (secs, sluice_http::dates::format_http_date(now));
         }
         cached.1.clone()
-    }
-
-    /// The current wall-clock time.
-    pub fn now(&self) -> SystemTime {
-        self.clock.now()
     }
 }
