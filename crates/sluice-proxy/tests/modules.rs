@@ -332,7 +332,7 @@ impl Module for Tagger {
 #[tokio::test]
 async fn three_modules_run_in_order_and_body_phases_chain() {
     let modules = ["a", "b", "c"].map(|tag| loaded(Tagger { tag }, FailurePolicy::Open)).to_vec();
-    let h = Harness::build_with_modules(Mode::Forward, |_, _| {}, modules).await;
+    let h = Harness::forward_with(modules).await;
     h.origin.on("/chain", Reply::ok("body").header("Cache-Control", "max-age=60"));
     let miss = h.get("/chain").await;
     assert_eq!(h.origin.last_request("/chain").unwrap().header("x-chain"), Some("a,b,c"));
@@ -374,7 +374,7 @@ impl Module for Scripted {
 async fn a_module_can_answer_locally() {
     let module =
         Scripted { name: "deny", on_req_headers: |_| Flow::Respond(LocalResponse::text(StatusCode::FORBIDDEN, "no")) };
-    let h = Harness::build_with_modules(Mode::Forward, |_, _| {}, vec![loaded(module, FailurePolicy::Open)]).await;
+    let h = Harness::forward_with(vec![loaded(module, FailurePolicy::Open)]).await;
     let reply = h.get("/x").await;
     assert_eq!(reply.status, 403);
     assert_eq!(reply.text(), "no");
@@ -384,12 +384,10 @@ async fn a_module_can_answer_locally() {
 #[tokio::test]
 async fn panics_fail_open_or_closed_and_the_proxy_lives_on() {
     let panicky = || Scripted { name: "panicky", on_req_headers: |_| panic!("module bug") };
-    let open =
-        Harness::build_with_modules(Mode::Forward, |_, _| {}, vec![loaded(panicky(), FailurePolicy::Open)]).await;
+    let open = Harness::forward_with(vec![loaded(panicky(), FailurePolicy::Open)]).await;
     open.origin.on("/p", Reply::ok("fine"));
     assert_eq!(open.get("/p").await.text(), "fine");
-    let closed =
-        Harness::build_with_modules(Mode::Forward, |_, _| {}, vec![loaded(panicky(), FailurePolicy::Closed)]).await;
+    let closed = Harness::forward_with(vec![loaded(panicky(), FailurePolicy::Closed)]).await;
     closed.origin.on("/p", Reply::ok("fine"));
     assert_eq!(closed.get("/p").await.status, 500);
     assert_eq!(closed.get("/p").await.status, 500, "the proxy keeps serving");
@@ -408,8 +406,7 @@ async fn deferred_work_is_awaited_and_its_deadline_enforced() {
             deadline: Duration::from_secs(5),
         },
     };
-    let h =
-        Harness::build_with_modules(Mode::Forward, |_, _| {}, vec![loaded(slow_header, FailurePolicy::Closed)]).await;
+    let h = Harness::forward_with(vec![loaded(slow_header, FailurePolicy::Closed)]).await;
     h.origin.on("/d", Reply::ok("done"));
     assert_eq!(h.get("/d").await.text(), "done");
 
@@ -420,11 +417,10 @@ async fn deferred_work_is_awaited_and_its_deadline_enforced() {
             deadline: Duration::from_millis(50),
         },
     };
-    let open = Harness::build_with_modules(Mode::Forward, |_, _| {}, vec![loaded(never(), FailurePolicy::Open)]).await;
+    let open = Harness::forward_with(vec![loaded(never(), FailurePolicy::Open)]).await;
     open.origin.on("/d", Reply::ok("went on"));
     assert_eq!(open.get("/d").await.text(), "went on");
-    let closed =
-        Harness::build_with_modules(Mode::Forward, |_, _| {}, vec![loaded(never(), FailurePolicy::Closed)]).await;
+    let closed = Harness::forward_with(vec![loaded(never(), FailurePolicy::Closed)]).await;
     assert_eq!(closed.get("/d").await.status, 500);
 }
 
@@ -456,7 +452,7 @@ async fn a_client_that_leaves_during_defer_cancels_it_and_drops_the_state_once()
         }
     }
     let module = loaded(Waiter { journal: Arc::clone(&journal) }, FailurePolicy::Open);
-    let h = Harness::build_with_modules(Mode::Forward, |_, _| {}, vec![module]).await;
+    let h = Harness::forward_with(vec![module]).await;
     {
         use tokio::io::AsyncWriteExt;
         let mut stream = tokio::net::TcpStream::connect(h.addr()).await.unwrap();
@@ -489,12 +485,7 @@ impl Txn for UppercaseTxn {
 
 #[tokio::test]
 async fn buffer_hands_the_whole_body_and_the_host_fixes_content_length() {
-    let h = Harness::build_with_modules(
-        Mode::Forward,
-        |_, _| {},
-        vec![stateless::<UppercaseTxn>("uppercase", FailurePolicy::Closed)],
-    )
-    .await;
+    let h = Harness::forward_with(vec![stateless::<UppercaseTxn>("uppercase", FailurePolicy::Closed)]).await;
     h.origin.on("/buf", Reply::ok("a".repeat(5000)).chunked());
     let reply = h.get("/buf").await;
     assert_eq!(reply.text(), "A".repeat(5000));
@@ -518,12 +509,7 @@ impl Txn for PurgerTxn {
 
 #[tokio::test]
 async fn the_cache_api_is_reachable_from_a_phase() {
-    let h = Harness::build_with_modules(
-        Mode::Forward,
-        |_, _| {},
-        vec![stateless::<PurgerTxn>("purger", FailurePolicy::Open)],
-    )
-    .await;
+    let h = Harness::forward_with(vec![stateless::<PurgerTxn>("purger", FailurePolicy::Open)]).await;
     h.origin.on("/c", Reply::ok("x").header("Cache-Control", "max-age=600"));
     h.get("/c").await;
     let info = h.proxy.state.content.query(&h.origin.url("/c")).unwrap();
@@ -537,21 +523,11 @@ async fn the_cache_api_is_reachable_from_a_phase() {
 #[tokio::test]
 async fn builtin_modules_are_configured_by_name() {
     let add = sluice_modules::build("add-headers", &toml::from_str("headers = { X-Test = \"yes\" }").unwrap()).unwrap();
-    let h = Harness::build_with_modules(
-        Mode::Forward,
-        |_, _| {},
-        vec![LoadedModule { module: add, on_error: FailurePolicy::Open }],
-    )
-    .await;
+    let h = Harness::forward_with(vec![LoadedModule { module: add, on_error: FailurePolicy::Open }]).await;
     h.origin.on("/b", Reply::ok("x"));
     assert_eq!(h.get("/b").await.header("x-test"), "yes");
     let copy = sluice_modules::build("body-copy", &toml::Table::new()).unwrap();
-    let h = Harness::build_with_modules(
-        Mode::Forward,
-        |_, _| {},
-        vec![LoadedModule { module: copy, on_error: FailurePolicy::Open }],
-    )
-    .await;
+    let h = Harness::forward_with(vec![LoadedModule { module: copy, on_error: FailurePolicy::Open }]).await;
     h.origin.on("/b", Reply::ok("copied").header("Cache-Control", "max-age=60"));
     assert_eq!(h.get("/b").await.text(), "copied");
     assert_eq!(h.get("/b").await.text(), "copied");
@@ -578,12 +554,7 @@ impl Txn for AdBlankerTxn {
 
 #[tokio::test]
 async fn origin_body_edits_are_what_gets_stored() {
-    let h = Harness::build_with_modules(
-        Mode::Forward,
-        |_, _| {},
-        vec![stateless::<AdBlankerTxn>("ad-blanker", FailurePolicy::Closed)],
-    )
-    .await;
+    let h = Harness::forward_with(vec![stateless::<AdBlankerTxn>("ad-blanker", FailurePolicy::Closed)]).await;
     h.origin.on("/page", Reply::ok("a<ad>b<ad>c").header("Cache-Control", "max-age=60"));
     let miss = h.get("/page").await;
     assert_eq!(miss.text(), "abc<!-- cleaned -->");
@@ -625,7 +596,7 @@ impl Module for Ticker {
 async fn modules_get_timers_and_an_admin_endpoint() {
     let ticks = Arc::new(std::sync::atomic::AtomicU64::new(0));
     let module = loaded(Ticker { ticks: Arc::clone(&ticks) }, FailurePolicy::Open);
-    let h = Harness::build_with_modules(Mode::Forward, |_, _| {}, vec![module]).await;
+    let h = Harness::forward_with(vec![module]).await;
     h.eventually("three ticks", |_| ticks.load(std::sync::atomic::Ordering::Relaxed) >= 3).await;
     let token = [("Authorization", "Bearer test-token")];
     let reply = client::get(h.admin(), "/modules/ticker/ticks", &token).await;

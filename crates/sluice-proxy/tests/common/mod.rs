@@ -40,6 +40,11 @@ impl Harness {
         Self::build_with_modules(mode, tweak, Vec::new()).await
     }
 
+    /// A forward proxy with these modules.
+    pub async fn forward_with(modules: Vec<sluice_proxy::LoadedModule>) -> Self {
+        Self::build_with_modules(Mode::Forward, |_, _| {}, modules).await
+    }
+
     /// Like [`Harness::build_with_origin`], with these modules.
     pub async fn build_with_modules(
         mode: Mode,
