@@ -23,6 +23,7 @@ mod arena;
 mod capacity;
 mod hash;
 mod heap;
+mod keyed_list;
 mod registry;
 #[cfg(test)]
 mod testutil;

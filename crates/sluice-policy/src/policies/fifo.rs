@@ -12,21 +12,18 @@
 //! **Memory.** Same layout as LRU: 65.5 bytes per resident object, measured by
 //! `bench/sim`.
 
-use crate::arena::{Arena, List};
-use crate::hash::{id_map, IdMap};
+use crate::keyed_list::KeyedList;
 use crate::{ObjectId, Policy, PolicyConfig};
 
 /// First in, first out.
 pub struct Fifo {
-    nodes: Arena<ObjectId>,
-    list: List,
-    index: IdMap<u32>,
+    list: KeyedList,
 }
 
 impl Fifo {
     /// An empty FIFO; the configuration is not needed.
     pub fn new(_config: &PolicyConfig) -> Self {
-        Self { nodes: Arena::new(), list: List::new(), index: id_map() }
+        Self { list: KeyedList::new() }
     }
 }
 
@@ -36,28 +33,16 @@ impl Policy for Fifo {
 
     #[inline]
     fn on_insert(&mut self, id: ObjectId, _size: u64) {
-        let i = self.nodes.alloc(id);
-        if let Some(old) = self.index.insert(id, i) {
-            self.list.unlink(&mut self.nodes, old);
-            self.nodes.release(old);
-        }
-        self.list.push_front(&mut self.nodes, i);
+        self.list.push_front(id);
     }
 
     fn on_remove(&mut self, id: ObjectId) {
-        if let Some(i) = self.index.remove(&id) {
-            self.list.unlink(&mut self.nodes, i);
-            self.nodes.release(i);
-        }
+        self.list.remove(id);
     }
 
     #[inline]
     fn evict(&mut self) -> Option<ObjectId> {
-        let i = self.list.pop_back(&mut self.nodes)?;
-        let id = *self.nodes.get(i);
-        self.nodes.release(i);
-        self.index.remove(&id);
-        Some(id)
+        self.list.pop_back()
     }
 
     fn len(&self) -> usize {

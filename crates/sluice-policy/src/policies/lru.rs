@@ -14,57 +14,39 @@
 //! **Memory.** 16-byte list node plus one hash-table entry: 65.5 bytes per resident
 //! object, measured by `bench/sim` (see `docs/sim.md`).
 
-use crate::arena::{Arena, List};
-use crate::hash::{id_map, IdMap};
+use crate::keyed_list::KeyedList;
 use crate::{ObjectId, Policy, PolicyConfig};
 
 /// Least recently used.
 pub struct Lru {
-    nodes: Arena<ObjectId>,
-    list: List,
-    index: IdMap<u32>,
+    list: KeyedList,
 }
 
 impl Lru {
     /// An empty LRU; the configuration is not needed (the caller enforces capacity).
     pub fn new(_config: &PolicyConfig) -> Self {
-        Self { nodes: Arena::new(), list: List::new(), index: id_map() }
+        Self { list: KeyedList::new() }
     }
 }
 
 impl Policy for Lru {
     #[inline]
     fn on_hit(&mut self, id: ObjectId, _size: u64) {
-        if let Some(&i) = self.index.get(&id) {
-            self.list.move_to_front(&mut self.nodes, i);
-        }
+        self.list.move_to_front(id);
     }
 
     #[inline]
     fn on_insert(&mut self, id: ObjectId, _size: u64) {
-        let i = self.nodes.alloc(id);
-        if let Some(old) = self.index.insert(id, i) {
-            // Protocol violation (insert of a resident): keep one node per id.
-            self.list.unlink(&mut self.nodes, old);
-            self.nodes.release(old);
-        }
-        self.list.push_front(&mut self.nodes, i);
+        self.list.push_front(id);
     }
 
     fn on_remove(&mut self, id: ObjectId) {
-        if let Some(i) = self.index.remove(&id) {
-            self.list.unlink(&mut self.nodes, i);
-            self.nodes.release(i);
-        }
+        self.list.remove(id);
     }
 
     #[inline]
     fn evict(&mut self) -> Option<ObjectId> {
-        let i = self.list.pop_back(&mut self.nodes)?;
-        let id = *self.nodes.get(i);
-        self.nodes.release(i);
-        self.index.remove(&id);
-        Some(id)
+        self.list.pop_back()
     }
 
     fn len(&self) -> usize {
