@@ -30,6 +30,10 @@ enum Behaviour {
     Chunked,
     /// Send bytes that are not HTTP.
     Garbage,
+    /// Answer normally, then close the connection without announcing it.
+    CloseAfter,
+    /// Send no framing field: the body ends when the connection closes.
+    UntilClose,
 }
 
 /// One scripted response.
@@ -41,6 +45,7 @@ pub struct Reply {
     delay: Duration,
     behaviour: Behaviour,
     validate: bool,
+    interim: Option<u16>,
 }
 
 impl Reply {
@@ -58,6 +63,7 @@ impl Reply {
             delay: Duration::ZERO,
             behaviour: Behaviour::Normal,
             validate: false,
+            interim: None,
         }
     }
 
@@ -94,6 +100,24 @@ impl Reply {
     /// Uses chunked transfer coding instead of Content-Length.
     pub fn chunked(mut self) -> Self {
         self.behaviour = Behaviour::Chunked;
+        self
+    }
+
+    /// Answers normally, then closes the connection without a `Connection: close`.
+    pub fn close_after(mut self) -> Self {
+        self.behaviour = Behaviour::CloseAfter;
+        self
+    }
+
+    /// Sends the body without Content-Length or chunked coding, and closes to end it.
+    pub fn until_close(mut self) -> Self {
+        self.behaviour = Behaviour::UntilClose;
+        self
+    }
+
+    /// Sends an interim (1xx) response with `status` before the final one.
+    pub fn interim(mut self, status: u16) -> Self {
+        self.interim = Some(status);
         self
     }
 
@@ -244,7 +268,8 @@ async fn serve(shared: Arc<Shared>, mut stream: TcpStream) {
     }
 }
 
-/// Reads one request head and body (Content-Length or none). `None` on EOF or garbage.
+/// Reads one request head and body (Content-Length, chunked, or none). `None` on EOF or
+/// garbage.
 async fn read_request(stream: &mut TcpStream, buf: &mut Vec<u8>) -> Option<(RecordedRequest, usize)> {
     loop {
         let mut headers = [httparse::EMPTY_HEADER; 64];
@@ -255,30 +280,56 @@ async fn read_request(stream: &mut TcpStream, buf: &mut Vec<u8>) -> Option<(Reco
                 .iter()
                 .map(|h| (h.name.to_owned(), String::from_utf8_lossy(h.value).into_owned()))
                 .collect();
-            let len: usize = headers
-                .iter()
-                .find(|(n, _)| n.eq_ignore_ascii_case("content-length"))
-                .and_then(|(_, v)| v.trim().parse().ok())
-                .unwrap_or(0);
+            let field = |name: &str| headers.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v.trim());
+            let chunked = field("transfer-encoding").is_some_and(|te| te.eq_ignore_ascii_case("chunked"));
+            let len: usize = field("content-length").and_then(|v| v.parse().ok()).unwrap_or(0);
             let method = req.method.unwrap_or("").to_owned();
             let target = req.path.unwrap_or("").to_owned();
-            while buf.len() < head_len + len {
-                let mut chunk = [0u8; 8192];
-                let n = stream.read(&mut chunk).await.ok()?;
-                if n == 0 {
-                    return None;
+            if chunked {
+                loop {
+                    if let Some((body, used)) = decode_chunked(&buf[head_len..]) {
+                        return Some((RecordedRequest { method, target, headers, body }, head_len + used));
+                    }
+                    read_some(stream, buf).await?;
                 }
-                buf.extend_from_slice(&chunk[..n]);
+            }
+            while buf.len() < head_len + len {
+                read_some(stream, buf).await?;
             }
             let body = buf[head_len..head_len + len].to_vec();
             return Some((RecordedRequest { method, target, headers, body }, head_len + len));
         }
-        let mut chunk = [0u8; 8192];
-        let n = stream.read(&mut chunk).await.ok()?;
-        if n == 0 {
+        read_some(stream, buf).await?;
+    }
+}
+
+/// Appends what the peer sends next to `buf`; `None` at EOF or on an error.
+async fn read_some(stream: &mut TcpStream, buf: &mut Vec<u8>) -> Option<()> {
+    let mut chunk = [0u8; 8192];
+    let n = stream.read(&mut chunk).await.ok()?;
+    if n == 0 {
+        return None;
+    }
+    buf.extend_from_slice(&chunk[..n]);
+    Some(())
+}
+
+/// A complete chunked body at the start of `wire` (no trailers), and the bytes it used.
+fn decode_chunked(wire: &[u8]) -> Option<(Vec<u8>, usize)> {
+    let mut body = Vec::new();
+    let mut at = 0;
+    loop {
+        let line_end = at + wire[at..].windows(2).position(|w| w == b"\r\n")?;
+        let size = usize::from_str_radix(std::str::from_utf8(&wire[at..line_end]).ok()?.trim(), 16).ok()?;
+        at = line_end + 2;
+        if size == 0 {
+            return (wire.len() >= at + 2).then_some((body, at + 2));
+        }
+        if wire.len() < at + size + 2 {
             return None;
         }
-        buf.extend_from_slice(&chunk[..n]);
+        body.extend_from_slice(&wire[at..at + size]);
+        at += size + 2;
     }
 }
 
@@ -332,7 +383,10 @@ async fn write_reply(
         }
         _ => {}
     }
-    let mut head = format!("HTTP/1.1 {status} X\r\n");
+    let mut head = match reply.interim {
+        Some(interim) => format!("HTTP/1.1 {interim} Interim\r\n\r\nHTTP/1.1 {status} X\r\n"),
+        None => format!("HTTP/1.1 {status} X\r\n"),
+    };
     let has = |name: &str| reply.headers.iter().any(|(n, _)| n.eq_ignore_ascii_case(name));
     if !has("date") {
         head.push_str(&format!("Date: {}\r\n", httpdate::fmt_http_date((shared.clock)())));
@@ -344,7 +398,7 @@ async fn write_reply(
     let chunked = reply.behaviour == Behaviour::Chunked && !bodyless;
     if chunked {
         head.push_str("Transfer-Encoding: chunked\r\n");
-    } else if !bodyless && !has("content-length") {
+    } else if !bodyless && !has("content-length") && reply.behaviour != Behaviour::UntilClose {
         head.push_str(&format!("Content-Length: {}\r\n", reply.body.len()));
     }
     head.push_str("\r\n");
@@ -352,7 +406,7 @@ async fn write_reply(
         return false;
     }
     if head_only || bodyless {
-        return true;
+        return reply.behaviour != Behaviour::CloseAfter;
     }
     let ok = match reply.behaviour {
         Behaviour::TruncateAfter(n) => {
@@ -369,6 +423,10 @@ async fn write_reply(
             }
             out.extend_from_slice(b"0\r\n\r\n");
             stream.write_all(&out).await
+        }
+        Behaviour::CloseAfter | Behaviour::UntilClose => {
+            let _ = stream.write_all(body).await;
+            return false;
         }
         _ => stream.write_all(body).await,
     };

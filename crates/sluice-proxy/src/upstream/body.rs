@@ -1,0 +1,188 @@
+//! [`PooledBody`]: an origin response body read straight off its connection, by whichever
+//! task polls it. The connection goes back to the pool when the body has been read to its
+//! end and the connection may persist; a body dropped early, failed or close-delimited closes
+//! it (the unread rest would poison the next reply).
+
+use super::conn::Connection;
+use super::wire::{ChunkedDecoder, Framing, WireError};
+use super::{Target, Upstream};
+use bytes::Bytes;
+use http_body::{Body, Frame, SizeHint};
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+/// The most bytes one read asks for.
+const MAX_READ: usize = 256 * 1024;
+/// The least room one read offers.
+const MIN_READ: usize = 8 * 1024;
+
+/// An origin body error: the connection broke, the origin broke the framing, ended the body
+/// early, or went silent.
+#[derive(Debug, thiserror::Error)]
+pub enum OriginBodyError {
+    #[error("origin body: {0}")]
+    Io(#[from] std::io::Error),
+    #[error("origin body: {0}")]
+    Wire(#[from] WireError),
+    #[error("origin closed the connection before the end of the body")]
+    Truncated,
+    #[error("origin sent nothing for {0:?}")]
+    Silent(Duration),
+}
+
+enum Remaining {
+    Length(u64),
+    Chunked(ChunkedDecoder),
+    UntilClose,
+    Done,
+}
+
+/// Where a connection goes back when its body ends.
+pub(super) struct Home {
+    pub upstream: Upstream,
+    pub target: Target,
+    pub keep_alive: bool,
+}
+
+/// An origin response body. Fails when the origin is silent for longer than the read
+/// timeout.
+pub struct PooledBody {
+    conn: Option<Connection>,
+    remaining: Remaining,
+    home: Home,
+    read_timeout: Duration,
+    silence: Option<Pin<Box<tokio::time::Sleep>>>,
+    /// A wait for data is in progress (the timer is armed for it).
+    waiting: bool,
+}
+
+impl std::fmt::Debug for PooledBody {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PooledBody").finish_non_exhaustive()
+    }
+}
+
+impl PooledBody {
+    pub(super) fn new(conn: Connection, framing: Framing, home: Home, read_timeout: Duration) -> Self {
+        let remaining = match framing {
+            Framing::Empty | Framing::Length(0) => Remaining::Done,
+            Framing::Length(n) => Remaining::Length(n),
+            Framing::Chunked => Remaining::Chunked(ChunkedDecoder::default()),
+            Framing::UntilClose => Remaining::UntilClose,
+        };
+        let mut body = Self { conn: Some(conn), remaining, home, read_timeout, silence: None, waiting: false };
+        if matches!(body.remaining, Remaining::Done) {
+            body.release();
+        }
+        body
+    }
+
+    /// The body ended: the connection goes back to the pool if it may carry another request.
+    fn release(&mut self) {
+        self.remaining = Remaining::Done;
+        if let Some(conn) = self.conn.take() {
+            if self.home.keep_alive {
+                self.home.upstream.checkin(self.home.target.clone(), conn);
+            }
+        }
+    }
+
+    fn fail(&mut self, err: OriginBodyError) -> Poll<Option<Result<Frame<Bytes>, OriginBodyError>>> {
+        self.conn = None;
+        self.remaining = Remaining::Done;
+        Poll::Ready(Some(Err(err)))
+    }
+
+    /// The next piece of body already read, if any; releases the connection at the end.
+    fn buffered(&mut self) -> Result<Option<Bytes>, WireError> {
+        let Some(conn) = self.conn.as_mut() else { return Ok(None) };
+        let (data, ended) = match &mut self.remaining {
+            Remaining::Length(left) if !conn.buf.is_empty() => {
+                let take = usize::try_from(*left).unwrap_or(usize::MAX).min(conn.buf.len());
+                *left -= take as u64;
+                (Some(conn.buf.split_to(take).freeze()), *left == 0)
+            }
+            Remaining::Chunked(decoder) => {
+                let data = decoder.decode(&mut conn.buf)?;
+                (data, decoder.is_done())
+            }
+            Remaining::UntilClose if !conn.buf.is_empty() => (Some(conn.buf.split().freeze()), false),
+            _ => (None, false),
+        };
+        if ended {
+            self.release();
+        }
+        Ok(data)
+    }
+
+    /// How much room the next read asks for.
+    fn read_size(&self) -> usize {
+        match self.remaining {
+            Remaining::Length(left) => usize::try_from(left).unwrap_or(MAX_READ).clamp(MIN_READ, MAX_READ),
+            _ => MIN_READ * 2,
+        }
+    }
+}
+
+impl Body for PooledBody {
+    type Data = Bytes;
+    type Error = OriginBodyError;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, OriginBodyError>>> {
+        let this = &mut *self;
+        loop {
+            match this.buffered() {
+                Ok(Some(data)) => {
+                    this.waiting = false;
+                    return Poll::Ready(Some(Ok(Frame::data(data))));
+                }
+                Ok(None) => {}
+                Err(e) => return this.fail(e.into()),
+            }
+            let want = this.read_size();
+            let Some(conn) = this.conn.as_mut() else { return Poll::Ready(None) };
+            match conn.poll_read_more(cx, want) {
+                Poll::Ready(Ok(0)) => {
+                    if matches!(this.remaining, Remaining::UntilClose) {
+                        this.conn = None;
+                        this.remaining = Remaining::Done;
+                        return Poll::Ready(None);
+                    }
+                    return this.fail(OriginBodyError::Truncated);
+                }
+                Poll::Ready(Ok(_)) => continue,
+                Poll::Ready(Err(e)) => return this.fail(e.into()),
+                Poll::Pending => {}
+            }
+            // One timer per body, re-armed at each new wait rather than allocated anew.
+            let timeout = this.read_timeout;
+            let deadline = tokio::time::Instant::now() + timeout;
+            let silence = this.silence.get_or_insert_with(|| Box::pin(tokio::time::sleep_until(deadline)));
+            if !this.waiting {
+                silence.as_mut().reset(deadline);
+                this.waiting = true;
+            }
+            return match silence.as_mut().poll(cx) {
+                Poll::Ready(()) => this.fail(OriginBodyError::Silent(timeout)),
+                Poll::Pending => Poll::Pending,
+            };
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        matches!(self.remaining, Remaining::Done)
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match self.remaining {
+            Remaining::Length(left) => SizeHint::with_exact(left),
+            Remaining::Done => SizeHint::with_exact(0),
+            _ => SizeHint::default(),
+        }
+    }
+}

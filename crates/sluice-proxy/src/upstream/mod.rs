@@ -1,0 +1,346 @@
+//! Connections to origins: our own HTTP/1.1 client (RFC 9112), a pool per (scheme, host,
+//! port), connect and response timeouts, optional per-host connection limits, and one retry
+//! of an idempotent, bodiless request whose reused connection turned out closed.
+//!
+//! The client is ours rather than hyper's because a pass-through response is then read by
+//! the very task that writes it to the client: hyper's client drives each connection from a
+//! task of its own and hands bytes over through channels, a cross-task wakeup per read that
+//! cost about a quarter of a pass-through transaction (`docs/benchmarks.md`).
+//!
+//! A connection goes back to the pool when its response body has been read to the end; a
+//! body dropped early closes its connection (the unread rest would poison the next reply).
+//! Idle connections are probed for a close or unasked bytes when taken from the pool, and
+//! reaped in the background after the idle timeout.
+
+mod body;
+mod conn;
+mod wire;
+
+pub use body::PooledBody;
+
+use crate::body::OutBody;
+use crate::config::UpstreamConfig;
+use crate::error::ProxyError;
+use crate::metrics::Metrics;
+use body::Home;
+use conn::{Connection, ExchangeError, Stream};
+use http::{Method, Request, Response};
+use parking_lot::Mutex;
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::sync::atomic::AtomicBool;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
+use tokio::net::TcpStream;
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
+
+/// Where a request goes: scheme, host and port.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Target {
+    pub https: bool,
+    pub host: String,
+    pub port: u16,
+}
+
+impl Target {
+    /// The target of an absolute URI; `None` without a host or with a scheme other than
+    /// http/https.
+    pub fn of(uri: &http::Uri) -> Option<Self> {
+        let https = match uri.scheme_str() {
+            Some("http") => false,
+            Some("https") => true,
+            _ => return None,
+        };
+        let host = uri.host()?.trim_start_matches('[').trim_end_matches(']').to_ascii_lowercase();
+        let port = uri.port_u16().unwrap_or(if https { 443 } else { 80 });
+        Some(Self { https, host, port })
+    }
+}
+
+struct Idle {
+    conn: Connection,
+    since: Instant,
+}
+
+/// Connection slots of one origin, and a signal for connections returned to its pool.
+#[derive(Clone)]
+struct HostLimit {
+    permits: Arc<Semaphore>,
+    returned: Arc<Notify>,
+}
+
+struct Inner {
+    idle: Mutex<HashMap<Target, Vec<Idle>>>,
+    limits: Mutex<HashMap<Target, HostLimit>>,
+    config: UpstreamConfig,
+    tls: tokio_rustls::TlsConnector,
+    metrics: Arc<Metrics>,
+    /// The idle reaper runs (started with the first request, inside the runtime).
+    reaping: AtomicBool,
+}
+
+/// The origin client. Cheap to clone.
+#[derive(Clone)]
+pub struct Upstream {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Upstream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Upstream").finish_non_exhaustive()
+    }
+}
+
+/// An origin's response, with the address it came from.
+#[derive(Debug)]
+pub struct OriginResponse {
+    pub response: Response<PooledBody>,
+    pub peer: IpAddr,
+}
+
+impl Upstream {
+    pub fn new(config: UpstreamConfig, metrics: Arc<Metrics>) -> Self {
+        let mut roots = rustls::RootCertStore::empty();
+        roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
+        let tls = rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+            .with_safe_default_protocol_versions()
+            .expect("ring supports the default TLS versions")
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        let inner = Inner {
+            idle: Mutex::default(),
+            limits: Mutex::default(),
+            config,
+            tls: tokio_rustls::TlsConnector::from(Arc::new(tls)),
+            metrics,
+            reaping: AtomicBool::new(false),
+        };
+        Self { inner: Arc::new(inner) }
+    }
+
+    /// Sends `req` (whose URI is in origin form) to `target` and waits for the response head,
+    /// at most the configured response timeout.
+    pub async fn send(&self, target: &Target, req: Request<OutBody>) -> Result<OriginResponse, ProxyError> {
+        self.start_reaper();
+        let timeout = self.inner.config.response_timeout.0;
+        match tokio::time::timeout(timeout, self.send_inner(target, req)).await {
+            Ok(result) => result,
+            Err(_) => {
+                self.inner.metrics.origin_errors.fetch_add(1, Relaxed);
+                Err(ProxyError::gateway_timeout(format!(
+                    "no response from {}:{} within {timeout:?}",
+                    target.host, target.port
+                )))
+            }
+        }
+    }
+
+    async fn send_inner(&self, target: &Target, req: Request<OutBody>) -> Result<OriginResponse, ProxyError> {
+        self.inner.metrics.origin_requests.fetch_add(1, Relaxed);
+        let (parts, body) = req.into_parts();
+        let mut head = Vec::with_capacity(512);
+        wire::encode_request_head(&parts, conn::request_framing(&parts, &body), &mut head);
+        // A pooled connection may have been closed by the origin while idle. An idempotent
+        // request without a body that got nothing back on it is sent again, once, on a fresh
+        // connection (RFC 9110 §9.2.2).
+        let replayable = matches!(body, OutBody::Empty) && is_idempotent(&parts.method);
+        let mut body = Some(body);
+        let mut fresh = false;
+        loop {
+            let (mut conn, reused) =
+                if fresh { (self.fresh_connection(target).await?, false) } else { self.connection(target).await? };
+            let out = body.take().unwrap_or(OutBody::Empty);
+            match conn.exchange(&head, out, &parts.method).await {
+                Ok(response) => {
+                    let peer = conn.peer;
+                    let home = Home { upstream: self.clone(), target: target.clone(), keep_alive: response.keep_alive };
+                    let body = PooledBody::new(conn, response.framing, home, self.inner.config.read_timeout.0);
+                    return Ok(OriginResponse { response: Response::from_parts(response.parts, body), peer });
+                }
+                Err(err) if reused && replayable && err.nothing_received() => {
+                    tracing::debug!(
+                        "pooled connection to {}:{} was closed ({err}); retrying",
+                        target.host,
+                        target.port
+                    );
+                    fresh = true;
+                }
+                Err(err) => {
+                    self.inner.metrics.origin_errors.fetch_add(1, Relaxed);
+                    let what = match err {
+                        ExchangeError::RequestBody(_) => "the client's request body failed",
+                        _ => "origin failed",
+                    };
+                    return Err(
+                        ProxyError::bad_gateway(format!("{what} ({}:{})", target.host, target.port)).with_cause(err)
+                    );
+                }
+            }
+        }
+    }
+
+    /// An idle pooled connection that is still open and quiet, if any.
+    fn checkout(&self, target: &Target) -> Option<Connection> {
+        let max_idle = self.inner.config.idle_timeout.0;
+        let mut pools = self.inner.idle.lock();
+        let list = pools.get_mut(target)?;
+        let mut found = None;
+        while let Some(mut idle) = list.pop() {
+            if idle.since.elapsed() <= max_idle && idle.conn.is_reusable() {
+                found = Some(idle.conn);
+                break;
+            }
+        }
+        if list.is_empty() {
+            pools.remove(target);
+        }
+        found
+    }
+
+    /// Returns a connection whose response has been read to its end.
+    fn checkin(&self, target: Target, mut conn: Connection) {
+        if !conn.is_reusable() {
+            return;
+        }
+        let returned = {
+            let mut pools = self.inner.idle.lock();
+            let list = pools.entry(target.clone()).or_default();
+            if list.len() >= self.inner.config.max_idle_per_host {
+                return;
+            }
+            list.push(Idle { conn, since: Instant::now() });
+            drop(pools);
+            self.inner.limits.lock().get(&target).map(|limit| Arc::clone(&limit.returned))
+        };
+        // A request waiting for a connection slot can take this one.
+        if let Some(returned) = returned {
+            returned.notify_one();
+        }
+    }
+
+    /// Starts the task that closes idle connections past the idle timeout, once, from
+    /// inside the runtime. It ends when the upstream is dropped.
+    fn start_reaper(&self) {
+        if self.inner.reaping.load(Relaxed) || self.inner.reaping.swap(true, Relaxed) {
+            return;
+        }
+        let weak: Weak<Inner> = Arc::downgrade(&self.inner);
+        let period = (self.inner.config.idle_timeout.0 / 2).max(Duration::from_millis(100));
+        tokio::spawn(async move {
+            let mut ticks = tokio::time::interval(period);
+            ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                ticks.tick().await;
+                let Some(inner) = weak.upgrade() else { return };
+                reap(&inner);
+            }
+        });
+    }
+
+    /// The per-host limit of `target`, when connections are limited.
+    fn limit(&self, target: &Target) -> Option<HostLimit> {
+        let limit = self.inner.config.max_connections_per_host;
+        if limit == 0 {
+            return None;
+        }
+        let mut limits = self.inner.limits.lock();
+        let entry = limits.entry(target.clone()).or_insert_with(|| HostLimit {
+            permits: Arc::new(Semaphore::new(limit)),
+            returned: Arc::new(Notify::new()),
+        });
+        Some(entry.clone())
+    }
+
+    /// A connection for `target` and whether it was reused: an idle pooled one, else a new
+    /// one within the per-host limit. At the limit, waits until a connection closes (its
+    /// permit frees) or one is returned to the pool, whichever comes first.
+    async fn connection(&self, target: &Target) -> Result<(Connection, bool), ProxyError> {
+        loop {
+            if let Some(conn) = self.checkout(target) {
+                return Ok((conn, true));
+            }
+            let Some(limit) = self.limit(target) else { return Ok((self.connect(target, None).await?, false)) };
+            let returned = limit.returned.notified();
+            tokio::pin!(returned);
+            returned.as_mut().enable();
+            if let Ok(permit) = Arc::clone(&limit.permits).try_acquire_owned() {
+                return Ok((self.connect(target, Some(permit)).await?, false));
+            }
+            tokio::select! {
+                permit = Arc::clone(&limit.permits).acquire_owned() => return Ok((self.connect(target, permit.ok()).await?, false)),
+                () = &mut returned => continue,
+            }
+        }
+    }
+
+    /// A new connection (never a pooled one), within the per-host limit.
+    async fn fresh_connection(&self, target: &Target) -> Result<Connection, ProxyError> {
+        let permit = match self.limit(target) {
+            Some(limit) => limit.permits.acquire_owned().await.ok(),
+            None => None,
+        };
+        self.connect(target, permit).await
+    }
+
+    /// Opens a new connection: resolve, TCP connect (each address in turn) within the
+    /// connect timeout, TLS for https.
+    async fn connect(&self, target: &Target, permit: Option<OwnedSemaphorePermit>) -> Result<Connection, ProxyError> {
+        let timeout = self.inner.config.connect_timeout.0;
+        let what = format!("{}:{}", target.host, target.port);
+        let stream = match tokio::time::timeout(timeout, connect_tcp(&target.host, target.port)).await {
+            Ok(Ok(stream)) => stream,
+            Ok(Err(e)) => {
+                self.inner.metrics.origin_errors.fetch_add(1, Relaxed);
+                return Err(ProxyError::bad_gateway(format!("cannot connect to {what}")).with_cause(e));
+            }
+            Err(_) => {
+                self.inner.metrics.origin_errors.fetch_add(1, Relaxed);
+                return Err(ProxyError::gateway_timeout(format!("connecting to {what} took longer than {timeout:?}")));
+            }
+        };
+        self.inner.metrics.origin_connects.fetch_add(1, Relaxed);
+        let peer = stream.peer_addr().map(|a| a.ip()).unwrap_or(IpAddr::from([0, 0, 0, 0]));
+        let io = if target.https {
+            let name = rustls::pki_types::ServerName::try_from(target.host.clone())
+                .map_err(|e| ProxyError::bad_gateway(format!("invalid TLS name {}", target.host)).with_cause(e))?;
+            let tls = tokio::time::timeout(timeout, self.inner.tls.connect(name, stream))
+                .await
+                .map_err(|_| ProxyError::gateway_timeout(format!("TLS handshake with {what} timed out")))?
+                .map_err(|e| ProxyError::bad_gateway(format!("TLS handshake with {what} failed")).with_cause(e))?;
+            Stream::Tls(Box::new(tls))
+        } else {
+            Stream::Plain(stream)
+        };
+        Ok(Connection::new(io, peer, permit))
+    }
+}
+
+/// Closes idle connections past the idle timeout, or closed by their origin.
+fn reap(inner: &Inner) {
+    let max_idle = inner.config.idle_timeout.0;
+    let mut pools = inner.idle.lock();
+    pools.retain(|_, list| {
+        list.retain_mut(|idle| idle.since.elapsed() <= max_idle && idle.conn.is_reusable());
+        !list.is_empty()
+    });
+}
+
+/// Methods whose requests may be repeated automatically (RFC 9110 §9.2.2).
+fn is_idempotent(method: &Method) -> bool {
+    matches!(*method, Method::GET | Method::HEAD | Method::OPTIONS | Method::TRACE | Method::PUT | Method::DELETE)
+}
+
+async fn connect_tcp(host: &str, port: u16) -> std::io::Result<TcpStream> {
+    let mut last = None;
+    for addr in tokio::net::lookup_host((host, port)).await? {
+        match TcpStream::connect(addr).await {
+            Ok(stream) => {
+                stream.set_nodelay(true)?;
+                return Ok(stream);
+            }
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(last.unwrap_or_else(|| std::io::Error::new(std::io::ErrorKind::NotFound, format!("{host} has no address"))))
+}

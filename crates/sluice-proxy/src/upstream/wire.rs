@@ -1,0 +1,292 @@
+//! HTTP/1.1 on the wire towards origins (RFC 9112): request heads out, response heads in,
+//! and the framing of response bodies, chunked decoding included. Pure functions over
+//! buffers, unit-tested without sockets.
+
+use bytes::{Buf, Bytes, BytesMut};
+use http::header::{self, HeaderMap, HeaderName, HeaderValue};
+use http::{request, response, Method, Response, StatusCode, Version};
+
+/// The largest response head accepted (status line and fields).
+pub const MAX_HEAD: usize = 64 * 1024;
+/// The most fields a response head may carry.
+const MAX_FIELDS: usize = 128;
+/// The longest chunk-size line (with extensions) or trailer block accepted.
+const MAX_CHUNK_LINE: usize = 4096;
+const MAX_TRAILERS: usize = 16 * 1024;
+
+/// An origin spoke something other than HTTP/1.1.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("origin protocol error: {0}")]
+pub struct WireError(pub &'static str);
+
+/// How a response body is delimited (RFC 9112 §6.3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Framing {
+    /// No body (HEAD, 1xx, 204, 304).
+    Empty,
+    /// Exactly this many bytes.
+    Length(u64),
+    /// Chunked transfer coding.
+    Chunked,
+    /// Everything until the origin closes the connection.
+    UntilClose,
+}
+
+/// A parsed response head.
+#[derive(Debug)]
+pub struct ResponseHead {
+    pub parts: response::Parts,
+    pub framing: Framing,
+    /// The connection may carry another request after this response's body.
+    pub keep_alive: bool,
+}
+
+/// How the request body is framed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RequestFraming {
+    /// No body and no framing field.
+    None,
+    /// `Content-Length: n`.
+    Length(u64),
+    /// `Transfer-Encoding: chunked`.
+    Chunked,
+}
+
+/// Appends the request head to `out`: request line in origin form, the fields of `parts`
+/// except the framing fields, then the framing field `framing` asks for.
+pub fn encode_request_head(parts: &request::Parts, framing: RequestFraming, out: &mut Vec<u8>) {
+    let target = if parts.method == Method::OPTIONS && parts.uri.path() == "*" {
+        "*"
+    } else {
+        parts.uri.path_and_query().map_or("/", |p| p.as_str())
+    };
+    out.extend_from_slice(parts.method.as_str().as_bytes());
+    out.push(b' ');
+    out.extend_from_slice(target.as_bytes());
+    out.extend_from_slice(b" HTTP/1.1\r\n");
+    for (name, value) in &parts.headers {
+        if name == header::CONTENT_LENGTH || name == header::TRANSFER_ENCODING {
+            continue;
+        }
+        out.extend_from_slice(name.as_str().as_bytes());
+        out.extend_from_slice(b": ");
+        out.extend_from_slice(value.as_bytes());
+        out.extend_from_slice(b"\r\n");
+    }
+    match framing {
+        RequestFraming::None => {}
+        RequestFraming::Length(n) => {
+            out.extend_from_slice(b"content-length: ");
+            out.extend_from_slice(n.to_string().as_bytes());
+            out.extend_from_slice(b"\r\n");
+        }
+        RequestFraming::Chunked => out.extend_from_slice(b"transfer-encoding: chunked\r\n"),
+    }
+    out.extend_from_slice(b"\r\n");
+}
+
+/// Parses a response head at the start of `buf`. `Ok(None)` means more bytes are needed;
+/// on success the head's bytes are consumed from `buf`.
+pub fn parse_response_head(buf: &mut BytesMut, method: &Method) -> Result<Option<ResponseHead>, WireError> {
+    let mut fields = [httparse::EMPTY_HEADER; MAX_FIELDS];
+    let mut parsed = httparse::Response::new(&mut fields);
+    let len = match parsed.parse(buf) {
+        Ok(httparse::Status::Complete(len)) => len,
+        Ok(httparse::Status::Partial) if buf.len() > MAX_HEAD => return Err(WireError("response head too large")),
+        Ok(httparse::Status::Partial) => return Ok(None),
+        Err(httparse::Error::TooManyHeaders) => return Err(WireError("too many response fields")),
+        Err(_) => return Err(WireError("malformed response head")),
+    };
+    if len > MAX_HEAD {
+        return Err(WireError("response head too large"));
+    }
+    let status = parsed.code.and_then(|c| StatusCode::from_u16(c).ok()).ok_or(WireError("invalid status code"))?;
+    let version = if parsed.version == Some(0) { Version::HTTP_10 } else { Version::HTTP_11 };
+    let mut headers = HeaderMap::with_capacity(parsed.headers.len());
+    for field in parsed.headers.iter() {
+        let name = HeaderName::from_bytes(field.name.as_bytes()).map_err(|_| WireError("invalid field name"))?;
+        let value = HeaderValue::from_bytes(field.value).map_err(|_| WireError("invalid field value"))?;
+        headers.append(name, value);
+    }
+    buf.advance(len);
+    let (mut parts, ()) = Response::new(()).into_parts();
+    parts.status = status;
+    parts.version = version;
+    parts.headers = headers;
+    let (framing, ambiguous) = response_framing(method, status, &parts.headers)?;
+    let keep_alive = framing != Framing::UntilClose && !ambiguous && persistent(version, &parts.headers);
+    Ok(Some(ResponseHead { parts, framing, keep_alive }))
+}
+
+/// The framing of a response body (RFC 9112 §6.3), and whether it was ambiguous
+/// (both Transfer-Encoding and Content-Length: the connection must not be reused).
+fn response_framing(method: &Method, status: StatusCode, headers: &HeaderMap) -> Result<(Framing, bool), WireError> {
+    if method == Method::HEAD
+        || status.is_informational()
+        || status == StatusCode::NO_CONTENT
+        || status == StatusCode::NOT_MODIFIED
+    {
+        return Ok((Framing::Empty, false));
+    }
+    let has_length = headers.contains_key(header::CONTENT_LENGTH);
+    if headers.contains_key(header::TRANSFER_ENCODING) {
+        let last = headers
+            .get_all(header::TRANSFER_ENCODING)
+            .iter()
+            .flat_map(|v| v.as_bytes().split(|&b| b == b','))
+            .map(<[u8]>::trim_ascii)
+            .filter(|c| !c.is_empty())
+            .last();
+        let chunked = last.is_some_and(|c| c.eq_ignore_ascii_case(b"chunked"));
+        return Ok((if chunked { Framing::Chunked } else { Framing::UntilClose }, has_length));
+    }
+    if !has_length {
+        return Ok((Framing::UntilClose, false));
+    }
+    let mut length = None;
+    for value in headers.get_all(header::CONTENT_LENGTH) {
+        for item in value.as_bytes().split(|&b| b == b',').map(<[u8]>::trim_ascii) {
+            let n = parse_decimal(item).ok_or(WireError("invalid Content-Length"))?;
+            if length.is_some_and(|l| l != n) {
+                return Err(WireError("conflicting Content-Length values"));
+            }
+            length = Some(n);
+        }
+    }
+    Ok((Framing::Length(length.ok_or(WireError("invalid Content-Length"))?), false))
+}
+
+/// Whether the connection persists after this response (RFC 9112 §9.3).
+fn persistent(version: Version, headers: &HeaderMap) -> bool {
+    let has = |token: &[u8]| {
+        headers
+            .get_all(header::CONNECTION)
+            .iter()
+            .flat_map(|v| v.as_bytes().split(|&b| b == b','))
+            .any(|t| t.trim_ascii().eq_ignore_ascii_case(token))
+    };
+    if version == Version::HTTP_10 {
+        has(b"keep-alive")
+    } else {
+        !has(b"close")
+    }
+}
+
+fn parse_decimal(digits: &[u8]) -> Option<u64> {
+    if digits.is_empty() || digits.len() > 19 || !digits.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    std::str::from_utf8(digits).ok()?.parse().ok()
+}
+
+fn parse_hex(digits: &[u8]) -> Option<u64> {
+    if digits.is_empty() || digits.len() > 15 || !digits.iter().all(u8::is_ascii_hexdigit) {
+        return None;
+    }
+    u64::from_str_radix(std::str::from_utf8(digits).ok()?, 16).ok()
+}
+
+/// Decodes the chunked transfer coding (RFC 9112 §7.1) incrementally. Trailer fields are
+/// read and dropped.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChunkedDecoder {
+    state: Chunk,
+    trailer_bytes: usize,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Chunk {
+    /// Expecting a chunk-size line.
+    Size,
+    /// Inside chunk data, this many bytes left.
+    Data(u64),
+    /// Expecting the CRLF after chunk data.
+    DataEnd,
+    /// Reading trailer lines, up to the empty line.
+    Trailers,
+    Done,
+}
+
+impl Default for ChunkedDecoder {
+    fn default() -> Self {
+        Self { state: Chunk::Size, trailer_bytes: 0 }
+    }
+}
+
+impl ChunkedDecoder {
+    /// True once the last chunk and the trailer section have been read.
+    pub fn is_done(&self) -> bool {
+        self.state == Chunk::Done
+    }
+
+    /// The next piece of body data in `buf`, consuming it and the framing around it.
+    /// `Ok(None)` means more bytes are needed, or the body ended ([`Self::is_done`]).
+    /// Framing that follows the data is consumed eagerly, so `is_done` turns true as soon
+    /// as the bytes announcing the end are in `buf`.
+    pub fn decode(&mut self, buf: &mut BytesMut) -> Result<Option<Bytes>, WireError> {
+        self.skip_framing(buf)?;
+        let Chunk::Data(left) = self.state else { return Ok(None) };
+        if buf.is_empty() {
+            return Ok(None);
+        }
+        let take = usize::try_from(left).unwrap_or(usize::MAX).min(buf.len());
+        let data = buf.split_to(take).freeze();
+        let left = left - take as u64;
+        self.state = if left == 0 { Chunk::DataEnd } else { Chunk::Data(left) };
+        self.skip_framing(buf)?;
+        Ok(Some(data))
+    }
+
+    /// Consumes framing (CRLFs, size lines, trailers) until data or the end, or until `buf`
+    /// runs out.
+    fn skip_framing(&mut self, buf: &mut BytesMut) -> Result<(), WireError> {
+        loop {
+            match self.state {
+                Chunk::Data(_) | Chunk::Done => return Ok(()),
+                Chunk::DataEnd => {
+                    if buf.len() < 2 {
+                        return Ok(());
+                    }
+                    if &buf[..2] != b"\r\n" {
+                        return Err(WireError("chunk data not followed by CRLF"));
+                    }
+                    buf.advance(2);
+                    self.state = Chunk::Size;
+                }
+                Chunk::Size => {
+                    let Some(line) = take_line(buf, MAX_CHUNK_LINE, "chunk-size line too long")? else { return Ok(()) };
+                    let size_end = line.iter().position(|&b| b == b';').unwrap_or(line.len());
+                    let size = parse_hex(line[..size_end].trim_ascii()).ok_or(WireError("invalid chunk size"))?;
+                    self.state = if size == 0 { Chunk::Trailers } else { Chunk::Data(size) };
+                }
+                Chunk::Trailers => {
+                    let Some(line) = take_line(buf, MAX_TRAILERS, "trailer section too long")? else { return Ok(()) };
+                    self.trailer_bytes += line.len() + 2;
+                    if self.trailer_bytes > MAX_TRAILERS {
+                        return Err(WireError("trailer section too long"));
+                    }
+                    if line.is_empty() {
+                        self.state = Chunk::Done;
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Takes one CRLF-terminated line off `buf` (without the CRLF); `None` when it is not
+/// complete yet.
+fn take_line(buf: &mut BytesMut, max: usize, too_long: &'static str) -> Result<Option<BytesMut>, WireError> {
+    match buf.windows(2).position(|w| w == b"\r\n") {
+        Some(end) => {
+            let line = buf.split_to(end);
+            buf.advance(2);
+            Ok(Some(line))
+        }
+        None if buf.len() > max => Err(WireError(too_long)),
+        None => Ok(None),
+    }
+}
+
+#[cfg(test)]
+mod tests;
