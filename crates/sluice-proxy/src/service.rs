@@ -50,7 +50,17 @@ impl Forward {
     /// `Via`, `X-Forwarded-For` and `X-Forwarded-Proto`. Built only when a request goes
     /// forward (never on a hit).
     pub fn origin_headers(&self, state: &State) -> HeaderMap {
-        let mut headers = self.client.headers.clone();
+        self.origin_headers_from(self.client.headers.clone(), state)
+    }
+
+    /// [`Self::origin_headers`], moving the client's fields out instead of copying them: for
+    /// a request that needs them no more (pass-through).
+    pub fn take_origin_headers(&mut self, state: &State) -> HeaderMap {
+        let headers = std::mem::take(&mut self.client.headers);
+        self.origin_headers_from(headers, state)
+    }
+
+    fn origin_headers_from(&self, mut headers: HeaderMap, state: &State) -> HeaderMap {
         sluice_http::hop::remove_hop_by_hop(&mut headers);
         headers.insert(header::HOST, self.host.clone());
         if state.config.headers.via {
@@ -300,11 +310,12 @@ pub fn origin_request(uri: &Uri, method: Method, headers: HeaderMap) -> Result<r
 async fn pass(
     state: &State,
     txn: &mut Txn,
-    forward: Forward,
+    mut forward: Forward,
     body: Incoming,
     reason: Fwd,
 ) -> Result<Response<ProxyBody>, ProxyError> {
-    let mut parts = origin_request(&forward.uri, forward.client.method.clone(), forward.origin_headers(state))?;
+    let headers = forward.take_origin_headers(state);
+    let mut parts = origin_request(&forward.uri, forward.client.method.clone(), headers)?;
     if let Some(local) = txn.phase(true, |m, info| m.req_out(info, &mut parts)).await?.respond {
         return Ok(respond::local(state, local));
     }
