@@ -135,8 +135,7 @@ fn response_framing(method: &Method, status: StatusCode, headers: &HeaderMap) ->
             .iter()
             .flat_map(|v| v.as_bytes().split(|&b| b == b','))
             .map(<[u8]>::trim_ascii)
-            .filter(|c| !c.is_empty())
-            .last();
+            .rfind(|c| !c.is_empty());
         let chunked = last.is_some_and(|c| c.eq_ignore_ascii_case(b"chunked"));
         return Ok((if chunked { Framing::Chunked } else { Framing::UntilClose }, has_length));
     }
