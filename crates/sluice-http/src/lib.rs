@@ -30,6 +30,7 @@ pub mod key;
 pub mod range;
 pub mod reuse;
 pub mod storable;
+pub mod tags;
 pub mod validation;
 pub mod vary;
 

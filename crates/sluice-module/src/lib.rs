@@ -27,9 +27,13 @@
 
 mod body;
 mod cache_api;
+mod cache_read;
 
 pub use body::BodyChunk;
-pub use cache_api::{CacheApi, CacheError, ObjectInfo};
+pub use cache_api::{
+    CacheApi, CacheError, CacheFuture, Expiry, FetchMode, FetchResponse, Injection, ObjectInfo, ObjectReader,
+    Revalidation, Validated,
+};
 
 use futures_util::future::BoxFuture;
 use http::{request, response, HeaderMap, StatusCode};

@@ -33,6 +33,8 @@ struct Inner {
     /// Primary key to its variants' ids, newest first.
     index: HashMap<String, Vec<ObjectId>>,
     objects: HashMap<ObjectId, Arc<Object>>,
+    /// Cache tag (`Surrogate-Key`, `Cache-Tag`) to the variants carrying it.
+    tags: HashMap<String, Vec<ObjectId>>,
     policy: Box<dyn Policy>,
     stats: StoreStats,
 }
@@ -66,7 +68,7 @@ impl MemoryStore {
     /// evicts by `policy`.
     pub fn new(capacity: u64, max_object: u64, policy: Box<dyn Policy>) -> Self {
         let stats = StoreStats { capacity, ..StoreStats::default() };
-        let inner = Inner { index: HashMap::new(), objects: HashMap::new(), policy, stats };
+        let inner = Inner { index: HashMap::new(), objects: HashMap::new(), tags: HashMap::new(), policy, stats };
         Self { inner: Mutex::new(inner), max_object: max_object.min(capacity) }
     }
 
@@ -114,6 +116,11 @@ impl MemoryStore {
         let object = Arc::new(object);
         inner.index.entry(object.meta.key.clone()).or_default().insert(0, id);
         inner.objects.insert(id, Arc::clone(&object));
+        if sluice_http::tags::has_tags(&object.meta.headers) {
+            for tag in sluice_http::tags::tags(&object.meta.headers) {
+                inner.tags.entry(tag).or_default().push(id);
+            }
+        }
         inner.stats.bytes += size;
         inner.stats.objects += 1;
         inner.stats.insertions += 1;
@@ -159,6 +166,23 @@ impl MemoryStore {
         ids.len()
     }
 
+    /// Removes every object tagged `tag` (by `Surrogate-Key` or `Cache-Tag`); returns how
+    /// many. Costs one lock and the tagged objects, not a walk of the index.
+    pub fn remove_tag(&self, tag: &str) -> usize {
+        let mut inner = self.inner.lock();
+        let ids = inner.tags.get(tag).cloned().unwrap_or_default();
+        for id in &ids {
+            inner.policy.on_remove(*id);
+            inner.forget(*id);
+        }
+        ids.len()
+    }
+
+    /// How many stored objects carry `tag`.
+    pub fn tagged(&self, tag: &str) -> usize {
+        self.inner.lock().tags.get(tag).map_or(0, Vec::len)
+    }
+
     /// Current counters and gauges.
     pub fn stats(&self) -> StoreStats {
         self.inner.lock().stats
@@ -175,6 +199,16 @@ impl Inner {
             ids.retain(|v| *v != id);
             if ids.is_empty() {
                 self.index.remove(&object.meta.key);
+            }
+        }
+        if sluice_http::tags::has_tags(&object.meta.headers) {
+            for tag in sluice_http::tags::tags(&object.meta.headers) {
+                if let Some(ids) = self.tags.get_mut(&tag) {
+                    ids.retain(|v| *v != id);
+                    if ids.is_empty() {
+                        self.tags.remove(&tag);
+                    }
+                }
             }
         }
     }
@@ -231,6 +265,32 @@ mod tests {
         assert!(s.insert(object("big", 5000)).is_none());
         assert_eq!(s.stats().rejected_too_large, 1);
         assert_eq!(s.stats().objects, 0);
+    }
+
+    fn tagged(key: &str, tags: &'static str) -> Object {
+        let mut o = object(key, 10);
+        let mut meta = (*o.meta).clone();
+        meta.headers.insert("surrogate-key", http::HeaderValue::from_static(tags));
+        o = o.with_meta(Arc::new(meta));
+        o
+    }
+
+    #[test]
+    fn tag_removal_takes_exactly_the_tagged_objects_and_forgets_evicted_ones() {
+        let s = store(1 << 20);
+        s.insert(tagged("http://a/1", "red blue"));
+        s.insert(tagged("http://a/2", "blue"));
+        s.insert(object("http://a/3", 10));
+        assert_eq!(s.tagged("blue"), 2);
+        assert_eq!(s.remove_tag("red"), 1);
+        assert_eq!(s.tagged("blue"), 1);
+        assert_eq!(s.remove_tag("blue"), 1);
+        assert_eq!(s.remove_tag("blue"), 0);
+        assert_eq!(s.stats().objects, 1);
+        // Replacing a tagged object with an untagged one drops its tags.
+        s.insert(tagged("http://a/3", "green"));
+        s.insert(object("http://a/3", 10));
+        assert_eq!(s.tagged("green"), 0);
     }
 
     #[test]
