@@ -6,6 +6,10 @@
 //! | `GET /metrics` | no | Prometheus text exposition |
 //! | `GET /stats` | yes | JSON counters and cache gauges |
 //! | `DELETE /cache?url=URL` | yes | remove every stored variant of an absolute URL |
+//! | `GET /modules` | yes | JSON list of the `[[module]]` entries: name, kind, order, state, modules |
+//! | `GET /modules/<name>` | yes | one entry, as listed |
+//! | `PUT /modules/<name>` | yes | load or reload an entry (body: JSON or TOML entry, or a `.wasm` path as `text/plain`; empty: reload as is); 201 new, 200 reloaded, 400 bad spec |
+//! | `DELETE /modules/<name>` | yes | unload an entry; 404 when there is none |
 //! | `GET\|POST /modules/<name>/<path>` | yes | the module's own admin endpoint |
 
 use crate::state::State;
@@ -23,9 +27,9 @@ pub struct Admin {
     pub token: String,
 }
 
-type AdminResponse = Response<Full<Bytes>>;
+pub(crate) type AdminResponse = Response<Full<Bytes>>;
 
-fn reply(status: StatusCode, content_type: &'static str, body: impl Into<Bytes>) -> AdminResponse {
+pub(crate) fn reply(status: StatusCode, content_type: &'static str, body: impl Into<Bytes>) -> AdminResponse {
     let mut response = Response::new(Full::new(body.into()));
     *response.status_mut() = status;
     response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
@@ -33,7 +37,7 @@ fn reply(status: StatusCode, content_type: &'static str, body: impl Into<Bytes>)
     response
 }
 
-fn text(status: StatusCode, body: impl Into<String>) -> AdminResponse {
+pub(crate) fn text(status: StatusCode, body: impl Into<String>) -> AdminResponse {
     reply(status, "text/plain; charset=utf-8", body.into())
 }
 
@@ -60,6 +64,7 @@ impl Admin {
                 reply(StatusCode::OK, "application/json", json.to_string())
             }
             (&Method::DELETE, "/cache") => self.delete(&req),
+            (_, p) if crate::admin_modules::owns(p) => crate::admin_modules::handle(state, req).await,
             (_, p) if p.starts_with("/modules/") => self.module(req).await,
             (_, "/healthz" | "/metrics" | "/stats" | "/cache") => {
                 text(StatusCode::METHOD_NOT_ALLOWED, "method not allowed\n")
@@ -74,7 +79,7 @@ impl Admin {
         use http_body_util::BodyExt;
         let path = req.uri().path().trim_start_matches("/modules/").to_owned();
         let (name, rest) = path.split_once('/').unwrap_or((path.as_str(), ""));
-        let Some(loaded) = self.state.modules.iter().find(|m| m.module.name() == name) else {
+        let Some(loaded) = self.state.modules.find(name) else {
             return text(StatusCode::NOT_FOUND, format!("no module {name}\n"));
         };
         let method = req.method().clone();

@@ -374,6 +374,32 @@ impl Config {
         })
     }
 
+/// What kind of module a `[[module]]` entry is (see `docs/modules.md`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ModuleKind {
+    /// A module compiled into Sluice, named by `name` (the `sluice-modules` table).
+    #[default]
+    Builtin,
+    /// A Proxy-Wasm plugin: `settings` is its spec (`path` to the `.wasm`, configuration,
+    /// limits); see `docs/modules-wasm.md`.
+    Wasm,
+    /// An Envoy ext_proc helper process: `settings` is its configuration; the entry yields
+    /// two modules, `name` and `<name>-apply`; see `docs/modules-extproc.md`.
+    Extproc,
+}
+
+impl ModuleKind {
+    /// The kind's name as configured.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ModuleKind::Builtin => "builtin",
+            ModuleKind::Wasm => "wasm",
+            ModuleKind::Extproc => "extproc",
+        }
+    }
+}
+
     /// Parses and validates configuration text.
     pub fn parse(text: &str) -> Result<Self, ConfigError> {
         let config: Config = toml::from_str(text)
@@ -381,6 +407,9 @@ impl Config {
         config.validate()?;
         Ok(config)
     }
+    /// What builds the module (default: a built-in module).
+    #[serde(default)]
+    pub kind: ModuleKind,
 
     /// Checks what the types cannot: cross-field rules and values in range.
     pub fn validate(&self) -> Result<(), ConfigError> {

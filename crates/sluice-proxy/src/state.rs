@@ -7,6 +7,8 @@ use crate::clock::SharedClock;
 use crate::config::Config;
 use crate::date::DateCache;
 use crate::metrics::Metrics;
+use crate::module_list::ModuleList;
+use crate::module_manager::ModuleManager;
 use crate::route::Routes;
 use crate::upstream::Upstream;
 use http::{HeaderValue, Version};
@@ -32,7 +34,11 @@ pub struct State {
     pub purge_acl: Acl,
     pub metrics: Arc<Metrics>,
     pub access_log: Option<AccessLog>,
-    pub modules: Vec<LoadedModule>,
+    /// The module chain new transactions start with; swapped by `module_manager`.
+    pub modules: ModuleList,
+    /// Loads, reloads and unloads modules while the proxy runs (admin API, configuration
+    /// reload). `None`: the list is fixed (set it before [`crate::start`]).
+    pub module_manager: Option<Arc<ModuleManager>>,
     pub heuristic: Heuristic,
     /// `Cache-Status` / `Via` name.
     pub name: String,
@@ -84,7 +90,8 @@ impl State {
             purge_acl: Acl::new(&config.access.purge_allow),
             metrics,
             access_log,
-            modules,
+            modules: ModuleList::new(modules),
+            module_manager: None,
             heuristic,
             content,
             name,

@@ -48,7 +48,7 @@ impl Txn {
     /// Starts a transaction for `req` from `client`.
     pub fn start<B>(state: &Arc<State>, client: SocketAddr, req: &Request<B>) -> Self {
         let info = TxnInfo { id: state.next_txn_id(), client, cache: Arc::clone(&state.content) };
-        let modules = SharedChain::new(&state.modules, &info);
+        let modules = SharedChain::new(&state.modules.load(), &info);
         let headers = req.headers();
         Self {
             modules,
