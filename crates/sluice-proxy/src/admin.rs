@@ -5,7 +5,7 @@
 //! | `GET /healthz` | no | `ok` |
 //! | `GET /metrics` | no | Prometheus text exposition |
 //! | `GET /stats` | yes | JSON counters and cache gauges |
-//! | `DELETE /cache?url=URL` | yes | remove every stored variant of an absolute URL |
+//! | `GET\|PUT\|DELETE /cache`, `/cache/*`, `POST /fetch`, `/prefetch` | yes | content management (`admin_content`, docs/content.md) |
 //! | `GET /modules` | yes | JSON list of the `[[module]]` entries: name, kind, order, state, modules |
 //! | `GET /modules/<name>` | yes | one entry, as listed |
 //! | `PUT /modules/<name>` | yes | load or reload an entry (body: JSON or TOML entry, or a `.wasm` path as `text/plain`; empty: reload as is); 201 new, 200 reloaded, 400 bad spec |
@@ -29,6 +29,15 @@ pub struct Admin {
 
 pub(crate) type AdminResponse = Response<Full<Bytes>>;
 
+/// Admin response bodies: small buffers, or streamed content (`admin_content`).
+pub type AdminBody = http_body_util::Either<Full<Bytes>, crate::body::ProxyBody>;
+
+fn unauthorized() -> AdminResponse {
+    let mut r = text(StatusCode::UNAUTHORIZED, "missing or wrong admin token (Authorization: Bearer <token>)\n");
+    r.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+    r
+}
+
 pub(crate) fn reply(status: StatusCode, content_type: &'static str, body: impl Into<Bytes>) -> AdminResponse {
     let mut response = Response::new(Full::new(body.into()));
     *response.status_mut() = status;
@@ -43,8 +52,15 @@ pub(crate) fn text(status: StatusCode, body: impl Into<String>) -> AdminResponse
 
 impl Admin {
     /// Serves one admin request.
-    pub async fn handle(self: Arc<Self>, req: Request<Incoming>) -> Result<AdminResponse, Infallible> {
+    pub async fn handle(self: Arc<Self>, req: Request<Incoming>) -> Result<Response<AdminBody>, Infallible> {
+        use http_body_util::Either;
         let state = &self.state;
+        if crate::admin_content::serves(req.uri().path()) {
+            if !self.authorized(&req) {
+                return Ok(unauthorized().map(Either::Left));
+            }
+            return Ok(crate::admin_content::handle(state, req).await.map(Either::Right));
+        }
         let path = req.uri().path();
         let response = match (req.method(), path) {
             (&Method::GET, "/healthz") => text(StatusCode::OK, "ok\n"),
@@ -53,25 +69,17 @@ impl Admin {
                 "text/plain; version=0.0.4",
                 state.metrics.prometheus(&state.store.stats(), state.collapser.in_flight()),
             ),
-            _ if !self.authorized(&req) => {
-                let mut r =
-                    text(StatusCode::UNAUTHORIZED, "missing or wrong admin token (Authorization: Bearer <token>)\n");
-                r.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
-                r
-            }
+            _ if !self.authorized(&req) => unauthorized(),
             (&Method::GET, "/stats") => {
                 let json = state.metrics.json(&state.store.stats(), state.collapser.in_flight());
                 reply(StatusCode::OK, "application/json", json.to_string())
             }
-            (&Method::DELETE, "/cache") => self.delete(&req),
             (_, p) if crate::admin_modules::owns(p) => crate::admin_modules::handle(state, req).await,
             (_, p) if p.starts_with("/modules/") => self.module(req).await,
-            (_, "/healthz" | "/metrics" | "/stats" | "/cache") => {
-                text(StatusCode::METHOD_NOT_ALLOWED, "method not allowed\n")
-            }
+            (_, "/healthz" | "/metrics" | "/stats") => text(StatusCode::METHOD_NOT_ALLOWED, "method not allowed\n"),
             _ => text(StatusCode::NOT_FOUND, format!("no admin endpoint {path}\n")),
         };
-        Ok(response)
+        Ok(response.map(Either::Left))
     }
 
     /// Hands `/modules/<name>/<path>` to the module `name`.
@@ -106,24 +114,13 @@ impl Admin {
         let Some(given) = given.strip_prefix("Bearer ") else { return false };
         constant_time_eq(given.trim().as_bytes(), self.token.as_bytes())
     }
-
-    fn delete<B>(&self, req: &Request<B>) -> AdminResponse {
-        let url =
-            req.uri().query().and_then(|q| q.split('&').find_map(|pair| pair.strip_prefix("url=")).map(percent_decode));
-        let Some(url) = url else { return text(StatusCode::BAD_REQUEST, "DELETE /cache needs ?url=<absolute URL>\n") };
-        let key = url.parse::<http::Uri>().ok().and_then(|uri| sluice_http::key::primary_key(&uri));
-        let Some(key) = key else { return text(StatusCode::BAD_REQUEST, format!("not an absolute URL: {url}\n")) };
-        let removed = self.state.store.remove(&key);
-        let status = if removed > 0 { StatusCode::OK } else { StatusCode::NOT_FOUND };
-        reply(status, "application/json", serde_json::json!({ "key": key, "removed": removed }).to_string())
-    }
 }
 
 fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
-fn percent_decode(text: &str) -> String {
+pub(crate) fn percent_decode(text: &str) -> String {
     let bytes = text.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;

@@ -1,20 +1,29 @@
-//! Content management ([`CacheApi`]) over the memory store, for modules and the admin API.
+//! Content management ([`CacheApi`]) over the memory store, for modules, the admin API
+//! (`admin_content.rs`) and `sluice ctl`. Fetch and validate run through the proxy's own
+//! cache path (`content_fetch.rs`).
 
 use crate::clock::SharedClock;
+use crate::content_fetch::{self, Purpose};
 use crate::meta::{Directives, Received};
-use bytes::{Bytes, BytesMut};
-use http::{HeaderMap, StatusCode};
+use crate::state::State;
+use bytes::Bytes;
+use http::{header, HeaderMap, HeaderValue, StatusCode};
 use sluice_http::freshness::Heuristic;
-use sluice_module::{CacheApi, CacheError, ObjectInfo};
-use sluice_store::{MemoryStore, Object, StoredBody};
-use std::sync::Arc;
-use std::time::Duration;
+use sluice_module::{
+    CacheApi, CacheError, CacheFuture, Expiry, FetchMode, FetchResponse, Injection, ObjectInfo, ObjectReader, Validated,
+};
+use sluice_store::{MemoryStore, Object, ObjectMeta, StoredBody};
+use std::sync::{Arc, OnceLock, Weak};
+use std::time::{Duration, SystemTime};
 
 /// The proxy's [`CacheApi`].
 pub struct Content {
     store: Arc<MemoryStore>,
     clock: SharedClock,
     heuristic: Heuristic,
+    /// The running proxy, for fetch, validate and hit-for-pass; set by [`Content::attach`]
+    /// once the state is shared (the state owns this object, hence the weak reference).
+    proxy: OnceLock<Weak<State>>,
 }
 
 impl std::fmt::Debug for Content {
@@ -25,7 +34,43 @@ impl std::fmt::Debug for Content {
 
 impl Content {
     pub fn new(store: Arc<MemoryStore>, clock: SharedClock, heuristic: Heuristic) -> Self {
-        Self { store, clock, heuristic }
+        Self { store, clock, heuristic, proxy: OnceLock::new() }
+    }
+
+    /// Connects this object to the running proxy (called once by `start`). Before that,
+    /// `fetch` and `validate` fail with `Unsupported`; everything else works.
+    pub fn attach(&self, state: &Arc<State>) {
+        let _ = self.proxy.set(Arc::downgrade(state));
+    }
+
+    fn proxy(&self) -> Option<Arc<State>> {
+        self.proxy.get().and_then(Weak::upgrade)
+    }
+
+    /// The key stops being a hit-for-pass (it is stored, or deleted, on purpose).
+    fn forget_pass(&self, key: &str) {
+        if let Some(state) = self.proxy() {
+            state.hit_for_pass.forget(key);
+        }
+    }
+
+    /// The stored variant a request without special header fields selects: the one with
+    /// no Vary values, else the newest.
+    fn chosen(&self, url: &str) -> Result<Option<Arc<Object>>, CacheError> {
+        let variants = self.store.variants(&key_of(url)?);
+        let plain = variants.iter().position(|o| o.meta.vary_key.iter().all(Option::is_none));
+        Ok(plain.or((!variants.is_empty()).then_some(0)).map(|i| Arc::clone(&variants[i])))
+    }
+
+    fn meta_for(&self, url: &str, status: StatusCode, headers: HeaderMap) -> Result<ObjectMeta, CacheError> {
+        let key = key_of(url)?;
+        if status.is_informational() {
+            return Err(CacheError::Invalid(format!("status {} cannot be stored", status.as_u16())));
+        }
+        let now = self.clock.now();
+        let request = HeaderMap::new();
+        let received = Received { key, status, headers, request: &request, request_time: now, response_time: now };
+        Ok(crate::meta::describe(received, Directives { cdn: false }, &self.heuristic))
     }
 }
 
@@ -38,7 +83,7 @@ pub fn key_of(url: &str) -> Result<String, CacheError> {
     }
 }
 
-fn info(object: &Object, now: std::time::SystemTime) -> ObjectInfo {
+fn info(object: &Object, now: SystemTime) -> ObjectInfo {
     let meta = &object.meta;
     ObjectInfo {
         key: meta.key.clone(),
@@ -60,44 +105,138 @@ impl CacheApi for Content {
     }
 
     fn delete(&self, url: &str) -> Result<usize, CacheError> {
-        Ok(self.store.remove(&key_of(url)?))
+        let key = key_of(url)?;
+        self.forget_pass(&key);
+        Ok(self.store.remove(&key))
     }
 
     fn delete_prefix(&self, prefix: &str) -> Result<usize, CacheError> {
         Ok(self.store.remove_prefix(&key_of(prefix)?))
     }
 
+    fn delete_tag(&self, tag: &str) -> Result<usize, CacheError> {
+        Ok(self.store.remove_tag(tag))
+    }
+
     fn expire(&self, url: &str) -> Result<usize, CacheError> {
+        self.set_expiry(url, Expiry::Now)
+    }
+
+    fn set_expiry(&self, url: &str, expiry: Expiry) -> Result<usize, CacheError> {
         let variants = self.store.variants(&key_of(url)?);
+        let now = self.clock.now();
+        let fresh_for = match expiry {
+            Expiry::Now => Duration::ZERO,
+            Expiry::In(d) => d,
+            Expiry::At(t) => t.duration_since(now).unwrap_or(Duration::ZERO),
+        };
         for object in &variants {
             let mut meta = (*object.meta).clone();
-            meta.lifetime = Duration::ZERO;
+            // Freshness is `lifetime > age`: the object stays fresh `fresh_for` from now.
+            meta.lifetime = if fresh_for.is_zero() { Duration::ZERO } else { meta.age(now) + fresh_for };
             self.store.insert(object.with_meta(Arc::new(meta)));
         }
         Ok(variants.len())
     }
 
     fn inject(&self, url: &str, status: StatusCode, headers: HeaderMap, body: Bytes) -> Result<(), CacheError> {
-        let key = key_of(url)?;
-        let now = self.clock.now();
-        let size = body.len() as u64;
-        let request = HeaderMap::new();
-        let received = Received { key, status, headers, request: &request, request_time: now, response_time: now };
-        let meta = crate::meta::describe(received, Directives { cdn: false }, &self.heuristic);
-        let object = Object::new(Arc::new(meta), StoredBody::new(vec![body]));
-        match self.store.insert(object) {
-            Some(_) => Ok(()),
-            None => Err(CacheError::TooLarge { size, max: self.store.max_object() }),
-        }
+        let mut injection = self.inject_start(url, status, headers)?;
+        injection.write(body)?;
+        injection.finish().map(|_| ())
+    }
+
+    fn inject_start(
+        &self,
+        url: &str,
+        status: StatusCode,
+        headers: HeaderMap,
+    ) -> Result<Box<dyn Injection>, CacheError> {
+        let meta = self.meta_for(url, status, headers)?;
+        Ok(Box::new(Pushing {
+            store: Arc::clone(&self.store),
+            clock: Arc::clone(&self.clock),
+            proxy: self.proxy.get().cloned(),
+            meta,
+            chunks: Vec::new(),
+            size: 0,
+        }))
     }
 
     fn read(&self, url: &str) -> Result<Option<(StatusCode, HeaderMap, Bytes)>, CacheError> {
-        let variants = self.store.variants(&key_of(url)?);
-        let chosen = variants.iter().find(|o| o.meta.vary_key.iter().all(Option::is_none)).or(variants.first());
-        Ok(chosen.map(|object| {
-            let mut body = BytesMut::with_capacity(object.body.len() as usize);
-            object.body.chunks().iter().for_each(|c| body.extend_from_slice(c));
-            (object.meta.status, object.meta.headers.clone(), body.freeze())
+        Ok(self.open(url)?.map(|reader| (reader.status, reader.headers.clone(), reader.read_to_end())))
+    }
+
+    fn open(&self, url: &str) -> Result<Option<ObjectReader>, CacheError> {
+        Ok(self.chosen(url)?.map(|object| {
+            ObjectReader::new(object.meta.status, object.meta.headers.clone(), object.body.chunks().iter().cloned())
         }))
+    }
+
+    fn fetch(&self, url: &str, mode: FetchMode) -> CacheFuture<FetchResponse> {
+        let Some(state) = self.proxy() else {
+            return Box::pin(std::future::ready(Err(CacheError::Unsupported("fetch before the proxy started"))));
+        };
+        let url = url.to_owned();
+        Box::pin(async move {
+            let fetched = content_fetch::fetch(&state, &url, Purpose::Fetch).await?;
+            content_fetch::into_fetch_response(fetched, mode).await
+        })
+    }
+
+    fn validate(&self, url: &str) -> CacheFuture<Validated> {
+        let Some(state) = self.proxy() else {
+            return Box::pin(std::future::ready(Err(CacheError::Unsupported("validate before the proxy started"))));
+        };
+        let url = url.to_owned();
+        Box::pin(async move {
+            let fetched = content_fetch::fetch(&state, &url, Purpose::Revalidate).await?;
+            let validated = content_fetch::revalidation(&fetched);
+            // Read the body so a replacement is stored before this resolves.
+            let _ = content_fetch::into_fetch_response(fetched, FetchMode::Prefetch).await;
+            validated
+        })
+    }
+}
+
+/// A response being pushed in pieces.
+struct Pushing {
+    store: Arc<MemoryStore>,
+    clock: SharedClock,
+    proxy: Option<Weak<State>>,
+    meta: ObjectMeta,
+    chunks: Vec<Bytes>,
+    size: u64,
+}
+
+impl Injection for Pushing {
+    fn write(&mut self, chunk: Bytes) -> Result<(), CacheError> {
+        self.size += chunk.len() as u64;
+        let max = self.store.max_object();
+        if self.size > max {
+            self.chunks.clear();
+            return Err(CacheError::TooLarge { size: self.size, max });
+        }
+        if !chunk.is_empty() {
+            self.chunks.push(chunk);
+        }
+        Ok(())
+    }
+
+    fn finish(self: Box<Self>) -> Result<ObjectInfo, CacheError> {
+        let Pushing { store, clock, proxy, mut meta, chunks, size } = *self;
+        let max = store.max_object();
+        if size > max {
+            return Err(CacheError::TooLarge { size, max });
+        }
+        meta.headers.insert(header::CONTENT_LENGTH, HeaderValue::from(size));
+        if let Some(state) = proxy.and_then(|p| p.upgrade()) {
+            state.hit_for_pass.forget(&meta.key);
+        }
+        let object = Object::new(Arc::new(meta), StoredBody::new(chunks));
+        let footprint = object.footprint();
+        match store.insert(object) {
+            Some(stored) => Ok(info(&stored, clock.now())),
+            None => Err(CacheError::TooLarge { size: footprint, max }),
+        }
     }
 }

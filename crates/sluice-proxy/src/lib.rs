@@ -15,6 +15,7 @@
 pub mod access_log;
 pub mod acl;
 mod admin;
+mod admin_content;
 mod admin_modules;
 mod body;
 mod cache_flow;
@@ -23,6 +24,7 @@ pub mod clock;
 pub mod config;
 mod connect;
 mod content;
+mod content_fetch;
 mod date;
 pub mod error;
 mod framing;

@@ -56,6 +56,7 @@ impl Running {
 /// [`Running::listeners`]).
 pub async fn start(state: State) -> Result<Running, StartError> {
     let state = Arc::new(state);
+    state.content_impl.attach(&state);
     let config: &Config = &state.config;
     let (shutdown, shutdown_rx) = watch::channel(false);
     let mut tasks = JoinSet::new();

@@ -210,7 +210,7 @@ fn check_host<B>(req: &Request<B>) -> Result<(), ProxyError> {
 /// Maps the request to an origin: a reverse route first, then forward proxying of an
 /// absolute URI. Returns the target, the absolute URI, whether a route matched, and the
 /// `Host` to send.
-fn resolve_target(
+pub(crate) fn resolve_target(
     state: &State,
     conn: &ConnInfo,
     parts: &request::Parts,

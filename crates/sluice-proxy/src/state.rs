@@ -26,6 +26,8 @@ pub struct State {
     pub store: Arc<MemoryStore>,
     /// Content management over `store`, handed to modules.
     pub content: Arc<dyn CacheApi>,
+    /// The same object, concretely (attached to the running proxy by `start`).
+    pub(crate) content_impl: Arc<crate::content::Content>,
     pub collapser: Collapser,
     pub hit_for_pass: crate::hit_for_pass::HitForPass,
     pub upstream: Upstream,
@@ -75,8 +77,8 @@ impl State {
         let name = config.cache.name.clone();
         let heuristic =
             Heuristic { last_modified_fraction: config.cache.heuristic_fraction, max: config.cache.heuristic_max.0 };
-        let content: Arc<dyn CacheApi> =
-            Arc::new(crate::content::Content::new(Arc::clone(&store), Arc::clone(&clock), heuristic));
+        let content_impl = Arc::new(crate::content::Content::new(Arc::clone(&store), Arc::clone(&clock), heuristic));
+        let content: Arc<dyn CacheApi> = Arc::clone(&content_impl) as Arc<dyn CacheApi>;
         let via = ["1.0", "1.1", "2"].map(|v| HeaderValue::from_str(&format!("{v} {name}")).expect("name is a token"));
         Ok(Self {
             dates: DateCache::new(Arc::clone(&clock)),
@@ -94,6 +96,7 @@ impl State {
             module_manager: None,
             heuristic,
             content,
+            content_impl,
             name,
             via,
             next_txn: AtomicU64::new(1),
