@@ -68,6 +68,11 @@ pub struct BodyPhases {
     pub origin: bool,
     /// `client_resp_body`.
     pub client: bool,
+    /// Some module taking part declared that it may change this body
+    /// ([`sluice_module::Txn::edits_body`]); otherwise the modules only see it, and the
+    /// body keeps its exact length (so the client's `Content-Length` and hyper's fast
+    /// path for bodies of known length stay).
+    pub may_change: bool,
 }
 
 impl BodyPhases {
@@ -182,6 +187,10 @@ impl ProxyBody {
         if phases.client {
             txn.body_phase(&mut chunk, |m, info, c| m.client_resp_body(info, c))?;
         }
+        if chunk.is_changed() && !phases.may_change {
+            // The length was announced; a changed body would be cut or overrun.
+            return Err("a module changed a response body without declaring it in edits_body".into());
+        }
         if end {
             self.phases_ended = true;
         }
@@ -243,8 +252,7 @@ impl Body for ProxyBody {
     }
 
     fn size_hint(&self) -> SizeHint {
-        if self.phases.any() {
-            // Modules may change the length.
+        if self.phases.may_change {
             return SizeHint::default();
         }
         match &self.source {

@@ -76,6 +76,21 @@ impl std::fmt::Debug for ModuleChain {
     }
 }
 
+/// How far a header phase got without waiting.
+enum Progress {
+    /// Every active module was called, or one answered locally.
+    Finished,
+    /// A module deferred; the modules after it wait for its work.
+    Deferred(Deferred),
+}
+
+/// One module's deferred work in a header phase.
+struct Deferred {
+    index: usize,
+    work: futures_util::future::BoxFuture<'static, Flow>,
+    deadline: std::time::Duration,
+}
+
 enum Step {
     Go,
     Respond(LocalResponse),
@@ -85,7 +100,7 @@ enum Step {
 impl ModuleChain {
     /// Asks every module for its state; modules answering `None` sit the transaction out.
     pub fn new(modules: &[LoadedModule], info: &TxnInfo) -> Self {
-        let mut slots = Vec::new();
+        let mut slots = Vec::with_capacity(modules.len());
         for loaded in modules {
             let created = std::panic::catch_unwind(AssertUnwindSafe(|| loaded.module.new_txn(info)));
             match created {
@@ -125,6 +140,32 @@ impl ModuleChain {
     fn call(&mut self, i: usize, call: &mut impl FnMut(&mut dyn ModuleTxn) -> Flow) -> Option<Result<Flow, ()>> {
         let slot = self.slots.get_mut(i).filter(|s| s.active)?;
         Some(std::panic::catch_unwind(AssertUnwindSafe(|| call(slot.state.as_mut()))).map_err(|_| ()))
+    }
+
+    /// Calls the active modules from `start` on, in order, folding their verdicts into
+    /// `outcome`, until the phase ends (all called, or a local answer) or one defers.
+    fn run_from(
+        &mut self,
+        start: usize,
+        allow_respond: bool,
+        call: &mut impl FnMut(&mut dyn ModuleTxn) -> Flow,
+        outcome: &mut PhaseOutcome,
+    ) -> Result<Progress, ModuleFailure> {
+        for i in start..self.slots.len() {
+            match self.call(i, call) {
+                None => {}
+                Some(Err(())) => self.fail(i, "panicked")?,
+                Some(Ok(Flow::Defer { work, deadline })) => {
+                    return Ok(Progress::Deferred(Deferred { index: i, work, deadline }))
+                }
+                Some(Ok(flow)) => {
+                    if outcome.record(self.step(i, flow, allow_respond)) {
+                        break;
+                    }
+                }
+            }
+        }
+        Ok(Progress::Finished)
     }
 
     /// Runs a body phase on `chunk`: each active module sees the previous one's output.
@@ -248,6 +289,10 @@ impl SharedChain {
     /// Runs a header phase on every active module in order. `allow_respond` is true for
     /// request phases: the first local answer stops the phase. `Defer`red work is awaited
     /// here (without the lock), within its deadline.
+    ///
+    /// Modules that answer at once are called synchronously under one lock; only a `Defer`
+    /// enters the (boxed) waiting path, so the common case adds no timer and keeps the
+    /// futures of the phases that await this one small.
     pub async fn phase(
         &self,
         allow_respond: bool,
@@ -255,44 +300,49 @@ impl SharedChain {
     ) -> Result<PhaseOutcome, ModuleFailure> {
         let mut outcome = PhaseOutcome::default();
         let Some(chain) = &self.chain else { return Ok(outcome) };
-        let count = chain.lock().slots.len();
-        for i in 0..count {
-            // Call and apply the verdict under one lock; only deferred work is awaited
-            // without it.
-            let (work, deadline) = {
-                let mut locked = chain.lock();
-                match locked.call(i, &mut call) {
-                    None => continue,
-                    Some(Err(())) => {
-                        locked.fail(i, "panicked")?;
-                        continue;
-                    }
-                    Some(Ok(Flow::Defer { work, deadline })) => (work, deadline),
-                    Some(Ok(flow)) => {
-                        if outcome.record(locked.step(i, flow, allow_respond)) {
-                            return Ok(outcome);
-                        }
-                        continue;
-                    }
-                }
-            };
+        let progress = chain.lock().run_from(0, allow_respond, &mut call, &mut outcome)?;
+        match progress {
+            Progress::Finished => Ok(outcome),
+            Progress::Deferred(deferred) => {
+                Box::pin(Self::wait_and_resume(chain, deferred, allow_respond, call, outcome)).await
+            }
+        }
+    }
+
+    /// The waiting path of [`Self::phase`]: awaits the deferred work of one module, applies
+    /// its verdict, and calls the modules after it, as often as they defer.
+    async fn wait_and_resume(
+        chain: &parking_lot::Mutex<ModuleChain>,
+        mut deferred: Deferred,
+        allow_respond: bool,
+        mut call: impl FnMut(&mut dyn ModuleTxn) -> Flow,
+        mut outcome: PhaseOutcome,
+    ) -> Result<PhaseOutcome, ModuleFailure> {
+        loop {
+            let Deferred { index, work, deadline } = deferred;
             let flow = match tokio::time::timeout(deadline, AssertUnwindSafe(work).catch_unwind()).await {
                 Ok(Ok(Flow::Defer { .. })) => Err("deferred work yielded another Defer".to_owned()),
                 Ok(Ok(flow)) => Ok(flow),
                 Ok(Err(_)) => Err("deferred work panicked".to_owned()),
                 Err(_) => Err(format!("deferred work missed its {deadline:?} deadline")),
             };
-            let mut locked = chain.lock();
-            match flow {
-                Ok(flow) => {
-                    if outcome.record(locked.step(i, flow, allow_respond)) {
-                        return Ok(outcome);
+            let progress = {
+                let mut locked = chain.lock();
+                match flow {
+                    Ok(flow) => {
+                        if outcome.record(locked.step(index, flow, allow_respond)) {
+                            return Ok(outcome);
+                        }
                     }
+                    Err(what) => locked.fail(index, &what)?,
                 }
-                Err(what) => locked.fail(i, &what)?,
+                locked.run_from(index + 1, allow_respond, &mut call, &mut outcome)?
+            };
+            match progress {
+                Progress::Finished => return Ok(outcome),
+                Progress::Deferred(next) => deferred = next,
             }
         }
-        Ok(outcome)
     }
 
     /// Runs a body phase on `chunk` (see [`ModuleChain::body_phase`]).

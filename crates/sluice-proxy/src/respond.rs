@@ -38,7 +38,8 @@ pub async fn finalize(
                     && parts.status != StatusCode::NO_CONTENT
                     && parts.status != StatusCode::NOT_MODIFIED;
                 let edits = txn.modules.edits();
-                phases = BodyPhases { origin: edits.origin_response && body.is_from_origin(), client: true };
+                let origin = edits.origin_response && body.is_from_origin();
+                phases = BodyPhases { origin, client: true, may_change: edits.client_response || origin };
                 if !has_body {
                     phases = BodyPhases::default();
                 } else if let Some(max) = outcome.buffer {
@@ -50,7 +51,7 @@ pub async fn finalize(
                         }
                         Err(err) => return error_response(state, txn, &err),
                     }
-                } else if edits.client_response || phases.origin {
+                } else if phases.may_change {
                     parts.headers.remove(header::CONTENT_LENGTH);
                 }
             }

@@ -492,6 +492,40 @@ async fn buffer_hands_the_whole_body_and_the_host_fixes_content_length() {
     assert_eq!(reply.header("content-length"), "5000");
 }
 
+#[derive(Default)]
+struct SneakyTxn;
+
+impl Txn for SneakyTxn {
+    fn client_resp_body(&mut self, _: &TxnInfo, chunk: &mut BodyChunk) -> Flow {
+        chunk.replace("changed without saying so");
+        Flow::Continue
+    }
+}
+
+#[tokio::test]
+async fn a_module_that_only_reads_bodies_keeps_content_length() {
+    let (h, journal) = recorded(Mode::Forward).await;
+    h.origin.on("/len", Reply::ok("four").header("Cache-Control", "max-age=60"));
+    let miss = h.get("/len").await;
+    take(&h, &journal).await;
+    let hit = h.get("/len").await;
+    take(&h, &journal).await;
+    for reply in [miss, hit] {
+        assert_eq!(reply.text(), "four");
+        assert_eq!(reply.header("content-length"), "4", "observed bodies keep their length");
+    }
+}
+
+#[tokio::test]
+async fn an_undeclared_body_change_cuts_the_response_instead_of_corrupting_it() {
+    let h = Harness::forward_with(vec![stateless::<SneakyTxn>("sneaky", FailurePolicy::Open)]).await;
+    h.origin.on("/s", Reply::ok("four").header("Cache-Control", "max-age=60"));
+    let request = format!("GET {} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", h.target("/s"));
+    let raw = sluice_testkit::client::raw(h.addr(), request.as_bytes()).await;
+    assert!(raw.contains("content-length: 4"), "{raw}");
+    assert!(!raw.contains("changed without saying so"), "{raw}");
+}
+
 // ---- content management from a phase -------------------------------------------------------------
 
 #[derive(Default)]
