@@ -18,6 +18,12 @@ enum Command {
     Serve(cmd::serve::Args),
     /// Replay a trace through replacement policies and report miss ratios.
     Sim(Box<cmd::sim::Args>),
+    /// Manage a running proxy's cache content: query, fetch, prefetch, validate, expire,
+    /// delete (by URL, prefix or tag), push, read. A client of its admin API.
+    Ctl(cmd::ctl::Args),
+    /// Fetch a URL through a running proxy's cache (its admin API's POST /fetch): body to
+    /// stdout, cache status to stderr.
+    Fetch(cmd::fetch::Command),
 }
 
 fn main() -> std::process::ExitCode {
@@ -25,6 +31,8 @@ fn main() -> std::process::ExitCode {
     let result = match cli.command {
         Command::Serve(args) => cmd::serve::run(args),
         Command::Sim(args) => cmd::sim::run(*args),
+        Command::Ctl(args) => cmd::ctl::run(args),
+        Command::Fetch(args) => cmd::fetch::run(args),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

@@ -49,14 +49,17 @@ pub async fn handle(state: &Arc<State>, req: Request<Incoming>) -> Response<Prox
         (Method::POST, "/prefetch") => fetch(state, query, req, true).await,
         (_, path) => Err(method_not_allowed(path)),
     };
-    let mut response = result.unwrap_or_else(|e| e);
+    let mut response = result.unwrap_or_else(|refusal| *refusal);
     response.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     response
 }
 
-type Answer = Result<Response<ProxyBody>, Response<ProxyBody>>;
+/// An answer, or a refusal (boxed: refusals are rare and a response is large).
+type Answer = Result<Response<ProxyBody>, Refusal>;
+type Refusal = Box<Response<ProxyBody>>;
 
-fn text(status: StatusCode, message: impl Into<String>) -> Response<ProxyBody> {
+/// A plain-text refusal.
+fn text(status: StatusCode, message: impl Into<String>) -> Refusal {
     let mut message = message.into();
     if !message.ends_with('\n') {
         message.push('\n');
@@ -64,7 +67,7 @@ fn text(status: StatusCode, message: impl Into<String>) -> Response<ProxyBody> {
     let mut response = Response::new(ProxyBody::full(message));
     *response.status_mut() = status;
     response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8"));
-    response
+    Box::new(response)
 }
 
 fn json_reply(status: StatusCode, value: &Value) -> Response<ProxyBody> {
@@ -74,7 +77,7 @@ fn json_reply(status: StatusCode, value: &Value) -> Response<ProxyBody> {
     response
 }
 
-fn method_not_allowed(path: &str) -> Response<ProxyBody> {
+fn method_not_allowed(path: &str) -> Refusal {
     let allow = match path {
         "/cache" => "GET, HEAD, PUT, DELETE",
         "/cache/body" => "GET, HEAD",
@@ -86,7 +89,7 @@ fn method_not_allowed(path: &str) -> Response<ProxyBody> {
 }
 
 /// The HTTP answer to a failed content operation.
-fn failure(err: CacheError) -> Response<ProxyBody> {
+fn failure(err: CacheError) -> Refusal {
     let status = match &err {
         CacheError::BadUrl(_) | CacheError::Invalid(_) => StatusCode::BAD_REQUEST,
         CacheError::TooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
@@ -99,13 +102,13 @@ fn failure(err: CacheError) -> Response<ProxyBody> {
 }
 
 /// The `url` parameter, required.
-fn url<'a>(query: &'a Query, endpoint: &str) -> Result<&'a str, Response<ProxyBody>> {
+fn url<'a>(query: &'a Query, endpoint: &str) -> Result<&'a str, Refusal> {
     query.get("url").filter(|u| !u.is_empty()).ok_or_else(|| {
         text(StatusCode::BAD_REQUEST, format!("{endpoint} needs ?url=<absolute http(s) URL, percent-encoded>"))
     })
 }
 
-fn only(query: &Query, known: &[&str]) -> Result<(), Response<ProxyBody>> {
+fn only(query: &Query, known: &[&str]) -> Result<(), Refusal> {
     match query.unknown(known) {
         Some(name) => {
             Err(text(StatusCode::BAD_REQUEST, format!("unknown parameter {name:?} (known: {})", known.join(", "))))
