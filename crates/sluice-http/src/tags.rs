@@ -35,6 +35,12 @@ pub fn has_tags(headers: &HeaderMap) -> bool {
     headers.contains_key(SURROGATE_KEY) || headers.contains_key(CACHE_TAG)
 }
 
+/// Removes the tag fields (before a response leaves a CDN-style reverse proxy).
+pub fn strip(headers: &mut HeaderMap) {
+    headers.remove(SURROGATE_KEY);
+    headers.remove(CACHE_TAG);
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -48,6 +54,8 @@ mod tests {
         h.append(CACHE_TAG, HeaderValue::from_static("product-7, news ,,Sale"));
         assert_eq!(tags(&h), ["news", "sport/1", "product-7", "Sale"]);
         assert!(has_tags(&h));
+        strip(&mut h);
+        assert!(!has_tags(&h));
     }
 
     #[test]

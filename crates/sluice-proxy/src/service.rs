@@ -170,13 +170,19 @@ async fn route(
     }
     let cacheable = state.config.cache.enabled && crate::cache_flow::applies(&forward.client, &body);
     let key = if cacheable { sluice_http::key::primary_key(&forward.uri) } else { None };
-    let response = match key {
+    let reverse = forward.reverse;
+    let mut response = match key {
         Some(key) if !state.hit_for_pass.applies(&key, state.clock.now()) => {
             crate::cache_flow::serve(state, txn, forward, key).await?
         }
         Some(_) => within_deadline(state, pass(state, txn, forward, body, Fwd::Bypass)).await?,
         None => within_deadline(state, pass(state, txn, forward, body, Fwd::Method)).await?,
     };
+    if reverse {
+        // Cache tags are instructions to this cache (a CDN's), not to clients: like Fastly
+        // and Cloudflare, do not pass them on from a reverse route (docs/content.md).
+        sluice_http::tags::strip(response.headers_mut());
+    }
     Ok(Routed::Response(response))
 }
 

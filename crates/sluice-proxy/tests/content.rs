@@ -416,3 +416,28 @@ async fn modules_get_the_same_operations_through_cache_api() {
     assert_eq!(reader.read_to_end(), "odu");
     assert!(matches!(cache.fetch("nope", FetchMode::Body).await, Err(sluice_module::CacheError::BadUrl(_))));
 }
+
+#[tokio::test]
+async fn reverse_routes_keep_tags_for_purging_but_do_not_pass_them_to_clients() {
+    let h = Harness::reverse().await;
+    h.origin.on("/cdn", cacheable("cdn", 60).header("surrogate-key", "s1 s2").header("cache-tag", "c1"));
+    let miss = h.get("/cdn").await;
+    let hit = h.get("/cdn").await;
+    for reply in [&miss, &hit] {
+        assert_eq!(reply.text(), "cdn");
+        assert_eq!(reply.header("surrogate-key"), "");
+        assert_eq!(reply.header("cache-tag"), "");
+    }
+    assert!(cache_status(&hit).contains("hit"));
+    // The key of a reverse-proxied object is its origin URL.
+    let query = json(&admin(&h, "GET", &format!("/cache?url={}", enc(&h.origin.url("/cdn"))), &[], None).await);
+    assert_eq!(query["variants"][0]["tags"], serde_json::json!(["s1", "s2", "c1"]));
+    assert_eq!(json(&admin(&h, "DELETE", "/cache?tag=c1", &[], None).await)["removed"], 1);
+    h.get("/cdn").await;
+    assert_eq!(h.origin.hits("/cdn"), 2);
+
+    // A forward proxy passes them on: they are the origin's fields, end to end.
+    let f = Harness::forward().await;
+    f.origin.on("/fwd", cacheable("fwd", 60).header("surrogate-key", "s1"));
+    assert_eq!(f.get("/fwd").await.header("surrogate-key"), "s1");
+}
