@@ -7,8 +7,8 @@
 //!   ends the transaction exactly once, when the body ends, fails, or is dropped because the
 //!   client went away.
 
+use crate::source::SourceBody;
 use crate::txn::Txn;
-use crate::upstream::PooledBody;
 use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
 use hyper::body::Incoming;
@@ -58,7 +58,7 @@ enum Source {
     Empty,
     Chunks(BodyChunks),
     Fill(FillReader),
-    Origin(PooledBody),
+    Origin(SourceBody),
 }
 
 /// Which module body phases a response body runs, chunk by chunk.
@@ -122,8 +122,8 @@ impl ProxyBody {
         Self::of(Source::Fill(reader))
     }
 
-    /// An origin body streamed through.
-    pub fn origin(body: PooledBody) -> Self {
+    /// An origin (or other data source) body streamed through.
+    pub fn origin(body: SourceBody) -> Self {
         Self::of(Source::Origin(body))
     }
 

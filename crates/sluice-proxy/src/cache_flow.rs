@@ -20,9 +20,9 @@ use crate::meta::{Directives, Received};
 use crate::outcome::ResultCode;
 use crate::respond::{self, ObjectBody};
 use crate::service::{origin_request, Forward};
+use crate::source::{Dest, SourceBody};
 use crate::state::State;
 use crate::txn::Txn;
-use crate::upstream::{PooledBody, Target};
 use bytes::Bytes;
 use http::header::{self, HeaderMap, HeaderValue};
 use http::{request, response, Method, Request, Response, StatusCode, Uri};
@@ -46,7 +46,7 @@ pub fn applies(client: &request::Parts, body: &Incoming) -> bool {
 /// What a fetch needs, independent of the client (a background revalidation has none).
 #[derive(Debug, Clone)]
 struct FetchSpec {
-    target: Target,
+    target: Dest,
     uri: Uri,
     key: String,
     out_headers: HeaderMap,
@@ -66,7 +66,7 @@ enum Fetched {
     /// A storable response; its body is filling (and will be stored when complete).
     Filling { meta: Arc<ObjectMeta>, fill: Arc<Fill> },
     /// A response that is not stored, streamed through; `detail` says why.
-    Pass { parts: Box<response::Parts>, body: PooledBody, detail: &'static str },
+    Pass { parts: Box<response::Parts>, body: SourceBody, detail: &'static str },
     /// Validation failed and `stale-if-error` allows the stale object.
     ServeStale,
     /// A module answered at `req_out`.
@@ -334,7 +334,7 @@ async fn fetch(
             }
         }
         let request_time = state.clock.now();
-        let origin = match state.upstream.send(&spec.target, Request::from_parts(parts, OutBody::Empty)).await {
+        let origin = match crate::source::send(state, &spec.target, Request::from_parts(parts, OutBody::Empty)).await {
             Ok(origin) => origin,
             Err(err) => {
                 if let Some(object) = stale {
@@ -358,7 +358,7 @@ async fn fetch(
         break (origin, request_time);
     };
     if let Some(txn) = txn.as_mut() {
-        txn.peer = Some(origin.peer);
+        txn.peer = origin.peer;
     }
     let response_time = state.clock.now();
     let (mut parts, body) = origin.response.into_parts();
@@ -478,7 +478,7 @@ fn build_meta(
 /// one that grows past the object limit is streamed to its readers but not stored.
 async fn pump(
     state: Arc<State>,
-    mut body: PooledBody,
+    mut body: SourceBody,
     fill: Arc<Fill>,
     meta: Arc<ObjectMeta>,
     leader: Option<Leader>,

@@ -114,7 +114,7 @@ impl Default for AccessConfig {
     }
 }
 
-/// A reverse-proxy mapping from (Host, path prefix) to an origin.
+/// A reverse-proxy mapping from (Host, path prefix) to an origin or a local directory.
 #[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct RouteConfig {
@@ -124,11 +124,45 @@ pub struct RouteConfig {
     #[serde(default = "default_prefix")]
     pub path_prefix: String,
     /// Origin base URL, `http://host:port` or `https://host:port`, optionally with a path
-    /// that replaces the matched prefix.
-    pub origin: String,
+    /// that replaces the matched prefix. Exactly one of `origin` and `files` is set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub origin: Option<String>,
     /// Keep the client's `Host` header towards the origin instead of the origin's authority.
     #[serde(default)]
     pub preserve_host: bool,
+    /// Serve a local directory instead of an origin (the file data source).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub files: Option<FilesConfig>,
+}
+
+/// A route's file data source: the files under `root`, named by the request path after the
+/// route's prefix.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct FilesConfig {
+    /// The directory served (absolute). Opened once at start-up.
+    pub root: PathBuf,
+    /// `Cache-Control` of every response from these files (200, 304 and 404). Default
+    /// `max-age=60`: short, so that even a change the watcher cannot see is picked up by
+    /// validation within a minute.
+    #[serde(default = "default_files_cache_control")]
+    pub cache_control: String,
+    /// Follow symbolic links that lead out of `root`. Default `false`: a link is followed only
+    /// while it stays inside `root`; one that leaves it gets 403.
+    #[serde(default)]
+    pub follow_outside_symlinks: bool,
+    /// Watch `root` (inotify) and drop a file's cached response as soon as the file changes.
+    /// Default `true`.
+    #[serde(default = "default_true")]
+    pub watch: bool,
+}
+
+fn default_files_cache_control() -> String {
+    "max-age=60".to_owned()
+}
+
+fn default_true() -> bool {
+    true
 }
 
 fn default_prefix() -> String {
@@ -423,7 +457,17 @@ impl ModuleKind {
             }
         }
         for r in &self.route {
-            crate::route::Origin::parse(&r.origin).map_err(ConfigError::Invalid)?;
+            match (&r.origin, &r.files) {
+                (Some(origin), None) => {
+                    crate::route::Origin::parse(origin).map_err(ConfigError::Invalid)?;
+                }
+                (None, Some(files)) => {
+                    files.validate(r.preserve_host).map_err(ConfigError::Invalid)?;
+                }
+                _ => {
+                    return invalid(format!("route `{}` needs exactly one of `origin` and `files`", r.path_prefix));
+                }
+            }
             if !r.path_prefix.starts_with('/') {
                 return invalid(format!("route path_prefix `{}` must start with /", r.path_prefix));
             }

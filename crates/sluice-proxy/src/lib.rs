@@ -39,6 +39,7 @@ mod respond;
 pub mod route;
 mod server;
 mod service;
+mod source;
 mod state;
 mod timers;
 mod tls;

@@ -1,7 +1,9 @@
-//! Reverse-proxy routing: (Host, path prefix) to an origin.
+//! Reverse-proxy routing: (Host, path prefix) to an origin or a local directory.
 
 use crate::config::RouteConfig;
+use crate::source::FileSource;
 use http::uri::{Authority, Scheme};
+use std::sync::Arc;
 
 /// A parsed origin base URL.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -30,12 +32,21 @@ impl Origin {
     }
 }
 
+/// What a route serves from.
+#[derive(Debug, Clone)]
+pub enum Backend {
+    /// An HTTP origin.
+    Origin(Origin),
+    /// A local directory (the file data source).
+    Files(Arc<FileSource>),
+}
+
 /// One compiled route.
 #[derive(Debug, Clone)]
 pub struct Route {
     host: Option<String>,
     prefix: String,
-    pub origin: Origin,
+    pub backend: Backend,
     pub preserve_host: bool,
 }
 
@@ -47,21 +58,38 @@ pub struct Routes {
 }
 
 impl Routes {
-    /// Compiles the configured routes. Origins were validated with the config.
+    /// Compiles the configured routes (opening the directories of file routes). Origins
+    /// were validated with the config.
     pub fn new(configs: &[RouteConfig]) -> Result<Self, String> {
         let mut routes = configs
             .iter()
             .map(|c| {
+                let backend = match (&c.origin, &c.files) {
+                    (_, Some(files)) => Backend::Files(Arc::new(FileSource::open(files)?)),
+                    (Some(origin), None) => Backend::Origin(Origin::parse(origin)?),
+                    (None, None) => return Err(format!("route `{}` has neither origin nor files", c.path_prefix)),
+                };
                 Ok(Route {
                     host: c.host.as_ref().map(|h| h.to_ascii_lowercase()),
                     prefix: c.path_prefix.clone(),
-                    origin: Origin::parse(&c.origin)?,
+                    backend,
                     preserve_host: c.preserve_host,
                 })
             })
             .collect::<Result<Vec<_>, String>>()?;
         routes.sort_by_key(|r| (r.host.is_none(), std::cmp::Reverse(r.prefix.len())));
         Ok(Self { routes })
+    }
+
+    /// Starts the change watchers of the file routes that ask for one; they drop changed
+    /// files' responses from `store` until the routes are dropped.
+    pub fn watch_files(&self, store: &Arc<sluice_store::MemoryStore>) -> Result<(), String> {
+        for route in &self.routes {
+            if let Backend::Files(files) = &route.backend {
+                files.watch(Arc::clone(store))?;
+            }
+        }
+        Ok(())
     }
 
     /// True when no route is configured.
@@ -83,18 +111,22 @@ impl Routes {
 }
 
 impl Route {
-    /// The origin URI for a request path-and-query under this route.
-    pub fn target(&self, path_and_query: &str) -> Result<http::Uri, http::Error> {
-        let rest = if self.origin.base_path.is_empty() {
+    /// The path of a request under this route with the matched prefix removed.
+    pub fn tail<'a>(&self, path: &'a str) -> &'a str {
+        path.get(self.prefix.len()..).unwrap_or("")
+    }
+
+    /// The origin URI for a request path-and-query under `origin`, this route's origin.
+    pub fn target(&self, origin: &Origin, path_and_query: &str) -> Result<http::Uri, http::Error> {
+        let rest = if origin.base_path.is_empty() {
             path_and_query.to_owned()
         } else {
-            let tail = &path_and_query[self.prefix.len().min(path_and_query.len())..];
-            let tail = tail.trim_start_matches('/');
-            format!("{}/{}", self.origin.base_path, tail)
+            let tail = self.tail(path_and_query).trim_start_matches('/');
+            format!("{}/{}", origin.base_path, tail)
         };
         http::Uri::builder()
-            .scheme(self.origin.scheme.clone())
-            .authority(self.origin.authority.clone())
+            .scheme(origin.scheme.clone())
+            .authority(origin.authority.clone())
             .path_and_query(rest)
             .build()
     }
@@ -108,8 +140,16 @@ mod tests {
         RouteConfig {
             host: host.map(Into::into),
             path_prefix: prefix.into(),
-            origin: origin.into(),
+            origin: Some(origin.into()),
             preserve_host: false,
+            files: None,
+        }
+    }
+
+    fn origin_of(route: &Route) -> &Origin {
+        match &route.backend {
+            Backend::Origin(origin) => origin,
+            Backend::Files(_) => panic!("not an origin route"),
         }
     }
 
@@ -122,9 +162,12 @@ mod tests {
         ])
         .unwrap();
         let r = routes.find(Some("example.com"), "/static/a.png").unwrap();
-        assert_eq!(r.target("/static/a.png?x=1").unwrap().to_string(), "http://static:80/assets/a.png?x=1");
-        assert_eq!(routes.find(Some("EXAMPLE.COM"), "/x").unwrap().origin.authority.as_str(), "ex:80");
-        assert_eq!(routes.find(Some("other"), "/x").unwrap().origin.authority.as_str(), "any:80");
+        assert_eq!(
+            r.target(origin_of(r), "/static/a.png?x=1").unwrap().to_string(),
+            "http://static:80/assets/a.png?x=1"
+        );
+        assert_eq!(origin_of(routes.find(Some("EXAMPLE.COM"), "/x").unwrap()).authority.as_str(), "ex:80");
+        assert_eq!(origin_of(routes.find(Some("other"), "/x").unwrap()).authority.as_str(), "any:80");
     }
 
     #[test]

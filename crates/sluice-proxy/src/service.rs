@@ -6,6 +6,7 @@ use crate::config::Mode;
 use crate::error::{Kind, ProxyError, Side};
 use crate::outcome::ResultCode;
 use crate::respond;
+use crate::source::Dest;
 use crate::state::State;
 use crate::txn::Txn;
 use crate::upstream::Target;
@@ -30,8 +31,8 @@ pub struct ConnInfo {
 /// A request on its way to an origin.
 #[derive(Debug)]
 pub struct Forward {
-    /// Where to connect.
-    pub target: Target,
+    /// Where to connect: an origin, or a file data source.
+    pub target: Dest,
     /// The absolute URI fetched (cache key and log).
     pub uri: Uri,
     /// The client's request head (after module edits).
@@ -215,19 +216,28 @@ fn check_host<B>(req: &Request<B>) -> Result<(), ProxyError> {
 
 /// Maps the request to an origin: a reverse route first, then forward proxying of an
 /// absolute URI. Returns the target, the absolute URI, whether a route matched, and the
-/// `Host` to send.
+/// `Host` to send. A file route's URI names the file (`file://localhost/...`); a request
+/// path that would leave the route's directory is refused here (403).
 pub(crate) fn resolve_target(
     state: &State,
     conn: &ConnInfo,
     parts: &request::Parts,
-) -> Result<(Target, Uri, bool, HeaderValue), ProxyError> {
+) -> Result<(Dest, Uri, bool, HeaderValue), ProxyError> {
     let host_header = parts.headers.get(header::HOST).and_then(|h| h.to_str().ok());
     let host = parts.uri.host().or_else(|| host_header.map(strip_port));
     let path_and_query = parts.uri.path_and_query().map_or("/", |p| p.as_str());
     if conn.mode.reverses() {
         if let Some(route) = state.routes.find(host, parts.uri.path()) {
+            let origin = match &route.backend {
+                crate::route::Backend::Origin(origin) => origin,
+                crate::route::Backend::Files(files) => {
+                    let uri = files.uri_for(route.tail(parts.uri.path()))?;
+                    let host = authority_value(&uri)?;
+                    return Ok((Dest::Files(Arc::clone(files)), uri, true, host));
+                }
+            };
             let uri = route
-                .target(path_and_query)
+                .target(origin, path_and_query)
                 .map_err(|e| ProxyError::bad_request("cannot map the request URI").with_cause(e))?;
             let target =
                 Target::of(&uri).ok_or_else(|| ProxyError::new(Kind::Internal, Side::Proxy, "route without target"))?;
@@ -235,7 +245,7 @@ pub(crate) fn resolve_target(
                 (true, Some(h)) => h.clone(),
                 _ => authority_value(&uri)?,
             };
-            return Ok((target, uri, true, host));
+            return Ok((Dest::Origin(target), uri, true, host));
         }
     }
     let absolute = parts.uri.scheme().is_some() && parts.uri.authority().is_some();
@@ -243,7 +253,7 @@ pub(crate) fn resolve_target(
         let target = Target::of(&parts.uri)
             .ok_or_else(|| ProxyError::bad_request(format!("unsupported URI scheme in {}", parts.uri)))?;
         let host = authority_value(&parts.uri)?;
-        return Ok((target, parts.uri.clone(), false, host));
+        return Ok((Dest::Origin(target), parts.uri.clone(), false, host));
     }
     if conn.mode.reverses() {
         return Err(ProxyError::new(
@@ -326,8 +336,8 @@ async fn pass(
         return Ok(respond::local(state, local));
     }
     let out_body = if http_body::Body::is_end_stream(&body) { OutBody::Empty } else { OutBody::Client(body) };
-    let origin = state.upstream.send(&forward.target, Request::from_parts(parts, out_body)).await?;
-    txn.peer = Some(origin.peer);
+    let origin = crate::source::send(state, &forward.target, Request::from_parts(parts, out_body)).await?;
+    txn.peer = origin.peer;
     txn.code = ResultCode::Miss;
     let (mut parts, body) = origin.response.into_parts();
     sluice_http::hop::remove_hop_by_hop(&mut parts.headers);

@@ -74,6 +74,7 @@ impl State {
         let capacity = config.cache.memory.0;
         let policy = crate::policy::build(&config.cache.policy, capacity).map_err(StateError)?;
         let store = Arc::new(MemoryStore::new(capacity, config.cache.max_object.0, policy));
+        routes.watch_files(&store).map_err(StateError)?;
         let name = config.cache.name.clone();
         let heuristic =
             Heuristic { last_modified_fraction: config.cache.heuristic_fraction, max: config.cache.heuristic_max.0 };

@@ -64,8 +64,9 @@ impl Harness {
             config.route = vec![RouteConfig {
                 host: None,
                 path_prefix: "/".into(),
-                origin: format!("http://{}", origin.addr),
+                origin: Some(format!("http://{}", origin.addr)),
                 preserve_host: false,
+                files: None,
             }];
         }
         tweak(&mut config, origin.addr);
