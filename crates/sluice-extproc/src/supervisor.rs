@@ -88,6 +88,10 @@ pub struct Shared {
     pub permits: Arc<Semaphore>,
     pub counters: Counters,
     kill: Notify,
+    /// Device and inode of the socket file our helper serves on, once it was up: on drop the
+    /// file is removed only if it is still that one, not a successor's (a reloaded entry
+    /// starts a new supervisor on the same path while this one finishes its transactions).
+    socket_file: Mutex<Option<(u64, u64)>>,
     /// The supervisor's runtime, where exchanges run.
     pub handle: tokio::runtime::Handle,
 }
@@ -148,6 +152,7 @@ impl Supervisor {
             channel: Mutex::new(None),
             counters: Counters::default(),
             kill: Notify::new(),
+            socket_file: Mutex::new(None),
             handle: runtime.handle().clone(),
         });
         let (shutdown, watch) = watch::channel(false);
@@ -167,8 +172,17 @@ impl Drop for Supervisor {
         if let Some(runtime) = self.runtime.take() {
             runtime.shutdown_background();
         }
-        let _ = std::fs::remove_file(&self.shared.config.socket);
+        let ours = *self.shared.socket_file.lock();
+        if ours.is_none() || socket_identity(&self.shared.config.socket) == ours {
+            let _ = std::fs::remove_file(&self.shared.config.socket);
+        }
     }
+}
+
+/// Device and inode of the file at `path`, if any.
+fn socket_identity(path: &std::path::Path) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::symlink_metadata(path).ok().map(|m| (m.dev(), m.ino()))
 }
 
 /// The niceness of this process (field 19 of /proc/self/stat), 0 when unreadable.
@@ -291,6 +305,7 @@ async fn run_once(shared: &Shared, shutdown: &mut watch::Receiver<bool>) -> Run 
         return Run::Failed;
     };
     *shared.channel.lock() = Some(channel);
+    *shared.socket_file.lock() = socket_identity(&config.socket);
     shared.update(|s| s.state = HelperState::Up);
     tracing::info!("extproc {}: helper up (pid {:?}) on {}", config.name, child.id(), config.socket.display());
     let exit = tokio::select! {

@@ -8,10 +8,16 @@
 //!
 //! The sample modules of seed 000 (ad remover, compressor, transcoder, injector, content
 //! manager, ICAP client) join this table as they are written.
+//!
+//! [`Factory`] builds the modules of a `[[module]]` entry of any kind: a built-in module from
+//! this table, a Proxy-Wasm plugin, or an ext_proc helper process (two modules).
 
 mod add_headers;
 mod body_copy;
+mod factory;
 mod noop;
+
+pub use factory::Factory;
 
 use sluice_module::Module;
 use std::sync::Arc;

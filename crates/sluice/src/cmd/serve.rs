@@ -3,8 +3,8 @@
 use anyhow::Context;
 use sluice_proxy::clock::SystemClock;
 use sluice_proxy::config::Config;
-use sluice_proxy::LoadedModule;
-use std::path::PathBuf;
+use sluice_proxy::module_manager::{check_entries, ModuleManager};
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 /// Arguments of `sluice serve`.
@@ -32,7 +32,7 @@ pub struct Args {
 pub fn run(args: Args) -> anyhow::Result<()> {
     if let Some(path) = &args.check_config {
         let config = Config::load(path)?;
-        modules(&config)?;
+        check_entries(&sluice_modules::Factory::default(), &config.module).map_err(anyhow::Error::msg)?;
         println!("{}: configuration is valid", path.display());
         return Ok(());
     }
@@ -50,24 +50,13 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         runtime.worker_threads(n.max(1));
     }
     let runtime = runtime.enable_all().build().context("starting the runtime")?;
-    runtime.block_on(serve(config))
+    runtime.block_on(serve(config, args.config))
 }
 
-/// Builds the configured modules, in order.
-fn modules(config: &Config) -> anyhow::Result<Vec<LoadedModule>> {
-    config
-        .module
-        .iter()
-        .map(|m| {
-            let module = sluice_modules::build(&m.name, &m.settings).map_err(anyhow::Error::msg)?;
-            Ok(LoadedModule { module, on_error: m.on_error.into() })
-        })
-        .collect()
-}
-
-async fn serve(config: Config) -> anyhow::Result<()> {
-    let modules = modules(&config)?;
-    let state = sluice_proxy::State::new(config, Arc::new(SystemClock), modules)?;
+async fn serve(config: Config, path: Option<PathBuf>) -> anyhow::Result<()> {
+    let mut state = sluice_proxy::State::new(config, Arc::new(SystemClock), Vec::new())?;
+    // Modules load at start-up, before anything is served: blocking here is fine.
+    let manager = tokio::task::block_in_place(|| sluice_modules::Factory::attach(&mut state))?;
     let running = sluice_proxy::start(state).await?;
     for (listener, addr) in running.state.config.listener.iter().zip(&running.listeners) {
         tracing::info!(
@@ -79,22 +68,54 @@ async fn serve(config: Config) -> anyhow::Result<()> {
     if let Some(admin) = running.admin {
         tracing::info!("admin API on http://{admin}/ (metrics at /metrics)");
     }
-    wait_for_signal().await?;
+    wait_for_signal(path.as_deref(), &manager).await?;
     tracing::info!("shutting down: draining in-flight requests");
     running.shutdown().await;
     tracing::info!("stopped");
     Ok(())
 }
 
-async fn wait_for_signal() -> anyhow::Result<()> {
+/// Waits for SIGTERM or SIGINT; on SIGHUP, re-reads the `[[module]]` entries of `path`.
+async fn wait_for_signal(path: Option<&Path>, manager: &Arc<ModuleManager>) -> anyhow::Result<()> {
     use tokio::signal::unix::{signal, SignalKind};
     let mut term = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
     let mut int = signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
-    tokio::select! {
-        _ = term.recv() => {}
-        _ = int.recv() => {}
+    let mut hup = signal(SignalKind::hangup()).context("installing the SIGHUP handler")?;
+    loop {
+        tokio::select! {
+            _ = term.recv() => return Ok(()),
+            _ = int.recv() => return Ok(()),
+            _ = hup.recv() => reload_modules(path, manager).await,
+        }
     }
-    Ok(())
+}
+
+/// SIGHUP: the module list becomes the file's `[[module]]` entries (unchanged entries keep
+/// their modules; other sections are not re-read). On any error the list stays as it was.
+async fn reload_modules(path: Option<&Path>, manager: &Arc<ModuleManager>) {
+    let Some(path) = path else {
+        tracing::warn!("SIGHUP: sluice serve runs without --config; nothing to re-read");
+        return;
+    };
+    let config = match Config::load(path) {
+        Ok(config) => config,
+        Err(e) => {
+            tracing::error!("SIGHUP: {e}; modules unchanged");
+            return;
+        }
+    };
+    let manager = Arc::clone(manager);
+    match tokio::task::spawn_blocking(move || manager.configure(&config.module)).await {
+        Ok(Ok(changes)) => tracing::info!(
+            "SIGHUP: modules reloaded from {} (kept {:?}, built {:?}, removed {:?})",
+            path.display(),
+            changes.kept,
+            changes.built,
+            changes.removed
+        ),
+        Ok(Err(e)) => tracing::error!("SIGHUP: {e}; modules unchanged"),
+        Err(_) => tracing::error!("SIGHUP: reloading the modules panicked; modules unchanged"),
+    }
 }
 
 fn init_tracing() {
