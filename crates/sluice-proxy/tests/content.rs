@@ -158,6 +158,7 @@ async fn fetch_goes_through_the_cache_and_returns_its_cache_status() {
     assert!(cache_status(&first).contains("fwd=uri-miss"), "{}", cache_status(&first));
     assert!(cache_status(&first).contains("stored"), "{}", cache_status(&first));
     assert_eq!(first.header("sluice-result"), "TCP_MISS");
+    assert_eq!(first.header("cache-control"), "max-age=60", "the origin's own fields");
     // The URL may also be the request body.
     let second = admin(&h, "POST", "/fetch", &[], Some(&url)).await;
     assert_eq!(second.text(), "fetched body");
@@ -329,6 +330,9 @@ async fn pushed_content_is_served_to_clients_without_an_origin_request() {
     assert_eq!(client.header("content-type"), "text/html");
     assert!(cache_status(&client).contains("hit"), "{}", cache_status(&client));
     assert_eq!(h.origin.hits("/pushed"), 0, "no origin request for pushed content");
+    let read = admin(&h, "GET", &format!("/cache/body?url={}", enc(&url)), &[], None).await;
+    assert_eq!(read.header("cache-control"), "max-age=300", "the stored fields, as pushed");
+    assert_eq!(read.header("surrogate-key"), "campaign");
 
     // A status other than 200, and a lifetime given by `ttl` for a response without one.
     let moved = admin(

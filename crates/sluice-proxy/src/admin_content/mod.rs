@@ -38,6 +38,8 @@ pub fn serves(path: &str) -> bool {
 /// Serves one authorized content request.
 pub async fn handle(state: &Arc<State>, req: Request<Incoming>) -> Response<ProxyBody> {
     let query = Query::parse(req.uri().query());
+    // Fetched and stored responses keep their own `Cache-Control`; the rest are ours.
+    let content = matches!(req.uri().path(), "/fetch" | "/cache/body");
     let result = match (req.method().clone(), req.uri().path()) {
         (Method::GET | Method::HEAD, "/cache") => query_objects(state, &query),
         (Method::DELETE, "/cache") => delete(state, &query),
@@ -49,9 +51,18 @@ pub async fn handle(state: &Arc<State>, req: Request<Incoming>) -> Response<Prox
         (Method::POST, "/prefetch") => fetch(state, query, req, true).await,
         (_, path) => Err(method_not_allowed(path)),
     };
-    let mut response = result.unwrap_or_else(|refusal| *refusal);
-    response.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-    response
+    match result {
+        Ok(response) if content => response,
+        Ok(mut response) => {
+            response.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+            response
+        }
+        Err(refusal) => {
+            let mut response = *refusal;
+            response.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+            response
+        }
+    }
 }
 
 /// An answer, or a refusal (boxed: refusals are rare and a response is large).
