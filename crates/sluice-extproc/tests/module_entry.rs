@@ -1,0 +1,90 @@
+//! An ext_proc helper configured through a `[[module]]` entry (`kind = "extproc"`), built by
+//! `sluice_modules::Factory` as `sluice serve` does: both modules in the chain, end to end
+//! with the demo processor, listed and unloaded through the admin API.
+
+use sluice_modules::Factory;
+use sluice_proxy::clock::{Clock, ManualClock};
+use sluice_proxy::config::Config;
+use sluice_proxy::State;
+use sluice_testkit::client;
+use sluice_testkit::{Origin, Reply};
+use std::sync::Arc;
+use std::time::Duration;
+
+const DEMO: &str = env!("CARGO_BIN_EXE_sluice-extproc-demo");
+const AUTH: (&str, &str) = ("authorization", "Bearer test-token");
+
+/// Polls `done` every few milliseconds for up to 20 s; panics with `what` otherwise.
+async fn until(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    while !done() {
+        assert!(tokio::time::Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_helper_configured_in_a_module_entry_works_end_to_end() {
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("helper.sock");
+    let text = format!(
+        r#"
+[[listener]]
+addr = "127.0.0.1:0"
+
+[admin]
+addr = "127.0.0.1:0"
+token = "test-token"
+
+[[module]]
+name = "helper"
+kind = "extproc"
+on_error = "closed"
+[module.settings]
+command = {DEMO:?}
+args = ["--socket", "{{socket}}"]
+socket = {:?}
+backoff_initial_ms = 50
+message_timeout_ms = 5000
+"#,
+        socket.display().to_string()
+    );
+    let config = Config::parse(&text).expect("valid configuration");
+    let clock = ManualClock::default();
+    let origin_clock = clock.clone();
+    let origin = Origin::start(move || origin_clock.now()).await;
+    let mut state = State::new(config, Arc::new(clock), Vec::new()).expect("state");
+    let manager = Factory::attach(&mut state).expect("the entry builds");
+    let proxy = sluice_proxy::start(state).await.expect("start");
+    let admin = proxy.admin.expect("admin");
+
+    let list = || async {
+        let reply = client::send(admin, "GET", "/modules", &[AUTH], None).await;
+        serde_json::from_slice::<serde_json::Value>(&reply.body).expect("JSON")
+    };
+    let listed = list().await;
+    assert_eq!(listed[0]["kind"], "extproc");
+    assert_eq!(listed[0]["modules"], serde_json::json!(["helper", "helper-apply"]));
+    until("the helper to be up", || manager.statuses().first().is_some_and(|s| s.state == "up")).await;
+    assert_eq!(list().await[0]["state"], "up");
+
+    origin.on("/a", Reply::ok("from the origin"));
+    let reply = client::get(proxy.listeners[0], &origin.url("/a"), &[("x-demo-remove", "1")]).await;
+    assert_eq!(reply.text(), "from the origin");
+    assert_eq!(reply.header("x-extproc-demo"), "response", "the helper's response mutation, applied");
+    let seen = origin.last_request("/a").expect("the origin was asked");
+    assert_eq!(seen.header("x-extproc-demo"), Some("request"), "the helper's request mutation, applied");
+    assert!(seen.header("x-demo-remove").is_none());
+    let blocked = client::get(proxy.listeners[0], &origin.url("/blocked/x"), &[]).await;
+    assert_eq!(blocked.status, 403);
+    let status = client::send(admin, "GET", "/modules/helper/status", &[AUTH], None).await;
+    assert_eq!(status.status, 200, "the helper's own admin endpoint: {}", status.text());
+
+    let deleted = client::send(admin, "DELETE", "/modules/helper", &[AUTH], None).await;
+    assert_eq!(deleted.status, 200, "{}", deleted.text());
+    let reply = client::get(proxy.listeners[0], &origin.url("/a"), &[]).await;
+    assert_eq!((reply.text().as_str(), reply.header("x-extproc-demo")), ("from the origin", ""));
+    // Once no transaction holds its modules, the helper is stopped and its socket removed.
+    until("the helper's socket to be removed", || !socket.exists()).await;
+    assert_eq!(list().await, serde_json::json!([]));
+}
