@@ -32,7 +32,8 @@ pub struct Args {
 pub fn run(args: Args) -> anyhow::Result<()> {
     if let Some(path) = &args.check_config {
         let config = Config::load(path)?;
-        check_entries(&sluice_modules::Factory::default(), &config.module).map_err(anyhow::Error::msg)?;
+        check_entries(&sluice_modules::Factory::default(), &config.module)
+            .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
         println!("{}: configuration is valid", path.display());
         return Ok(());
     }
