@@ -60,6 +60,20 @@ fn stored(h: &Harness, path: &Path) -> usize {
     h.proxy.state.store.variants(&key(path)).len()
 }
 
+/// Waits (up to 5 s) until `path` answers `body` from the cache: a write is several inotify
+/// events (truncate, write, close), and a late one may drop an object stored after the first.
+async fn settled(h: &Harness, path: &str, body: &str) {
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(5);
+    loop {
+        let r = h.get(path).await;
+        if r.text() == body && cache_status(&r).contains("hit") {
+            return;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "{path} never settled on {body:?}");
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+}
+
 #[tokio::test]
 async fn a_file_is_a_miss_then_a_hit_with_validators() {
     let t = tree();
@@ -157,6 +171,7 @@ async fn a_modified_file_is_dropped_from_the_cache_at_once() {
     assert!(cache_status(&next).contains("fwd=uri-miss"), "{}", cache_status(&next));
 
     // Replaced by rename (how editors and deploy tools write), same length.
+    settled(&h, "/static/m.html", "<p>two!</p>").await;
     let tmp = t.www.join(".m.html.tmp");
     std::fs::write(&tmp, "<p>3ree</p>").unwrap();
     assert_eq!(stored(&h, &file), 1);
