@@ -8,6 +8,7 @@
 //! | `sluice.cache_expire` | absolute URL | number of variants made stale (decimal) |
 //! | `sluice.cache_delete` | absolute URL | number of variants removed (decimal) |
 //! | `sluice.cache_delete_prefix` | absolute URL prefix | number of objects removed (decimal) |
+//! | `sluice.cache_delete_tag` | a tag (`Surrogate-Key` / `Cache-Tag`) | number of objects removed (decimal) |
 //!
 //! Errors: an unknown name gives `NotFound`; a bad URL `BadArgument`; no cache at hand (a
 //! tick before the proxy passed one) or a cache failure `InternalFailure`;
@@ -62,6 +63,7 @@ fn call(state: &mut HostState, name: &[u8], args: &[u8]) -> Result<Option<Vec<u8
         b"sluice.cache_expire" => |cache, url| Ok(cache.expire(url)?.to_string().into_bytes()),
         b"sluice.cache_delete" => |cache, url| Ok(cache.delete(url)?.to_string().into_bytes()),
         b"sluice.cache_delete_prefix" => |cache, url| Ok(cache.delete_prefix(url)?.to_string().into_bytes()),
+        b"sluice.cache_delete_tag" => |cache, tag| Ok(cache.delete_tag(tag)?.to_string().into_bytes()),
         _ => return Err(Status::NotFound),
     };
     let url = std::str::from_utf8(args).map_err(|_| Status::BadArgument)?;

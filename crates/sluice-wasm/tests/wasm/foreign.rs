@@ -37,6 +37,16 @@ fn cache_functions_reach_the_cache() {
     assert_eq!(list[0]["hits"], 3);
     assert_eq!(list[0]["size"], 6);
     assert_eq!(call(&module, &cache, "sluice.cache_delete_prefix", Some("http://a.example/")), (200, None, "2".into()));
+    let tagged = (
+        http::StatusCode::OK,
+        [(http::header::HeaderName::from_static("surrogate-key"), http::HeaderValue::from_static("red blue"))]
+            .into_iter()
+            .collect(),
+        bytes::Bytes::new(),
+        true,
+    );
+    cache.objects.lock().unwrap().insert("http://c.example/".into(), tagged);
+    assert_eq!(call(&module, &cache, "sluice.cache_delete_tag", Some("blue")), (200, None, "1".into()));
     assert_eq!(
         cache.calls(),
         [
@@ -44,7 +54,8 @@ fn cache_functions_reach_the_cache() {
             "delete http://b.example/",
             "delete http://b.example/",
             "query http://a.example/1",
-            "delete_prefix http://a.example/"
+            "delete_prefix http://a.example/",
+            "delete_tag blue"
         ]
     );
 }

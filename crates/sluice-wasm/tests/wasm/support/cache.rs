@@ -78,6 +78,16 @@ impl CacheApi for MemCache {
         Ok(before - objects.len())
     }
 
+    fn delete_tag(&self, tag: &str) -> Result<usize, CacheError> {
+        self.calls.lock().unwrap().push(format!("delete_tag {tag}"));
+        let mut objects = self.objects.lock().unwrap();
+        let before = objects.len();
+        objects.retain(|_, (_, headers, _, _)| {
+            !headers.get("surrogate-key").and_then(|v| v.to_str().ok()).is_some_and(|v| v.split(' ').any(|t| t == tag))
+        });
+        Ok(before - objects.len())
+    }
+
     fn expire(&self, url: &str) -> Result<usize, CacheError> {
         self.record("expire", url)?;
         Ok(self.objects.lock().unwrap().get_mut(url).map(|object| object.3 = false).map_or(0, |()| 1))
