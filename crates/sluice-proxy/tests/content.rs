@@ -445,3 +445,21 @@ async fn reverse_routes_keep_tags_for_purging_but_do_not_pass_them_to_clients() 
     f.origin.on("/fwd", cacheable("fwd", 60).header("surrogate-key", "s1"));
     assert_eq!(f.get("/fwd").await.header("surrogate-key"), "s1");
 }
+
+#[tokio::test]
+async fn a_failed_validation_keeps_the_stale_object_when_stale_if_error_allows() {
+    let h = Harness::forward().await;
+    let stored =
+        OriginReply::ok("kept").header("cache-control", "max-age=10, stale-if-error=600").header("etag", "\"k\"");
+    h.origin.on_seq("/sie", vec![stored, OriginReply::status(503, "down")]);
+    h.get("/sie").await;
+    h.advance(20);
+    let url = enc(&h.origin.url("/sie"));
+    let reply = admin(&h, "POST", &format!("/cache/validate?url={url}"), &[], None).await;
+    assert_eq!(reply.status, 200, "{}", reply.text());
+    let body = json(&reply);
+    assert_eq!(body["outcome"], "failed");
+    assert_eq!(body["origin_status"], serde_json::Value::Null);
+    assert_eq!(h.origin.hits("/sie"), 2, "the validation reached the origin");
+    assert_eq!(admin(&h, "GET", &format!("/cache/body?url={url}"), &[], None).await.text(), "kept");
+}
