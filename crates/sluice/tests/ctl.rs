@@ -75,12 +75,12 @@ impl Proxy {
     async fn run(&self, args: &[&str], stdin: Option<&str>) -> Output {
         let mut command = Command::new(env!("CARGO_BIN_EXE_sluice"));
         command.args(args).args(["--admin", &self.admin.to_string(), "--token", TOKEN]);
+        command.env_remove("SLUICE_ADMIN").env_remove("SLUICE_ADMIN_TOKEN");
         run(command, stdin).await
     }
 }
 
 async fn run(mut command: Command, stdin: Option<&str>) -> Output {
-    command.env_remove("SLUICE_ADMIN").env_remove("SLUICE_ADMIN_TOKEN");
     command.stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() });
     command.stdout(Stdio::piped()).stderr(Stdio::piped());
     let mut child = command.spawn().expect("spawn sluice");
@@ -127,15 +127,23 @@ async fn fetch_prints_the_body_and_the_cache_status_miss_then_hit() {
     // The token may come from the configuration file instead of a flag.
     let mut command = Command::new(env!("CARGO_BIN_EXE_sluice"));
     command.args(["ctl", "--config"]).arg(&proxy.config).args(["--admin", &proxy.admin.to_string(), "query", &url]);
+    command.env_remove("SLUICE_ADMIN").env_remove("SLUICE_ADMIN_TOKEN");
     let query = run(command, None).await;
     assert!(query.status.success(), "{}", stderr(&query));
     assert_eq!(json(&query)["variants"][0]["hits"], 1);
+    // Or both from the environment.
+    let mut command = Command::new(env!("CARGO_BIN_EXE_sluice"));
+    command.args(["ctl", "query", &url]).env("SLUICE_ADMIN", proxy.admin.to_string()).env("SLUICE_ADMIN_TOKEN", TOKEN);
+    let from_env = run(command, None).await;
+    assert!(from_env.status.success(), "{}", stderr(&from_env));
+    assert_eq!(json(&from_env)["key"], url);
 
     let bad = proxy.run(&["fetch", "not-a-url"], None).await;
     assert!(!bad.status.success());
     assert!(stderr(&bad).contains("400") && stderr(&bad).contains("not-a-url"), "{}", stderr(&bad));
     let mut no_token = Command::new(env!("CARGO_BIN_EXE_sluice"));
     no_token.args(["fetch", &url, "--admin", &proxy.admin.to_string(), "--token", "wrong"]);
+    no_token.env_remove("SLUICE_ADMIN_TOKEN");
     let refused = run(no_token, None).await;
     assert!(!refused.status.success());
     assert!(stderr(&refused).contains("401"), "{}", stderr(&refused));
