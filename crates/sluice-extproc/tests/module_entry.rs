@@ -88,3 +88,82 @@ message_timeout_ms = 5000
     until("the helper's socket to be removed", || !socket.exists()).await;
     assert_eq!(list().await, serde_json::json!([]));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_changed_helper_entry_replaces_the_helper_on_the_same_socket() {
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("helper.sock");
+    let config = Config::parse(
+        "[[listener]]\naddr = \"127.0.0.1:0\"\n\n[admin]\naddr = \"127.0.0.1:0\"\ntoken = \"test-token\"\n",
+    )
+    .unwrap();
+    let clock = ManualClock::default();
+    let origin_clock = clock.clone();
+    let origin = Origin::start(move || origin_clock.now()).await;
+    origin.on("/r", Reply::ok("r"));
+    let mut state = State::new(config, Arc::new(clock), Vec::new()).expect("state");
+    let manager = Factory::attach(&mut state).expect("no entries");
+    let proxy = sluice_proxy::start(state).await.expect("start");
+    let admin = proxy.admin.expect("admin");
+    let json = |timeout: u64| {
+        serde_json::json!({
+            "kind": "extproc",
+            "settings": {
+                "command": DEMO, "args": ["--socket", "{socket}"], "socket": socket,
+                "backoff_initial_ms": 50, "message_timeout_ms": timeout,
+            },
+        })
+        .to_string()
+    };
+    let put = |body: String| async move {
+        let headers = [AUTH, ("content-type", "application/json")];
+        client::send(admin, "PUT", "/modules/helper", &headers, Some(&body)).await
+    };
+    let pid = || async {
+        let reply = client::send(admin, "GET", "/modules/helper/status", &[AUTH], None).await;
+        serde_json::from_slice::<serde_json::Value>(&reply.body).ok().and_then(|s| s["pid"].as_u64())
+    };
+
+    assert_eq!(put(json(5000)).await.status, 201);
+    until("the helper to be up", || manager.statuses().first().is_some_and(|s| s.state == "up")).await;
+    let first = pid().await.expect("the first helper's pid");
+    assert_eq!(client::get(proxy.listeners[0], &origin.url("/r"), &[]).await.header("x-extproc-demo"), "response");
+
+    // A request the old helper holds (until `release` exists) keeps the old modules alive
+    // across the change.
+    let release = dir.path().join("release");
+    let held = {
+        let (addr, url, hold) = (proxy.listeners[0], origin.url("/r"), release.display().to_string());
+        tokio::spawn(async move { client::get(addr, &url, &[("x-demo-hold", &hold)]).await })
+    };
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let reply = client::send(admin, "GET", "/modules/helper/status", &[AUTH], None).await;
+        let status: serde_json::Value = serde_json::from_slice(&reply.body).unwrap();
+        if status["in_flight"].as_u64() >= Some(1) {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "the request never reached the helper: {status}");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+
+    // Changed settings: a new helper on the same socket path; the old one is stopped once no
+    // transaction holds it, and must leave the new helper's socket in place.
+    assert_eq!(put(json(4000)).await.status, 200);
+    until("the new helper to be up", || manager.statuses().first().is_some_and(|s| s.state == "up")).await;
+    let second = pid().await.expect("the second helper's pid");
+    assert_ne!(first, second);
+    assert!(!held.is_finished(), "the held request is still under way on the old helper");
+    std::fs::write(&release, b"go").unwrap();
+    let reply = held.await.unwrap();
+    assert_eq!(
+        (reply.text().as_str(), reply.header("x-extproc-demo")),
+        ("r", "response"),
+        "finished on the old helper"
+    );
+    until("the old helper to exit", || !std::path::Path::new(&format!("/proc/{first}")).exists()).await;
+    assert!(socket.exists(), "the old supervisor removed the new helper's socket");
+    let reply = client::get(proxy.listeners[0], &origin.url("/r"), &[]).await;
+    assert_eq!((reply.text().as_str(), reply.header("x-extproc-demo")), ("r", "response"));
+    assert_eq!(origin.last_request("/r").unwrap().header("x-extproc-demo"), Some("request"));
+}

@@ -74,3 +74,24 @@ async fn a_plugin_loaded_through_the_admin_api_runs_until_it_is_unloaded() {
     let names: Vec<_> = proxy.manager.statuses().into_iter().map(|s| s.name).collect();
     assert_eq!(names, ["noop"]);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_under_way_finishes_on_the_plugin_it_started_with() {
+    let proxy = Proxy::start(&add_headers_entry("headers")).await;
+    // The origin holds its answer long enough for the unload to complete first (checked
+    // below, so a slow machine fails loudly instead of proving nothing).
+    proxy.origin.on("/slow", Reply::ok("slow").delay(std::time::Duration::from_secs(3)));
+    let (addr, url) = (proxy.addr(), proxy.origin.url("/slow"));
+    let slow = tokio::spawn(async move { sluice_testkit::client::get(addr, &url, &[]).await });
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(20);
+    while proxy.origin.hits("/slow") == 0 {
+        assert!(tokio::time::Instant::now() < deadline, "the request never reached the origin");
+        tokio::task::yield_now().await;
+    }
+    let delete = proxy.admin("DELETE", "/modules/headers", None, None).await;
+    assert_eq!(delete.status, StatusCode::OK);
+    assert!(!slow.is_finished(), "the response came before the unload finished; the test proves nothing");
+    assert_eq!(proxy.get("/fast").await.header("x-wasm-1"), "", "a new request sits the plugin out");
+    let reply = slow.await.unwrap();
+    assert_eq!((reply.text().as_str(), reply.header("x-wasm-1")), ("slow", "one"), "the old request kept it");
+}
