@@ -12,7 +12,7 @@
 //! # use sluice_wasm::{WasmRegistry, WasmConfig};
 //! # use std::sync::Arc;
 //! let registry = WasmRegistry::new();
-//! // config load / reload, or `POST /wasm/<name>` on the admin API:
+//! // config load / reload, or `PUT /modules/<name>` on the admin API:
 //! let handle = registry.load("headers", "plugins/add_headers.wasm", WasmConfig::default()).unwrap();
 //! let module: Arc<dyn sluice_module::Module> = handle; // put in the module chain once
 //! // later: same call with a new file swaps the version behind `module`
