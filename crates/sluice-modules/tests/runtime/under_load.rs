@@ -18,7 +18,7 @@ use tokio::sync::watch;
 
 const CLIENTS: usize = 4;
 /// The most requests one client makes; the clients stop earlier, when the swaps are done.
-const MAX_REQUESTS: usize = 20_000;
+const MAX_REQUESTS: usize = 100_000;
 /// Load, reload, unload: this many times.
 const ROUNDS: usize = 3;
 /// Requests checked in each stable period before the next change.
