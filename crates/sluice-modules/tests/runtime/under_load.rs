@@ -22,7 +22,7 @@ const MAX_REQUESTS: usize = 100_000;
 /// Load, reload, unload: this many times.
 const ROUNDS: usize = 3;
 /// Requests checked in each stable period before the next change.
-const CHECKS: u64 = 5;
+const CHECKS: u64 = 20;
 const PATHS: usize = 4;
 
 /// `phase`: the generation times 4 plus one of these. A request is checked when it saw the
