@@ -532,6 +532,9 @@ async fn pump(
         meta.headers.insert(header::CONTENT_LENGTH, HeaderValue::from(stored.len()));
         state.store.insert(Object::new(Arc::new(meta), stored));
     }
+    // Dropped only after the store: a file source's body then removes what was stored if
+    // the file changed while it was read (source/inflight.rs).
+    drop(body);
     // Stored first, then the collapse slot closes, then readers see the end: a client that
     // has read the whole body finds the object in the store.
     drop(leader);

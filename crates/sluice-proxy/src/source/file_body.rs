@@ -6,7 +6,10 @@
 //! opened) fails it too, before the last chunk is given out. A failed body is never stored
 //! (the cache's fill fails), so a torn read of a file being rewritten in place never becomes
 //! a cached object.
+//!
+//! The body holds its read's guard (`inflight.rs`) until it is dropped.
 
+use super::inflight::ReadGuard;
 use bytes::{Bytes, BytesMut};
 use http_body::{Body, Frame, SizeHint};
 use std::fs::Metadata;
@@ -62,6 +65,8 @@ pub struct FileBody {
     /// The buffer a read in progress fills (kept across `Pending`).
     chunk: Option<BytesMut>,
     state: State,
+    /// Dropped with the body (after the cache stored it).
+    _read: Option<ReadGuard>,
 }
 
 impl std::fmt::Debug for FileBody {
@@ -71,8 +76,8 @@ impl std::fmt::Debug for FileBody {
 }
 
 impl FileBody {
-    /// The body of `file`, whose metadata at opening was `meta`.
-    pub fn new(file: std::fs::File, meta: &Metadata) -> io::Result<Self> {
+    /// The body of `file`, whose metadata at opening was `meta`, for the read `read`.
+    pub fn new(file: std::fs::File, meta: &Metadata, read: Option<ReadGuard>) -> io::Result<Self> {
         let check = file.try_clone()?;
         let remaining = meta.len();
         let state = if remaining == 0 { State::Done } else { State::Reading };
@@ -83,6 +88,7 @@ impl FileBody {
             remaining,
             chunk: None,
             state,
+            _read: read,
         })
     }
 
@@ -173,7 +179,7 @@ mod tests {
     fn open(path: &std::path::Path) -> FileBody {
         let file = std::fs::File::open(path).unwrap();
         let meta = file.metadata().unwrap();
-        FileBody::new(file, &meta).unwrap()
+        FileBody::new(file, &meta, None).unwrap()
     }
 
     /// Reads the rest of `body`: the bytes and whether it ended in an error.

@@ -17,6 +17,7 @@
 use super::file_body::{FileBody, Stamp};
 use super::file_open::{Opened, Root};
 use super::file_path::{self, Refused};
+use super::inflight::{Inflight, ReadGuard};
 use super::{mime, watch, SourceBody};
 use crate::body::OutBody;
 use crate::config::FilesConfig;
@@ -25,11 +26,10 @@ use crate::error::{Kind, ProxyError, Side};
 use bytes::Bytes;
 use http::header::{self, HeaderMap, HeaderValue};
 use http::{Method, Request, Response, StatusCode};
-use parking_lot::Mutex;
 use sluice_http::conditional::{self, Precondition};
 use sluice_store::MemoryStore;
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::UNIX_EPOCH;
 
 /// A served directory with its caching policy and (once started) its change watcher.
@@ -37,7 +37,14 @@ pub struct FileSource {
     root: Arc<Root>,
     cache_control: HeaderValue,
     watch: bool,
-    watcher: Mutex<Option<notify::RecommendedWatcher>>,
+    watching: OnceLock<Watching>,
+}
+
+/// A running watcher and the reads it marks.
+struct Watching {
+    /// Kept for its drop, which stops the watcher.
+    _watcher: notify::RecommendedWatcher,
+    inflight: Arc<Inflight>,
 }
 
 impl std::fmt::Debug for FileSource {
@@ -71,7 +78,7 @@ impl FileSource {
         let root = Root::open(&config.root, config.follow_outside_symlinks)
             .map_err(|e| format!("route files.root `{}`: {e}", config.root.display()))?;
         let cache_control = HeaderValue::from_str(&config.cache_control).map_err(|e| e.to_string())?;
-        Ok(Self { root: Arc::new(root), cache_control, watch: config.watch, watcher: Mutex::new(None) })
+        Ok(Self { root: Arc::new(root), cache_control, watch: config.watch, watching: OnceLock::new() })
     }
 
     /// The canonical path of the served directory.
@@ -82,17 +89,18 @@ impl FileSource {
     /// Starts the change watcher (when configured and not yet running): from then on a
     /// change to a file drops its responses from `store`.
     pub fn watch(&self, store: Arc<MemoryStore>) -> Result<(), String> {
-        let mut watcher = self.watcher.lock();
-        if !self.watch || watcher.is_some() {
+        if !self.watch || self.watching.get().is_some() {
             return Ok(());
         }
-        let started = watch::start(&self.root.path, store).map_err(|e| {
+        let inflight = Arc::new(Inflight::new(Arc::clone(&store)));
+        let watcher = watch::start(&self.root.path, store, Arc::clone(&inflight)).map_err(|e| {
             format!(
                 "cannot watch {} for changes ({e}); set files.watch = false to serve without",
                 self.root.path.display()
             )
         })?;
-        *watcher = Some(started);
+        // A concurrent start that won keeps its watcher; this one is dropped (stopped).
+        let _ = self.watching.set(Watching { _watcher: watcher, inflight });
         Ok(())
     }
 
@@ -105,20 +113,27 @@ impl FileSource {
         file_path::uri(&path).map_err(|e| ProxyError::bad_request("cannot map the request path").with_cause(e))
     }
 
-    /// Answers `req`, whose URI path is that of a URI from [`Self::uri_for`].
+    /// Answers `req`, whose URI path is that of a URI from [`Self::uri_for`]. When the
+    /// directory is watched, the response body holds the read's guard (`inflight.rs`):
+    /// dropped after the cache stored what it read, it drops that again if the file changed
+    /// in between.
     pub async fn respond(&self, dates: &DateCache, req: Request<OutBody>) -> Result<Response<SourceBody>, ProxyError> {
         let (parts, _) = req.into_parts();
         let date = dates.value();
         if parts.method != Method::GET && parts.method != Method::HEAD {
-            let mut response = self.small(StatusCode::METHOD_NOT_ALLOWED, date, "only GET and HEAD\n", false);
+            let mut response = self.small(StatusCode::METHOD_NOT_ALLOWED, date, "only GET and HEAD\n", false, None);
             response.headers_mut().insert(header::ALLOW, HeaderValue::from_static("GET, HEAD"));
             return Ok(response);
         }
         let relative = match file_path::relative(&self.root.path, parts.uri.path()) {
             Ok(relative) => relative,
-            Err(Refused::Escape) => return Ok(self.small(StatusCode::FORBIDDEN, date, "forbidden\n", false)),
-            Err(Refused::BadEncoding) => return Ok(self.small(StatusCode::BAD_REQUEST, date, "bad path\n", false)),
+            Err(Refused::Escape) => return Ok(self.small(StatusCode::FORBIDDEN, date, "forbidden\n", false, None)),
+            Err(Refused::BadEncoding) => {
+                return Ok(self.small(StatusCode::BAD_REQUEST, date, "bad path\n", false, None));
+            }
         };
+        // Registered before the open: a change after this point marks the read.
+        let read = self.watching.get().map(|w| w.inflight.start(file_path::key(&self.root.path.join(&relative))));
         let root = Arc::clone(&self.root);
         let opened = tokio::task::spawn_blocking(move || root.open_file(&relative).map(|o| (o, relative)))
             .await
@@ -127,34 +142,52 @@ impl FileSource {
         let (file, meta, relative) = match opened {
             (Opened::File(file, meta), relative) => (file, meta, relative),
             (Opened::NotFound | Opened::Directory, _) => {
-                return Ok(self.small(StatusCode::NOT_FOUND, date, "not found\n", true));
+                return Ok(self.small(StatusCode::NOT_FOUND, date, "not found\n", true, read));
             }
-            (Opened::Forbidden, _) => return Ok(self.small(StatusCode::FORBIDDEN, date, "forbidden\n", false)),
+            (Opened::Forbidden, _) => {
+                return Ok(self.small(StatusCode::FORBIDDEN, date, "forbidden\n", false, read));
+            }
         };
-        let headers = self.headers(&relative, &meta, date);
-        let mut response = Response::new(SourceBody::empty());
-        match conditional::evaluate(&parts.method, &parts.headers, StatusCode::OK, &headers) {
+        self.file_response(&parts, file, &meta, &relative, date, read)
+    }
+
+    /// The answer for an open regular file: `304`/`412` by the request's conditionals, else
+    /// `200` (with the file's body for GET).
+    fn file_response(
+        &self,
+        request: &http::request::Parts,
+        file: std::fs::File,
+        meta: &std::fs::Metadata,
+        relative: &Path,
+        date: HeaderValue,
+        read: Option<ReadGuard>,
+    ) -> Result<Response<SourceBody>, ProxyError> {
+        let headers = self.headers(relative, meta, date);
+        let mut response = Response::new(SourceBody::local(Bytes::new(), None));
+        match conditional::evaluate(&request.method, &request.headers, StatusCode::OK, &headers) {
             Precondition::NotModified => {
                 *response.status_mut() = StatusCode::NOT_MODIFIED;
                 *response.headers_mut() = conditional::not_modified_headers(&headers);
             }
             Precondition::Failed => {
                 *response.status_mut() = StatusCode::PRECONDITION_FAILED;
-                let date = headers.get(header::DATE).cloned();
                 response.headers_mut().insert(header::CONTENT_LENGTH, HeaderValue::from(0));
-                if let Some(date) = date {
-                    response.headers_mut().insert(header::DATE, date);
+                if let Some(date) = headers.get(header::DATE) {
+                    response.headers_mut().insert(header::DATE, date.clone());
                 }
             }
             Precondition::Proceed => {
                 *response.headers_mut() = headers;
-                if parts.method == Method::GET {
-                    let body = FileBody::new(file, &meta)
+                if request.method == Method::GET {
+                    let body = FileBody::new(file, meta, read)
                         .map_err(|e| ProxyError::new(Kind::Internal, Side::Proxy, "cannot read file").with_cause(e))?;
                     *response.body_mut() = SourceBody::File(Box::new(body));
+                    return Ok(response);
                 }
             }
         }
+        // A 304's body is dropped by the cache after it stored the freshened object.
+        *response.body_mut() = SourceBody::local(Bytes::new(), read);
         Ok(response)
     }
 
@@ -186,8 +219,9 @@ impl FileSource {
         date: HeaderValue,
         text: &'static str,
         cacheable: bool,
+        read: Option<ReadGuard>,
     ) -> Response<SourceBody> {
-        let mut response = Response::new(SourceBody::Bytes(Some(Bytes::from_static(text.as_bytes()))));
+        let mut response = Response::new(SourceBody::local(Bytes::from_static(text.as_bytes()), read));
         *response.status_mut() = status;
         let headers = response.headers_mut();
         headers.insert(header::DATE, date);

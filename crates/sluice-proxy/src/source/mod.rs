@@ -13,12 +13,14 @@
 //! | `file_open.rs` | opens a file without leaving the root (`openat2` `RESOLVE_BENEATH`) |
 //! | `file_body.rs` | [`FileBody`]: a file streamed in chunks, checked unchanged at its end |
 //! | `watch.rs` | the inotify watcher that drops changed files' responses from the store |
+//! | `inflight.rs` | reads in flight, so a change during a read also drops what it stores |
 //! | `mime.rs` | `Content-Type` by file extension |
 
 mod file_body;
 mod file_open;
 mod file_path;
 mod files;
+mod inflight;
 mod mime;
 mod watch;
 
@@ -78,14 +80,15 @@ pub enum SourceBody {
     /// Read from a file (boxed: a file body is several times the size of the others, and
     /// every response body would pay for it).
     File(Box<FileBody>),
-    /// A small body made here (a file source's 404), or none.
-    Bytes(Option<Bytes>),
+    /// A small body made here (a file source's 404), or none; `read` is the file read it
+    /// answers, if watched (dropped with the body).
+    Local { data: Option<Bytes>, read: Option<inflight::ReadGuard> },
 }
 
 impl SourceBody {
-    /// No body.
-    pub fn empty() -> Self {
-        SourceBody::Bytes(None)
+    /// A body of `data` (none when empty).
+    pub fn local(data: Bytes, read: Option<inflight::ReadGuard>) -> Self {
+        SourceBody::Local { data: (!data.is_empty()).then_some(data), read }
     }
 }
 
@@ -97,7 +100,7 @@ impl Body for SourceBody {
         match self.get_mut() {
             SourceBody::Origin(body) => Pin::new(body).poll_frame(cx).map_err(Into::into),
             SourceBody::File(body) => Pin::new(body).poll_frame(cx).map_err(Into::into),
-            SourceBody::Bytes(bytes) => Poll::Ready(bytes.take().map(|b| Ok(Frame::data(b)))),
+            SourceBody::Local { data, .. } => Poll::Ready(data.take().map(|b| Ok(Frame::data(b)))),
         }
     }
 
@@ -105,7 +108,7 @@ impl Body for SourceBody {
         match self {
             SourceBody::Origin(body) => body.is_end_stream(),
             SourceBody::File(body) => body.is_end_stream(),
-            SourceBody::Bytes(bytes) => bytes.is_none(),
+            SourceBody::Local { data, .. } => data.is_none(),
         }
     }
 
@@ -113,7 +116,7 @@ impl Body for SourceBody {
         match self {
             SourceBody::Origin(body) => body.size_hint(),
             SourceBody::File(body) => body.size_hint(),
-            SourceBody::Bytes(bytes) => SizeHint::with_exact(bytes.as_ref().map_or(0, |b| b.len() as u64)),
+            SourceBody::Local { data, .. } => SizeHint::with_exact(data.as_ref().map_or(0, |b| b.len() as u64)),
         }
     }
 }

@@ -12,19 +12,23 @@
 //! The watcher runs on a thread of its own and stops when it is dropped.
 
 use super::file_path;
+use super::inflight::Inflight;
 use notify::event::{AccessKind, AccessMode, CreateKind, ModifyKind, RemoveKind};
 use notify::{Event, EventKind, RecommendedWatcher, RecursiveMode, Watcher};
 use sluice_store::MemoryStore;
 use std::path::Path;
 use std::sync::Arc;
 
-/// Starts watching `root` (canonical) and everything below it.
-pub fn start(root: &Path, store: Arc<MemoryStore>) -> notify::Result<RecommendedWatcher> {
+/// Starts watching `root` (canonical) and everything below it. A change marks the reads
+/// in flight (`inflight`) before it removes keys from `store`, so that a read either is
+/// marked or has stored its object before the removal.
+pub fn start(root: &Path, store: Arc<MemoryStore>, inflight: Arc<Inflight>) -> notify::Result<RecommendedWatcher> {
     let root_key = file_path::key(root);
     let handler = move |event: notify::Result<Event>| match event {
-        Ok(event) => invalidate(&store, &root_key, &event),
+        Ok(event) => invalidate(&store, &inflight, &root_key, &event),
         Err(e) => {
             tracing::warn!("file watcher for {root_key}: {e}; dropping every cached file below it");
+            inflight.changed(&root_key, true);
             store.remove_prefix(&format!("{root_key}/"));
         }
     };
@@ -34,8 +38,9 @@ pub fn start(root: &Path, store: Arc<MemoryStore>) -> notify::Result<Recommended
 }
 
 /// Drops what `event` makes out of date.
-fn invalidate(store: &MemoryStore, root_key: &str, event: &Event) {
+fn invalidate(store: &MemoryStore, inflight: &Inflight, root_key: &str, event: &Event) {
     if event.need_rescan() {
+        inflight.changed(root_key, true);
         let removed = store.remove_prefix(&format!("{root_key}/"));
         tracing::debug!("file watcher: events lost; dropped {removed} object(s) below {root_key}");
         return;
@@ -51,6 +56,7 @@ fn invalidate(store: &MemoryStore, root_key: &str, event: &Event) {
     };
     for path in &event.paths {
         let key = file_path::key(path);
+        inflight.changed(&key, tree);
         let mut removed = store.remove(&key);
         if tree {
             removed += store.remove_prefix(&format!("{key}/"));
