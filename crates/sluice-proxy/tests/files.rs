@@ -285,6 +285,20 @@ async fn head_and_ranges_are_answered_from_the_cached_file() {
 }
 
 #[tokio::test]
+async fn concurrent_misses_on_a_file_read_it_once() {
+    let t = tree();
+    let data: String = (0..200_000u32).map(|i| char::from(b'a' + (i % 26) as u8)).collect();
+    std::fs::write(t.www.join("c.js"), &data).unwrap();
+    let h = serving(&t.www, |_, _| {}).await;
+    let replies = futures_util::future::join_all((0..8).map(|_| h.get("/static/c.js"))).await;
+    assert!(replies.iter().all(|r| r.status == 200 && r.text() == data));
+    // One request read the file; every other one shared its fill or hit what it stored.
+    let fetched =
+        replies.iter().filter(|r| !cache_status(r).contains("hit") && !cache_status(r).contains("collapsed")).count();
+    assert_eq!(fetched, 1, "{:?}", replies.iter().map(cache_status).collect::<Vec<_>>());
+}
+
+#[tokio::test]
 async fn a_file_over_the_object_limit_streams_and_is_not_stored() {
     let t = tree();
     // 3 MiB of a pattern that shows any misplaced chunk.
