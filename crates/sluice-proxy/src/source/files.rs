@@ -81,11 +81,6 @@ impl FileSource {
         Ok(Self { root: Arc::new(root), cache_control, watch: config.watch, watching: OnceLock::new() })
     }
 
-    /// The canonical path of the served directory.
-    pub fn root(&self) -> &Path {
-        &self.root.path
-    }
-
     /// Starts the change watcher (when configured and not yet running): from then on a
     /// change to a file drops its responses from `store`.
     pub fn watch(&self, store: Arc<MemoryStore>) -> Result<(), String> {

@@ -52,7 +52,7 @@ pub enum Dest {
 #[derive(Debug)]
 pub struct SourceResponse {
     pub response: Response<SourceBody>,
-    /// The origin's address; `None` for a local source (the access log shows `-`).
+    /// The origin's address; `None` for a local source (the access log shows `HIER_NONE/-`).
     pub peer: Option<IpAddr>,
 }
 
