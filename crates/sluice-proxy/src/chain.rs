@@ -159,7 +159,8 @@ impl ModuleChain {
                     return Ok(Progress::Deferred(Deferred { index: i, work, deadline }))
                 }
                 Some(Ok(flow)) => {
-                    if outcome.record(self.step(i, flow, allow_respond)) {
+                    let step = self.step(i, flow, allow_respond);
+                    if outcome.record(step) {
                         break;
                     }
                 }

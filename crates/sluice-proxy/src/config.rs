@@ -374,12 +374,42 @@ impl From<OnError> for sluice_module::FailurePolicy {
     }
 }
 
+/// What kind of module a `[[module]]` entry is (see `docs/modules.md`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ModuleKind {
+    /// A module compiled into Sluice, named by `name` (the `sluice-modules` table).
+    #[default]
+    Builtin,
+    /// A Proxy-Wasm plugin: `settings` is its spec (`path` to the `.wasm`, configuration,
+    /// limits); see `docs/modules-wasm.md`.
+    Wasm,
+    /// An Envoy ext_proc helper process: `settings` is its configuration; the entry yields
+    /// two modules, `name` and `<name>-apply`; see `docs/modules-extproc.md`.
+    Extproc,
+}
+
+impl ModuleKind {
+    /// The kind's name as configured.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ModuleKind::Builtin => "builtin",
+            ModuleKind::Wasm => "wasm",
+            ModuleKind::Extproc => "extproc",
+        }
+    }
+}
+
 /// One module, in the order modules run.
-#[derive(Debug, Clone, Deserialize, Serialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct ModuleConfig {
-    /// A built-in module's name (see `docs/modules.md`).
+    /// The module's name: a built-in module's name for `kind = "builtin"`, any name (unique
+    /// among the entries) otherwise. The admin API addresses the module by it.
     pub name: String,
+    /// What builds the module (default: a built-in module).
+    #[serde(default)]
+    pub kind: ModuleKind,
     #[serde(default)]
     pub on_error: OnError,
     /// Module-specific settings.
@@ -408,32 +438,6 @@ impl Config {
         })
     }
 
-/// What kind of module a `[[module]]` entry is (see `docs/modules.md`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ModuleKind {
-    /// A module compiled into Sluice, named by `name` (the `sluice-modules` table).
-    #[default]
-    Builtin,
-    /// A Proxy-Wasm plugin: `settings` is its spec (`path` to the `.wasm`, configuration,
-    /// limits); see `docs/modules-wasm.md`.
-    Wasm,
-    /// An Envoy ext_proc helper process: `settings` is its configuration; the entry yields
-    /// two modules, `name` and `<name>-apply`; see `docs/modules-extproc.md`.
-    Extproc,
-}
-
-impl ModuleKind {
-    /// The kind's name as configured.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ModuleKind::Builtin => "builtin",
-            ModuleKind::Wasm => "wasm",
-            ModuleKind::Extproc => "extproc",
-        }
-    }
-}
-
     /// Parses and validates configuration text.
     pub fn parse(text: &str) -> Result<Self, ConfigError> {
         let config: Config = toml::from_str(text)
@@ -441,9 +445,6 @@ impl ModuleKind {
         config.validate()?;
         Ok(config)
     }
-    /// What builds the module (default: a built-in module).
-    #[serde(default)]
-    pub kind: ModuleKind,
 
     /// Checks what the types cannot: cross-field rules and values in range.
     pub fn validate(&self) -> Result<(), ConfigError> {

@@ -31,9 +31,9 @@ mod framing;
 mod hit_for_pass;
 mod meta;
 pub mod metrics;
-pub mod outcome;
 mod module_list;
 pub mod module_manager;
+pub mod outcome;
 mod policy;
 mod respond;
 pub mod route;
@@ -48,6 +48,6 @@ pub mod units;
 mod upstream;
 
 pub use chain::LoadedModule;
+pub use module_list::ModuleList;
 pub use server::{start, Running, StartError};
 pub use state::{State, StateError};
-pub use module_list::ModuleList;
