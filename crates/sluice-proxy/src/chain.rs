@@ -282,9 +282,11 @@ impl SharedChain {
         self.chain.is_none()
     }
 
-    /// Which bodies the active modules may change.
-    pub fn edits(&self) -> BodyEdits {
-        self.chain.as_ref().map(|c| c.lock().edits()).unwrap_or_default()
+    /// Which bodies the active modules may change; `None` when no module is active any
+    /// more (each answered `Done` or failed open), so no body phase needs to run.
+    pub fn edits(&self) -> Option<BodyEdits> {
+        let chain = self.chain.as_ref()?.lock();
+        chain.slots.iter().any(|s| s.active).then(|| chain.edits())
     }
 
     /// Runs a header phase on every active module in order. `allow_respond` is true for

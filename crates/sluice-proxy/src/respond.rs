@@ -37,22 +37,22 @@ pub async fn finalize(
                     && !parts.status.is_informational()
                     && parts.status != StatusCode::NO_CONTENT
                     && parts.status != StatusCode::NOT_MODIFIED;
-                let edits = txn.modules.edits();
-                let origin = edits.origin_response && body.is_from_origin();
-                phases = BodyPhases { origin, client: true, may_change: edits.client_response || origin };
-                if !has_body {
-                    phases = BodyPhases::default();
-                } else if let Some(max) = outcome.buffer {
-                    match buffer_whole_body(&mut txn, body, max, phases).await {
-                        Ok(whole) => {
-                            parts.headers.insert(header::CONTENT_LENGTH, HeaderValue::from(whole.len()));
-                            body = ProxyBody::full(whole);
-                            phases = BodyPhases::default();
+                // No body phase without a body, or once every module is done.
+                if let Some(edits) = txn.modules.edits().filter(|_| has_body) {
+                    let origin = edits.origin_response && body.is_from_origin();
+                    phases = BodyPhases { origin, client: true, may_change: edits.client_response || origin };
+                    if let Some(max) = outcome.buffer {
+                        match buffer_whole_body(&mut txn, body, max, phases).await {
+                            Ok(whole) => {
+                                parts.headers.insert(header::CONTENT_LENGTH, HeaderValue::from(whole.len()));
+                                body = ProxyBody::full(whole);
+                                phases = BodyPhases::default();
+                            }
+                            Err(err) => return error_response(state, txn, &err),
                         }
-                        Err(err) => return error_response(state, txn, &err),
+                    } else if phases.may_change {
+                        parts.headers.remove(header::CONTENT_LENGTH);
                     }
-                } else if phases.may_change {
-                    parts.headers.remove(header::CONTENT_LENGTH);
                 }
             }
             Err(err) => return error_response(state, txn, &err),

@@ -124,7 +124,7 @@ impl Txn {
     /// The module chain and transaction info, for a fetch that runs `origin_resp_body` on the
     /// body it stores; `None` when no module may change that body.
     pub fn origin_body_editors(&self) -> Option<(SharedChain, TxnInfo)> {
-        self.modules.edits().origin_response.then(|| (self.modules.clone(), self.info.clone()))
+        self.modules.edits().is_some_and(|e| e.origin_response).then(|| (self.modules.clone(), self.info.clone()))
     }
 
     /// Runs a body phase of the modules taking part on `chunk`.
