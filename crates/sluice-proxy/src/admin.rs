@@ -67,11 +67,15 @@ impl Admin {
             (&Method::GET, "/metrics") => reply(
                 StatusCode::OK,
                 "text/plain; version=0.0.4",
-                state.metrics.prometheus(&state.store.stats(), state.collapser.in_flight()),
+                state.metrics.prometheus(&state.store.stats(), state.collapser.in_flight())
+                    + &crate::disk_metrics::prometheus(&state.store),
             ),
             _ if !self.authorized(&req) => unauthorized(),
             (&Method::GET, "/stats") => {
-                let json = state.metrics.json(&state.store.stats(), state.collapser.in_flight());
+                let mut json = state.metrics.json(&state.store.stats(), state.collapser.in_flight());
+                if let Some(disk) = crate::disk_metrics::json(&state.store) {
+                    json["disk"] = disk;
+                }
                 reply(StatusCode::OK, "application/json", json.to_string())
             }
             (_, p) if crate::admin_modules::owns(p) => crate::admin_modules::handle(state, req).await,

@@ -13,6 +13,7 @@ use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
 use hyper::body::Incoming;
 use sluice_module::BodyChunk;
+use sluice_store::disk::DiskBodyStream;
 use sluice_store::{BodyChunks, FillReader};
 use std::pin::Pin;
 use std::task::{Context, Poll};
@@ -59,6 +60,8 @@ enum Source {
     Chunks(BodyChunks),
     Fill(FillReader),
     Origin(SourceBody),
+    /// A body in the disk tier, read from its file.
+    Disk(DiskBodyStream),
 }
 
 /// Which module body phases a response body runs, chunk by chunk.
@@ -127,6 +130,11 @@ impl ProxyBody {
         Self::of(Source::Origin(body))
     }
 
+    /// A body streamed from its file in the disk tier (a disk hit too large to promote).
+    pub fn disk(stream: DiskBodyStream) -> Self {
+        Self::of(Source::Disk(stream))
+    }
+
     /// True when this body streams straight from the origin (not from the store).
     pub fn is_from_origin(&self) -> bool {
         matches!(self.source, Source::Origin(_))
@@ -153,6 +161,7 @@ impl ProxyBody {
             Source::Chunks(chunks) => return chunks.is_empty(),
             Source::Fill(reader) => reader.size_hint(),
             Source::Origin(body) => body.size_hint(),
+            Source::Disk(body) => body.size_hint(),
         };
         hint.exact() == Some(0)
     }
@@ -163,6 +172,7 @@ impl ProxyBody {
             Source::Chunks(chunks) => chunks.is_empty(),
             Source::Fill(reader) => reader.is_end_stream(),
             Source::Origin(body) => body.is_end_stream(),
+            Source::Disk(body) => body.is_end_stream(),
         }
     }
 
@@ -172,6 +182,7 @@ impl ProxyBody {
             Source::Chunks(chunks) => Poll::Ready(chunks.next_chunk().map(|c| Ok(Frame::data(c)))),
             Source::Fill(reader) => Pin::new(reader).poll_frame(cx).map_err(Into::into),
             Source::Origin(body) => Pin::new(body).poll_frame(cx).map_err(Into::into),
+            Source::Disk(body) => Pin::new(body).poll_frame(cx).map_err(Into::into),
         }
     }
 
@@ -260,6 +271,7 @@ impl Body for ProxyBody {
             Source::Chunks(chunks) => SizeHint::with_exact(chunks.remaining()),
             Source::Fill(reader) => reader.size_hint(),
             Source::Origin(body) => body.size_hint(),
+            Source::Disk(body) => body.size_hint(),
         }
     }
 }

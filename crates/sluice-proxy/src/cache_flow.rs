@@ -22,6 +22,7 @@ use crate::respond::{self, ObjectBody};
 use crate::service::{origin_request, Forward};
 use crate::source::{Dest, SourceBody};
 use crate::state::State;
+use crate::tiers::{DiskHit, Tiers};
 use crate::txn::Txn;
 use bytes::Bytes;
 use http::header::{self, HeaderMap, HeaderValue};
@@ -34,6 +35,7 @@ use sluice_http::reuse::{self, Reuse, StoredFreshness};
 use sluice_http::vary;
 use sluice_http::CacheControl;
 use sluice_module::{LookupOutcome, LookupOverride, TxnInfo};
+use sluice_store::disk::DiskBody;
 use sluice_store::{Fill, Join, Leader, Lookup, Object, ObjectMeta, Outcome};
 use std::sync::Arc;
 use std::time::SystemTime;
@@ -88,6 +90,27 @@ pub async fn serve(
         Lookup::VaryMiss => (None, Fwd::VaryMiss),
         Lookup::Miss => (None, Fwd::UriMiss),
     };
+    // A memory miss consults the disk tier (docs/store.md, "The disk tier under the proxy").
+    let mut from_disk = false;
+    if stored.is_none() && state.store.disk().is_some() {
+        match state.store.lookup_disk(&key, |m| selects(m, &forward.client.headers)).await {
+            DiskHit::Loaded(object) => (stored, from_disk, miss_reason) = (Some(object), true, Fwd::Stale),
+            DiskHit::Open { meta, body } => {
+                let fresh = reuse::decide(&meta_freshness(&meta, now), &req_cc, pragma) == Reuse::Fresh;
+                if fresh && txn.modules.is_empty() {
+                    return Ok(disk_stream_hit(state, txn, &forward.client, &meta, body, now));
+                }
+                // To validate it, or for modules that may ask to: read it (not promoted).
+                stored = Tiers::read_open(meta, body).await;
+                from_disk = stored.is_some();
+                if from_disk {
+                    miss_reason = Fwd::Stale;
+                }
+            }
+            DiskHit::VaryMiss => miss_reason = Fwd::VaryMiss,
+            DiskHit::Miss => {}
+        }
+    }
     let mut reuse_verdict = stored.as_ref().map(|o| reuse::decide(&freshness(o, now), &req_cc, pragma));
     if !txn.modules.is_empty() {
         let outcome = match reuse_verdict {
@@ -111,7 +134,10 @@ pub async fn serve(
     }
     if let (Some(object), Some(verdict)) = (&stored, reuse_verdict) {
         match verdict {
-            Reuse::Fresh => return Ok(hit(state, txn, &forward.client, object, now, ResultCode::MemHit, None)),
+            Reuse::Fresh => {
+                let code = if from_disk { ResultCode::DiskHit } else { ResultCode::MemHit };
+                return Ok(hit(state, txn, &forward.client, object, now, code, None));
+            }
             Reuse::StaleAllowed => {
                 return Ok(hit(state, txn, &forward.client, object, now, ResultCode::StaleHit, None))
             }
@@ -258,7 +284,31 @@ fn selects(meta: &ObjectMeta, request: &HeaderMap) -> bool {
 }
 
 fn freshness(object: &Object, now: SystemTime) -> StoredFreshness<'_> {
-    StoredFreshness { lifetime: object.meta.lifetime, age: object.meta.age(now), response_cc: &object.meta.cc }
+    meta_freshness(&object.meta, now)
+}
+
+fn meta_freshness(meta: &ObjectMeta, now: SystemTime) -> StoredFreshness<'_> {
+    StoredFreshness { lifetime: meta.lifetime, age: meta.age(now), response_cc: &meta.cc }
+}
+
+/// A fresh hit streamed from its file in the disk tier (too large to promote).
+fn disk_stream_hit(
+    state: &State,
+    txn: &mut Txn,
+    client: &request::Parts,
+    meta: &ObjectMeta,
+    body: DiskBody,
+    now: SystemTime,
+) -> Response<ProxyBody> {
+    let cs = CacheStatus {
+        hit: true,
+        ttl: Some(meta_freshness(meta, now).ttl_secs()),
+        detail: Some("disk"),
+        ..Default::default()
+    };
+    let (response, pre) = respond::from_object(state, client, meta, ObjectBody::Disk(body), &cs, now);
+    txn.code = if pre == Precondition::NotModified { ResultCode::ImsHit } else { ResultCode::DiskHit };
+    response
 }
 
 /// A response from a stored object (a hit of some kind).
@@ -276,6 +326,7 @@ fn hit(
         hit: true,
         ttl: Some(sf.ttl_secs()),
         collapsed: collapsed.unwrap_or(false),
+        detail: (code == ResultCode::DiskHit).then_some("disk"),
         ..Default::default()
     };
     let (response, pre) = respond::from_object(state, client, &object.meta, ObjectBody::Stored(&object.body), &cs, now);

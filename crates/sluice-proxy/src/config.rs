@@ -196,6 +196,8 @@ pub struct CacheConfig {
     /// How long a URL whose response could not be stored (`no-store`, `private`,
     /// `Set-Cookie`, ...) is passed straight to the origin, skipping collapsing; 0 disables.
     pub hit_for_pass: Dur,
+    /// The disk tier (`[cache.disk]`); none unless `dir` is set.
+    pub disk: crate::disk_config::DiskCacheConfig,
 }
 
 impl Default for CacheConfig {
@@ -212,6 +214,7 @@ impl Default for CacheConfig {
             store_set_cookie: false,
             cdn_cache_control: true,
             hit_for_pass: Dur(Duration::from_secs(120)),
+            disk: crate::disk_config::DiskCacheConfig::default(),
         }
     }
 }
@@ -490,6 +493,7 @@ impl Config {
                 valid.join(", ")
             ));
         }
+        self.cache.disk.validate().map_err(ConfigError::Invalid)?;
         if self.cache.name.is_empty()
             || !self.cache.name.bytes().all(|b| b.is_ascii_alphanumeric() || b"-._".contains(&b))
         {

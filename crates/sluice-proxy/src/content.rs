@@ -1,4 +1,5 @@
-//! Content management ([`CacheApi`]) over the memory store, for modules, the admin API
+//! Content management ([`CacheApi`]) over the store (memory and disk tiers; deletions
+//! remove disk copies too, queries and reads see the memory tier), for modules, the admin API
 //! (`admin_content.rs`) and `sluice ctl`. Fetch and validate run through the proxy's own
 //! cache path (`content_fetch.rs`).
 
@@ -6,19 +7,20 @@ use crate::clock::SharedClock;
 use crate::content_fetch::{self, Purpose};
 use crate::meta::{Directives, Received};
 use crate::state::State;
+use crate::tiers::Tiers;
 use bytes::Bytes;
 use http::{header, HeaderMap, HeaderValue, StatusCode};
 use sluice_http::freshness::Heuristic;
 use sluice_module::{
     CacheApi, CacheError, CacheFuture, Expiry, FetchMode, FetchResponse, Injection, ObjectInfo, ObjectReader, Validated,
 };
-use sluice_store::{MemoryStore, Object, ObjectMeta, StoredBody};
+use sluice_store::{Object, ObjectMeta, StoredBody};
 use std::sync::{Arc, OnceLock, Weak};
 use std::time::{Duration, SystemTime};
 
 /// The proxy's [`CacheApi`].
 pub struct Content {
-    store: Arc<MemoryStore>,
+    store: Arc<Tiers>,
     clock: SharedClock,
     heuristic: Heuristic,
     /// The running proxy, for fetch, validate and hit-for-pass; set by [`Content::attach`]
@@ -33,7 +35,7 @@ impl std::fmt::Debug for Content {
 }
 
 impl Content {
-    pub fn new(store: Arc<MemoryStore>, clock: SharedClock, heuristic: Heuristic) -> Self {
+    pub fn new(store: Arc<Tiers>, clock: SharedClock, heuristic: Heuristic) -> Self {
         Self { store, clock, heuristic, proxy: OnceLock::new() }
     }
 
@@ -200,7 +202,7 @@ impl CacheApi for Content {
 
 /// A response being pushed in pieces.
 struct Pushing {
-    store: Arc<MemoryStore>,
+    store: Arc<Tiers>,
     clock: SharedClock,
     proxy: Option<Weak<State>>,
     meta: ObjectMeta,

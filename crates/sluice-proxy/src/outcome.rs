@@ -7,6 +7,8 @@ pub enum ResultCode {
     None,
     /// Fresh hit from memory.
     MemHit,
+    /// Fresh hit from the disk tier (after a memory miss).
+    DiskHit,
     /// Client conditional answered 304 from the cache.
     ImsHit,
     /// Stale response served while it is revalidated in the background, or because the
@@ -33,9 +35,10 @@ pub enum ResultCode {
 
 impl ResultCode {
     /// All codes, for metrics.
-    pub const ALL: [ResultCode; 12] = [
+    pub const ALL: [ResultCode; 13] = [
         ResultCode::None,
         ResultCode::MemHit,
+        ResultCode::DiskHit,
         ResultCode::ImsHit,
         ResultCode::StaleHit,
         ResultCode::Miss,
@@ -53,6 +56,7 @@ impl ResultCode {
         match self {
             ResultCode::None => "NONE",
             ResultCode::MemHit => "TCP_MEM_HIT",
+            ResultCode::DiskHit => "TCP_HIT",
             ResultCode::ImsHit => "TCP_IMS_HIT",
             ResultCode::StaleHit => "TCP_STALE_HIT",
             ResultCode::Miss => "TCP_MISS",
@@ -68,7 +72,14 @@ impl ResultCode {
 
     /// True when the response came from the cache without a full fetch.
     pub fn is_hit(self) -> bool {
-        matches!(self, ResultCode::MemHit | ResultCode::ImsHit | ResultCode::StaleHit | ResultCode::RefreshUnmodified)
+        matches!(
+            self,
+            ResultCode::MemHit
+                | ResultCode::DiskHit
+                | ResultCode::ImsHit
+                | ResultCode::StaleHit
+                | ResultCode::RefreshUnmodified
+        )
     }
 
     fn index(self) -> usize {
@@ -79,7 +90,7 @@ impl ResultCode {
 /// Per-code counters.
 #[derive(Debug, Default)]
 pub struct ResultCounters {
-    counts: [std::sync::atomic::AtomicU64; 12],
+    counts: [std::sync::atomic::AtomicU64; 13],
 }
 
 impl ResultCounters {

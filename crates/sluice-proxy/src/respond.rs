@@ -12,6 +12,7 @@ use sluice_http::cache_status::CacheStatus;
 use sluice_http::conditional::{self, Precondition};
 use sluice_http::range::{self, RangeOutcome};
 use sluice_module::LocalResponse;
+use sluice_store::disk::DiskBody;
 use sluice_store::{BodyChunks, Fill, ObjectMeta, StoredBody};
 use std::sync::Arc;
 use std::time::SystemTime;
@@ -175,6 +176,8 @@ pub fn trace(state: &State, parts: &request::Parts) -> Response<ProxyBody> {
 pub enum ObjectBody<'a> {
     Stored(&'a StoredBody),
     Filling(Arc<Fill>),
+    /// A verified body in the disk tier, streamed from its file.
+    Disk(DiskBody),
 }
 
 /// A response from a stored (or storing) object to `client`: a 304 or 412 when the client's
@@ -217,6 +220,7 @@ pub fn from_object(
         Precondition::Proceed => match body {
             ObjectBody::Stored(stored) => stored_body(meta, stored, client, &mut headers),
             ObjectBody::Filling(fill) => (meta.status, ProxyBody::fill(fill.reader())),
+            ObjectBody::Disk(disk) => disk_body(meta, disk, client, &mut headers),
         },
     };
     let body = if client.method == Method::HEAD { ProxyBody::empty() } else { body };
@@ -284,6 +288,41 @@ fn stored_body(
                 HeaderValue::from_str(&format!("multipart/byteranges; boundary={boundary}")).expect("ascii"),
             );
             (StatusCode::PARTIAL_CONTENT, ProxyBody::chunks(BodyChunks::new(chunks)))
+        }
+    }
+}
+
+/// Status and body for a disk body streamed from its file, honouring a single `Range` on a
+/// 200 (a multi-range request gets the whole body, which RFC 9110 §14.2 allows).
+fn disk_body(
+    meta: &ObjectMeta,
+    disk: DiskBody,
+    client: &request::Parts,
+    headers: &mut HeaderMap,
+) -> (StatusCode, ProxyBody) {
+    let len = disk.len();
+    let outcome = if meta.status == StatusCode::OK {
+        headers.entry(header::ACCEPT_RANGES).or_insert(HeaderValue::from_static("bytes"));
+        range::evaluate(&client.method, &client.headers, &meta.headers, len)
+    } else {
+        RangeOutcome::Full
+    };
+    match outcome {
+        RangeOutcome::Unsatisfiable => {
+            headers.insert(header::CONTENT_RANGE, HeaderValue::from_str(&format!("bytes */{len}")).expect("ascii"));
+            headers.insert(header::CONTENT_LENGTH, HeaderValue::from(0));
+            (StatusCode::RANGE_NOT_SATISFIABLE, ProxyBody::empty())
+        }
+        RangeOutcome::Partial(ranges) if ranges.len() == 1 => {
+            let r = ranges[0].clone();
+            headers
+                .insert(header::CONTENT_RANGE, HeaderValue::from_str(&range::content_range(&r, len)).expect("ascii"));
+            headers.insert(header::CONTENT_LENGTH, HeaderValue::from(r.end - r.start));
+            (StatusCode::PARTIAL_CONTENT, ProxyBody::disk(disk.slice(r).into_stream()))
+        }
+        RangeOutcome::Full | RangeOutcome::Partial(_) => {
+            headers.insert(header::CONTENT_LENGTH, HeaderValue::from(len));
+            (meta.status, ProxyBody::disk(disk.into_stream()))
         }
     }
 }

@@ -83,7 +83,7 @@ impl Routes {
 
     /// Starts the change watchers of the file routes that ask for one; they drop changed
     /// files' responses from `store` until the routes are dropped.
-    pub fn watch_files(&self, store: &Arc<sluice_store::MemoryStore>) -> Result<(), String> {
+    pub fn watch_files(&self, store: &Arc<crate::tiers::Tiers>) -> Result<(), String> {
         for route in &self.routes {
             if let Backend::Files(files) = &route.backend {
                 files.watch(Arc::clone(store))?;

@@ -45,10 +45,12 @@ pub struct Running {
 }
 
 impl Running {
-    /// Stops accepting, lets in-flight requests finish (up to `shutdown.drain`), then returns.
+    /// Stops accepting, lets in-flight requests finish (up to `shutdown.drain`), waits for
+    /// the disk tier's background writes and deletions, then returns.
     pub async fn shutdown(mut self) {
         let _ = self.shutdown.send(true);
         while self.tasks.join_next().await.is_some() {}
+        self.state.store.flush().await;
     }
 }
 

@@ -10,6 +10,7 @@ use crate::metrics::Metrics;
 use crate::module_list::ModuleList;
 use crate::module_manager::ModuleManager;
 use crate::route::Routes;
+use crate::tiers::Tiers;
 use crate::upstream::Upstream;
 use http::{HeaderValue, Version};
 use sluice_http::freshness::Heuristic;
@@ -23,7 +24,8 @@ pub struct State {
     pub config: Config,
     pub clock: SharedClock,
     pub dates: DateCache,
-    pub store: Arc<MemoryStore>,
+    /// The cache: the memory tier over the optional disk tier (`[cache.disk]`).
+    pub store: Arc<Tiers>,
     /// Content management over `store`, handed to modules.
     pub content: Arc<dyn CacheApi>,
     /// The same object, concretely (attached to the running proxy by `start`).
@@ -73,7 +75,9 @@ impl State {
         };
         let capacity = config.cache.memory.0;
         let policy = crate::policy::build(&config.cache.policy, capacity).map_err(StateError)?;
-        let store = Arc::new(MemoryStore::new(capacity, config.cache.max_object.0, policy));
+        let memory = MemoryStore::new(capacity, config.cache.max_object.0, policy);
+        let disk = crate::tiers_open::open_disk(&config.cache).map_err(StateError)?;
+        let store = Arc::new(Tiers::new(memory, disk, config.cache.disk.promote_max.0));
         routes.watch_files(&store).map_err(StateError)?;
         let name = config.cache.name.clone();
         let heuristic =

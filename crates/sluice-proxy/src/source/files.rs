@@ -23,11 +23,11 @@ use crate::body::OutBody;
 use crate::config::FilesConfig;
 use crate::date::DateCache;
 use crate::error::{Kind, ProxyError, Side};
+use crate::tiers::Tiers;
 use bytes::Bytes;
 use http::header::{self, HeaderMap, HeaderValue};
 use http::{Method, Request, Response, StatusCode};
 use sluice_http::conditional::{self, Precondition};
-use sluice_store::MemoryStore;
 use std::path::Path;
 use std::sync::{Arc, OnceLock};
 use std::time::UNIX_EPOCH;
@@ -83,7 +83,7 @@ impl FileSource {
 
     /// Starts the change watcher (when configured and not yet running): from then on a
     /// change to a file drops its responses from `store`.
-    pub fn watch(&self, store: Arc<MemoryStore>) -> Result<(), String> {
+    pub fn watch(&self, store: Arc<Tiers>) -> Result<(), String> {
         if !self.watch || self.watching.get().is_some() {
             return Ok(());
         }

@@ -9,15 +9,15 @@
 //! dropped. The guard lives in the file's body, which the cache's fill task drops after it
 //! has stored the object, so the removal comes after the store.
 
+use crate::tiers::Tiers;
 use parking_lot::Mutex;
-use sluice_store::MemoryStore;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 /// The reads in flight of one served directory.
 pub struct Inflight {
-    store: Arc<MemoryStore>,
+    store: Arc<Tiers>,
     /// Key → one flag per read in flight ("changed while being read").
     reads: Mutex<HashMap<String, Vec<Arc<AtomicBool>>>>,
 }
@@ -29,7 +29,7 @@ impl std::fmt::Debug for Inflight {
 }
 
 impl Inflight {
-    pub fn new(store: Arc<MemoryStore>) -> Self {
+    pub fn new(store: Arc<Tiers>) -> Self {
         Self { store, reads: Mutex::default() }
     }
 
@@ -92,11 +92,12 @@ mod tests {
     use sluice_store::{Object, StoredBody};
     use std::time::{Duration, UNIX_EPOCH};
 
-    fn store() -> Arc<MemoryStore> {
-        Arc::new(MemoryStore::new(1 << 20, 1 << 20, crate::policy::build("lru", 1 << 20).unwrap()))
+    fn store() -> Arc<Tiers> {
+        let memory = sluice_store::MemoryStore::new(1 << 20, 1 << 20, crate::policy::build("lru", 1 << 20).unwrap());
+        Arc::new(Tiers::new(memory, None, 0))
     }
 
-    fn put(store: &MemoryStore, key: &str) {
+    fn put(store: &Tiers, key: &str) {
         let received = Received {
             key: key.to_owned(),
             status: StatusCode::OK,

@@ -13,16 +13,16 @@
 
 use super::file_path;
 use super::inflight::Inflight;
+use crate::tiers::Tiers;
 use notify::event::{AccessKind, AccessMode, CreateKind, ModifyKind, RemoveKind};
 use notify::{Event, EventKind, RecommendedWatcher, RecursiveMode, Watcher};
-use sluice_store::MemoryStore;
 use std::path::Path;
 use std::sync::Arc;
 
 /// Starts watching `root` (canonical) and everything below it. A change marks the reads
 /// in flight (`inflight`) before it removes keys from `store`, so that a read either is
 /// marked or has stored its object before the removal.
-pub fn start(root: &Path, store: Arc<MemoryStore>, inflight: Arc<Inflight>) -> notify::Result<RecommendedWatcher> {
+pub fn start(root: &Path, store: Arc<Tiers>, inflight: Arc<Inflight>) -> notify::Result<RecommendedWatcher> {
     let root_key = file_path::key(root);
     let handler = move |event: notify::Result<Event>| match event {
         Ok(event) => invalidate(&store, &inflight, &root_key, &event),
@@ -38,7 +38,7 @@ pub fn start(root: &Path, store: Arc<MemoryStore>, inflight: Arc<Inflight>) -> n
 }
 
 /// Drops what `event` makes out of date.
-fn invalidate(store: &MemoryStore, inflight: &Inflight, root_key: &str, event: &Event) {
+fn invalidate(store: &Tiers, inflight: &Inflight, root_key: &str, event: &Event) {
     if event.need_rescan() {
         inflight.changed(root_key, true);
         let removed = store.remove_prefix(&format!("{root_key}/"));

@@ -147,6 +147,44 @@ impl std::fmt::Display for ReadError {
 
 impl std::error::Error for ReadError {}
 
+/// Objects already dropped from the index whose files are still to be deleted. Dropping it
+/// without [`Purge::finish`] leaves the files for the next recovery to re-index (so call it).
+#[derive(Debug)]
+#[must_use = "the files are only deleted by finish()"]
+pub struct Purge {
+    paths: Vec<PathBuf>,
+}
+
+impl Purge {
+    /// How many objects were dropped.
+    pub fn len(&self) -> usize {
+        self.paths.len()
+    }
+
+    /// True when nothing was dropped.
+    pub fn is_empty(&self) -> bool {
+        self.paths.is_empty()
+    }
+
+    /// Deletes the files and fsyncs their directories, so the objects do not come back
+    /// after a crash (blocking). Returns how many objects were dropped.
+    pub fn finish(self) -> usize {
+        let mut dirs: Vec<PathBuf> = Vec::new();
+        for path in &self.paths {
+            let _ = std::fs::remove_file(path);
+            if let Some(dir) = path.parent() {
+                dirs.push(dir.to_path_buf());
+            }
+        }
+        dirs.sort();
+        dirs.dedup();
+        for dir in dirs {
+            let _ = layout::sync_dir(&dir);
+        }
+        self.paths.len()
+    }
+}
+
 /// Counters and gauges of the disk tier.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct DiskStats {
@@ -601,43 +639,58 @@ impl DiskTier {
     /// Removes every variant of `key`, durably (the directory is fsynced, so a purged object
     /// does not come back after a crash). Returns how many were removed.
     pub fn remove(&self, key: &str) -> usize {
-        let ids = self.shared.inner.lock().index.get(key).cloned().unwrap_or_default();
-        self.remove_ids(&ids)
+        self.forget(key).finish()
     }
 
     /// Removes every object whose primary key starts with `prefix`, durably. Walks the whole
     /// index: for administration, not the request path.
     pub fn remove_prefix(&self, prefix: &str) -> usize {
+        self.forget_prefix(prefix).finish()
+    }
+
+    /// Drops every variant of `key` from the index at once (memory only: no lookup finds
+    /// them after this returns) and hands back their files; [`Purge::finish`] deletes them
+    /// durably (blocking). For callers on an async thread that must not fsync there.
+    pub fn forget(&self, key: &str) -> Purge {
+        let ids = self.shared.inner.lock().index.get(key).cloned().unwrap_or_default();
+        self.forget_ids(&ids)
+    }
+
+    /// [`DiskTier::forget`] for every key starting with `prefix` (walks the index).
+    pub fn forget_prefix(&self, prefix: &str) -> Purge {
         let ids: Vec<ObjectId> = {
             let inner = self.shared.inner.lock();
             inner.index.iter().filter(|(k, _)| k.starts_with(prefix)).flat_map(|(_, ids)| ids.iter().copied()).collect()
         };
-        self.remove_ids(&ids)
+        self.forget_ids(&ids)
     }
 
-    fn remove_ids(&self, ids: &[ObjectId]) -> usize {
-        let removed: Vec<Arc<DiskEntry>> = {
-            let mut inner = self.shared.inner.lock();
-            let removed: Vec<_> = ids.iter().filter_map(|id| inner.forget(*id)).collect();
-            for entry in &removed {
-                inner.manager.remove(entry.id());
-            }
-            inner.counters.removals += removed.len() as u64;
-            removed
+    /// [`DiskTier::forget`] for every object carrying cache tag `tag` (`Surrogate-Key`,
+    /// `Cache-Tag`; walks the index).
+    pub fn forget_tag(&self, tag: &str) -> Purge {
+        let ids: Vec<ObjectId> = {
+            let inner = self.shared.inner.lock();
+            inner
+                .entries
+                .iter()
+                .filter(|(_, e)| {
+                    sluice_http::tags::has_tags(&e.meta.headers)
+                        && sluice_http::tags::tags(&e.meta.headers).iter().any(|t| t == tag)
+                })
+                .map(|(id, _)| *id)
+                .collect()
         };
-        let mut dirs: Vec<PathBuf> = Vec::new();
+        self.forget_ids(&ids)
+    }
+
+    fn forget_ids(&self, ids: &[ObjectId]) -> Purge {
+        let mut inner = self.shared.inner.lock();
+        let removed: Vec<Arc<DiskEntry>> = ids.iter().filter_map(|id| inner.forget(*id)).collect();
         for entry in &removed {
-            let _ = std::fs::remove_file(&entry.path);
-            if let Some(dir) = entry.path.parent() {
-                dirs.push(dir.to_path_buf());
-            }
+            inner.manager.remove(entry.id());
         }
-        dirs.sort();
-        dirs.dedup();
-        for dir in dirs {
-            let _ = layout::sync_dir(&dir);
-        }
-        removed.len()
+        inner.counters.removals += removed.len() as u64;
+        Purge { paths: removed.iter().map(|e| e.path.clone()).collect() }
     }
 
     /// Current counters and gauges.

@@ -1,0 +1,361 @@
+//! The proxy's cache store: the memory tier over an optional disk tier. Every insertion and
+//! every removal of the proxy goes through [`Tiers`], so the two tiers never disagree about
+//! what was purged or invalidated.
+//!
+//! - **Write-through.** [`Tiers::insert`] stores in memory and writes the object to disk on
+//!   tokio's blocking pool (never on the request path); the disk copy is visible only once
+//!   it is complete and durable (the tier's commit). The memory tier evicts on its own, so
+//!   memory holds the hot set and disk holds everything (NICache's "morph").
+//! - **Read.** [`Tiers::lookup`] is the memory tier's; on a memory miss
+//!   [`Tiers::lookup_disk`] consults the disk index, verifies the body (the tier checks the
+//!   checksum of a recovered object before any byte is handed out) and either promotes the
+//!   object into memory or hands out the open file to stream.
+//! - **Removal.** [`Tiers::remove`], [`Tiers::remove_prefix`] and [`Tiers::remove_tag`]
+//!   remove from both tiers at once: the disk index forgets the objects before the call
+//!   returns, and the files are deleted (with a directory fsync) on the blocking pool. Disk
+//!   writes and promotions in flight for a removed key undo themselves when they finish.
+//! - [`Tiers::flush`] waits for the background disk work (graceful shutdown).
+
+use bytes::Bytes;
+use parking_lot::Mutex;
+use sluice_store::disk::{DiskBody, DiskLookup, DiskStats, DiskTier, ReadError};
+use sluice_store::{Lookup, MemoryStore, Object, ObjectMeta, StoreStats, StoredBody};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
+
+/// What the disk tier had for a request.
+#[derive(Debug)]
+pub enum DiskHit {
+    /// Found, verified and read into memory (and promoted into the memory tier when it
+    /// accepted it).
+    Loaded(Arc<Object>),
+    /// Found and verified; too large to promote: stream `body` from its file.
+    Open { meta: Arc<ObjectMeta>, body: DiskBody },
+    /// The key is on disk but no variant matches the request.
+    VaryMiss,
+    /// Nothing usable on disk (including a corrupt entry, now dropped).
+    Miss,
+}
+
+/// Counters of the tiers working together (the tiers count the rest themselves).
+#[derive(Debug, Default)]
+pub struct TierCounters {
+    /// Memory misses answered from disk.
+    pub disk_hits: AtomicU64,
+    /// Disk hits read into memory and promoted into the memory tier.
+    pub promotions: AtomicU64,
+    /// Disk entries found but not served (corrupt, gone, unreadable).
+    pub disk_read_failures: AtomicU64,
+    /// Write-through attempts, and those the disk tier did not store (full, too large, I/O).
+    pub disk_writes: AtomicU64,
+    pub disk_writes_not_stored: AtomicU64,
+}
+
+/// Background disk work in flight, and the keys it concerns, so a removal can undo a write
+/// or promotion that started before it.
+#[derive(Default)]
+struct Jobs {
+    state: Mutex<JobState>,
+    idle: tokio::sync::Notify,
+}
+
+#[derive(Default)]
+struct JobState {
+    running: usize,
+    /// Increases at every guard and every invalidation.
+    seq: u64,
+    /// Keys with writes or promotions in flight: how many, and when last invalidated.
+    guarded: HashMap<String, (usize, u64)>,
+}
+
+impl Jobs {
+    fn started(&self) {
+        self.state.lock().running += 1;
+    }
+
+    fn ended(&self) {
+        let mut state = self.state.lock();
+        state.running -= 1;
+        if state.running == 0 {
+            self.idle.notify_waiters();
+        }
+    }
+
+    /// Registers work on `key`; returns its start mark for [`Jobs::unguard`].
+    fn guard(&self, key: &str) -> u64 {
+        let mut state = self.state.lock();
+        state.seq += 1;
+        let seq = state.seq;
+        state.guarded.entry(key.to_owned()).or_insert((0, 0)).0 += 1;
+        seq
+    }
+
+    /// Ends work on `key` started at `mark`; true when `key` was invalidated since.
+    fn unguard(&self, key: &str, mark: u64) -> bool {
+        let mut state = self.state.lock();
+        let Some(slot) = state.guarded.get_mut(key) else { return false };
+        let invalidated = slot.1 > mark;
+        slot.0 -= 1;
+        if slot.0 == 0 {
+            state.guarded.remove(key);
+        }
+        invalidated
+    }
+
+    /// Marks the guarded keys for which `matches` holds as invalidated now.
+    fn invalidate(&self, matches: impl Fn(&str) -> bool) {
+        let mut state = self.state.lock();
+        state.seq += 1;
+        let seq = state.seq;
+        for (key, slot) in state.guarded.iter_mut() {
+            if matches(key) {
+                slot.1 = seq;
+            }
+        }
+    }
+}
+
+/// The memory tier and, when configured, the disk tier. Safe to share between threads.
+pub struct Tiers {
+    memory: MemoryStore,
+    disk: Option<DiskTier>,
+    /// Largest body a disk hit is promoted with.
+    promote_max: u64,
+    jobs: Arc<Jobs>,
+    counters: Arc<TierCounters>,
+}
+
+impl std::fmt::Debug for Tiers {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Tiers").field("memory", &self.memory).field("disk", &self.disk).finish()
+    }
+}
+
+/// Runs blocking `job` on tokio's blocking pool, or here when there is no runtime (the
+/// file watcher's thread, unit tests).
+fn run_blocking(job: impl FnOnce() + Send + 'static) {
+    match tokio::runtime::Handle::try_current() {
+        Ok(handle) => {
+            handle.spawn_blocking(job);
+        }
+        Err(_) => job(),
+    }
+}
+
+impl Tiers {
+    /// `memory` alone, or over `disk`; disk hits up to `promote_max` body bytes are promoted.
+    pub fn new(memory: MemoryStore, disk: Option<DiskTier>, promote_max: u64) -> Self {
+        let promote_max = promote_max.min(memory.max_object());
+        Self { memory, disk, promote_max, jobs: Arc::default(), counters: Arc::default() }
+    }
+
+    /// The memory tier.
+    pub fn memory(&self) -> &MemoryStore {
+        &self.memory
+    }
+
+    /// The disk tier, when configured.
+    pub fn disk(&self) -> Option<&DiskTier> {
+        self.disk.as_ref()
+    }
+
+    /// The largest object either tier accepts, in bytes: what may be stored at all.
+    pub fn max_object(&self) -> u64 {
+        let disk = self.disk.as_ref().map_or(0, DiskTier::max_object);
+        self.memory.max_object().max(disk)
+    }
+
+    /// Looks `key` up in the memory tier (see [`MemoryStore::lookup`]).
+    pub fn lookup(&self, key: &str, selects: impl Fn(&ObjectMeta) -> bool) -> Lookup {
+        self.memory.lookup(key, selects)
+    }
+
+    /// Looks `key` up in the disk tier (after a memory miss) and opens the body, verified
+    /// before any byte of it is handed out. A corrupt entry is dropped by the tier and is a
+    /// [`DiskHit::Miss`]. Bodies up to the promotion limit are read and promoted into
+    /// memory ([`DiskHit::Loaded`]); larger ones are left to stream ([`DiskHit::Open`]).
+    pub async fn lookup_disk(&self, key: &str, selects: impl Fn(&ObjectMeta) -> bool) -> DiskHit {
+        let Some(disk) = &self.disk else { return DiskHit::Miss };
+        let mark = self.jobs.guard(key);
+        let hit = self.open_from_disk(disk, key, selects).await;
+        if self.jobs.unguard(key, mark) {
+            // Purged while we read it: whatever we promoted must not outlive the purge.
+            self.memory.remove(key);
+            return DiskHit::Miss;
+        }
+        hit
+    }
+
+    async fn open_from_disk(&self, disk: &DiskTier, key: &str, selects: impl Fn(&ObjectMeta) -> bool) -> DiskHit {
+        let entry = match disk.lookup(key, selects) {
+            DiskLookup::Found(entry) => entry,
+            DiskLookup::VaryMiss => return DiskHit::VaryMiss,
+            DiskLookup::Miss => return DiskHit::Miss,
+        };
+        let meta = Arc::clone(&entry.meta);
+        let body = match disk.open_body_async(entry).await {
+            Ok(body) => body,
+            Err(e) => {
+                self.counters.disk_read_failures.fetch_add(1, Relaxed);
+                match e {
+                    ReadError::Corrupt => tracing::warn!("disk object for {key} is corrupt: dropped, fetching anew"),
+                    e => tracing::info!("disk object for {key} not served: {e}"),
+                }
+                return DiskHit::Miss;
+            }
+        };
+        self.counters.disk_hits.fetch_add(1, Relaxed);
+        if body.len() > self.promote_max {
+            return DiskHit::Open { meta, body };
+        }
+        let read = tokio::task::spawn_blocking(move || body.read_all()).await;
+        let bytes: Bytes = match read {
+            Ok(Ok(bytes)) => bytes,
+            Ok(Err(e)) => {
+                self.counters.disk_read_failures.fetch_add(1, Relaxed);
+                tracing::info!("disk object for {key} not served: {e}");
+                return DiskHit::Miss;
+            }
+            Err(e) => {
+                self.counters.disk_read_failures.fetch_add(1, Relaxed);
+                tracing::warn!("disk read for {key} failed: {e}");
+                return DiskHit::Miss;
+            }
+        };
+        let body = if bytes.is_empty() { StoredBody::new(Vec::new()) } else { StoredBody::new(vec![bytes]) };
+        let object = Object::new(Arc::clone(&meta), body);
+        let spare = object.with_meta(meta);
+        let promoted = match self.memory.insert(object) {
+            Some(stored) => {
+                self.counters.promotions.fetch_add(1, Relaxed);
+                stored
+            }
+            None => Arc::new(spare),
+        };
+        DiskHit::Loaded(promoted)
+    }
+
+    /// Reads a streamed disk body into an object (not promoted), e.g. to validate it.
+    pub async fn read_open(meta: Arc<ObjectMeta>, body: DiskBody) -> Option<Arc<Object>> {
+        let bytes = tokio::task::spawn_blocking(move || body.read_all()).await.ok()?.ok()?;
+        Some(Arc::new(Object::new(meta, StoredBody::new(vec![bytes]))))
+    }
+
+    /// Stores `object` in memory and, when there is a disk tier that accepts its size,
+    /// writes it to disk in the background. Returns the stored object, or `None` when
+    /// neither tier accepts it.
+    pub fn insert(&self, object: Object) -> Option<Arc<Object>> {
+        let Some(disk) = &self.disk else { return self.memory.insert(object) };
+        if object.body.len() > disk.max_object() {
+            return self.memory.insert(object);
+        }
+        let spare = object.with_meta(Arc::clone(&object.meta));
+        let stored = self.memory.insert(object).unwrap_or_else(|| Arc::new(spare));
+        self.write_through(disk, Arc::clone(&stored));
+        Some(stored)
+    }
+
+    fn write_through(&self, disk: &DiskTier, object: Arc<Object>) {
+        let key = object.meta.key.clone();
+        let mark = self.jobs.guard(&key);
+        self.jobs.started();
+        self.counters.disk_writes.fetch_add(1, Relaxed);
+        let (disk, jobs, counters) = (disk.clone(), Arc::clone(&self.jobs), Arc::clone(&self.counters));
+        run_blocking(move || {
+            if let Err(why) = disk.insert(&object) {
+                counters.disk_writes_not_stored.fetch_add(1, Relaxed);
+                tracing::debug!("{key} not written to disk: {why:?}");
+            }
+            if jobs.unguard(&key, mark) {
+                // Removed while being written: the removal did not see this copy.
+                disk.remove(&key);
+            }
+            jobs.ended();
+        });
+    }
+
+    /// Deletes the files of objects the disk index already forgot, in the background.
+    fn purge(&self, purge: sluice_store::disk::Purge) -> usize {
+        let n = purge.len();
+        if n > 0 {
+            self.jobs.started();
+            let jobs = Arc::clone(&self.jobs);
+            run_blocking(move || {
+                purge.finish();
+                jobs.ended();
+            });
+        }
+        n
+    }
+
+    /// Removes every variant of `key` from both tiers; returns how many there were (the
+    /// larger of the two tiers' counts, as they hold copies of the same objects).
+    pub fn remove(&self, key: &str) -> usize {
+        let memory = self.memory.remove(key);
+        let Some(disk) = &self.disk else { return memory };
+        self.jobs.invalidate(|k| k == key);
+        memory.max(self.purge(disk.forget(key)))
+    }
+
+    /// Removes every object whose key starts with `prefix` from both tiers.
+    pub fn remove_prefix(&self, prefix: &str) -> usize {
+        let memory = self.memory.remove_prefix(prefix);
+        let Some(disk) = &self.disk else { return memory };
+        self.jobs.invalidate(|k| k.starts_with(prefix));
+        memory.max(self.purge(disk.forget_prefix(prefix)))
+    }
+
+    /// Removes every object tagged `tag` from both tiers.
+    pub fn remove_tag(&self, tag: &str) -> usize {
+        let memory = self.memory.remove_tag(tag);
+        let Some(disk) = &self.disk else { return memory };
+        // Tags of writes in flight are not indexed: undo them all (a miss at worst).
+        self.jobs.invalidate(|_| true);
+        memory.max(self.purge(disk.forget_tag(tag)))
+    }
+
+    /// Every variant of `key` in the memory tier (see [`MemoryStore::variants`]).
+    pub fn variants(&self, key: &str) -> Vec<Arc<Object>> {
+        self.memory.variants(key)
+    }
+
+    /// Objects tagged `tag` in the memory tier.
+    pub fn tagged(&self, tag: &str) -> usize {
+        self.memory.tagged(tag)
+    }
+
+    /// The memory tier's counters.
+    pub fn stats(&self) -> StoreStats {
+        self.memory.stats()
+    }
+
+    /// The disk tier's counters, when there is one.
+    pub fn disk_stats(&self) -> Option<DiskStats> {
+        self.disk.as_ref().map(DiskTier::stats)
+    }
+
+    /// Counters of the tiers working together.
+    pub fn counters(&self) -> &TierCounters {
+        &self.counters
+    }
+
+    /// Background disk work (writes, file deletions) not finished yet.
+    pub fn pending_disk_jobs(&self) -> usize {
+        self.jobs.state.lock().running
+    }
+
+    /// Waits until the background disk work started so far is done (graceful shutdown:
+    /// what was stored is on disk for the next start).
+    pub async fn flush(&self) {
+        loop {
+            let idle = self.jobs.idle.notified();
+            tokio::pin!(idle);
+            idle.as_mut().enable();
+            if self.jobs.state.lock().running == 0 {
+                return;
+            }
+            idle.await;
+        }
+    }
+}
