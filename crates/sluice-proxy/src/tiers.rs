@@ -359,3 +359,97 @@ impl Tiers {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sluice_store::disk::WaterMarks;
+
+    fn object(key: &str, body: &'static [u8]) -> Object {
+        let now = std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_700_000_000);
+        let meta = ObjectMeta {
+            key: key.to_owned(),
+            status: http::StatusCode::OK,
+            headers: http::HeaderMap::new(),
+            vary: Vec::new(),
+            vary_key: Default::default(),
+            request_time: now,
+            response_time: now,
+            initial_age: std::time::Duration::ZERO,
+            lifetime: std::time::Duration::from_secs(60),
+            lifetime_source: sluice_http::freshness::LifetimeSource::MaxAge,
+            cc: Default::default(),
+        };
+        Object::new(Arc::new(meta), StoredBody::new(vec![Bytes::from_static(body)]))
+    }
+
+    fn tiers(dir: &std::path::Path) -> Tiers {
+        let memory = MemoryStore::new(1 << 20, 1 << 20, crate::policy::build("lru", 1 << 20).unwrap());
+        let policy = crate::policy::build("lru", 1 << 24).unwrap();
+        let (disk, _) = DiskTier::open(dir, 1 << 24, 1000, policy, WaterMarks::default()).unwrap();
+        Tiers::new(memory, Some(disk), 1 << 20)
+    }
+
+    #[test]
+    fn a_removal_undoes_work_that_started_before_it_only() {
+        let jobs = Jobs::default();
+        let before = jobs.guard("k");
+        let other = jobs.guard("other");
+        jobs.invalidate(|k| k == "k");
+        let after = jobs.guard("k");
+        assert!(jobs.unguard("k", before), "started before the removal");
+        assert!(!jobs.unguard("k", after), "started after it");
+        assert!(!jobs.unguard("other", other), "another key");
+        assert!(jobs.state.lock().guarded.is_empty());
+    }
+
+    #[test]
+    fn insert_writes_through_and_removals_reach_both_tiers() {
+        // No runtime: disk work runs inline, so its effects are visible at once.
+        let dir = tempfile::tempdir().unwrap();
+        let tiers = tiers(dir.path());
+        tiers.insert(object("a", b"alpha"));
+        tiers.insert(object("p/1", b"one"));
+        tiers.insert(object("p/2", b"two"));
+        let disk = tiers.disk().unwrap();
+        assert_eq!(disk.stats().objects, 3);
+        assert_eq!(tiers.stats().objects, 3);
+        assert_eq!(tiers.remove("a"), 1);
+        assert_eq!(tiers.remove_prefix("p/"), 2);
+        assert_eq!((disk.stats().objects, tiers.stats().objects), (0, 0));
+        let mut tagged = object("t", b"tagged");
+        let mut meta = (*tagged.meta).clone();
+        meta.headers.insert("cache-tag", http::HeaderValue::from_static("red, blue"));
+        tagged = Object::new(Arc::new(meta), tagged.body.clone());
+        tiers.insert(tagged);
+        tiers.insert(object("u", b"untagged"));
+        assert_eq!(tiers.remove_tag("blue"), 1);
+        assert_eq!((disk.stats().objects, tiers.stats().objects), (1, 1));
+        assert!(disk.variants("t").is_empty());
+        assert_eq!(tiers.pending_disk_jobs(), 0);
+    }
+
+    #[tokio::test]
+    async fn a_disk_hit_is_promoted_and_a_large_one_left_to_stream() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut tiers = tiers(dir.path());
+        tiers.insert(object("small", b"tiny body"));
+        tiers.insert(object("large", b"a body longer than the promotion limit"));
+        tiers.flush().await;
+        tiers.memory.remove("small");
+        tiers.memory.remove("large");
+        tiers.promote_max = 16;
+        match tiers.lookup_disk("small", |_| true).await {
+            DiskHit::Loaded(o) => assert_eq!(o.body.chunks().concat(), b"tiny body"),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(tiers.stats().objects, 1, "promoted");
+        match tiers.lookup_disk("large", |_| true).await {
+            DiskHit::Open { body, .. } => assert_eq!(body.len(), 38),
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(tiers.lookup_disk("large", |_| false).await, DiskHit::VaryMiss));
+        assert!(matches!(tiers.lookup_disk("none", |_| true).await, DiskHit::Miss));
+        assert_eq!(tiers.counters().promotions.load(Relaxed), 1);
+    }
+}

@@ -4,72 +4,14 @@
 
 mod common;
 
+use common::disk::*;
 use common::{cache_status, Harness};
-use sluice_proxy::config::{Config, Mode};
+use sluice_proxy::config::Config;
 use sluice_proxy::outcome::ResultCode;
 use sluice_proxy::units::Size;
 use sluice_proxy::State;
 use sluice_testkit::Reply;
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Duration;
-
-const FRESH: &str = "max-age=3600";
-
-/// A forward proxy whose disk tier lives in `dir`, with `tweak` applied.
-async fn proxy(dir: &Path, tweak: impl FnOnce(&mut Config)) -> Harness {
-    let dir = dir.to_path_buf();
-    Harness::build(Mode::Forward, move |c| {
-        c.cache.disk.dir = Some(dir);
-        tweak(c);
-    })
-    .await
-}
-
-/// Shuts the proxy down gracefully and starts a new one on the same configuration, origin
-/// and clock (so on the same disk directory).
-async fn restart(h: Harness) -> Harness {
-    let Harness { origin, proxy, clock, mode } = h;
-    let config = proxy.state.config.clone();
-    proxy.shutdown().await;
-    let state = new_state(config, &clock).await;
-    let proxy = sluice_proxy::start(state).await.expect("start");
-    Harness { origin, proxy, clock, mode }
-}
-
-fn disk(h: &Harness) -> sluice_store::disk::DiskStats {
-    h.proxy.state.store.disk_stats().expect("a disk tier")
-}
-
-/// Waits until `n` objects are committed to disk (the background write is durable).
-async fn on_disk(h: &Harness, n: u64) {
-    h.eventually(&format!("{n} object(s) on disk"), |h| {
-        disk(h).objects == n && h.proxy.state.store.pending_disk_jobs() == 0
-    })
-    .await;
-}
-
-/// Every object file below `dir`.
-fn object_files(dir: &Path) -> Vec<PathBuf> {
-    fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
-        for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
-            let path = entry.path();
-            if path.is_dir() {
-                walk(&path, out);
-            } else if path.extension().is_some_and(|e| e == "obj") {
-                out.push(path);
-            }
-        }
-    }
-    let mut out = Vec::new();
-    walk(&dir.join("objects"), &mut out);
-    out
-}
-
-async fn disk_hits(h: &Harness, n: u64) {
-    h.eventually(&format!("{n} TCP_HIT(s) counted"), |h| h.proxy.state.metrics.results.get(ResultCode::DiskHit) == n)
-        .await;
-}
 
 #[tokio::test]
 async fn restart_keeps_the_cache() {
@@ -151,21 +93,6 @@ async fn a_corrupt_disk_file_is_never_served() {
     assert_eq!(h.origin.hits("/c"), 2, "the origin was asked");
     assert_eq!(disk(&h).corrupt_at_read, 1);
     assert!(object_files(dir.path()).iter().all(|f| std::fs::read(f).unwrap().ends_with(b"the origin's new body")));
-}
-
-/// A state on `config`, waiting (bounded) for the previous proxy's directory lock: it goes
-/// with the last reference to the old state, which tasks that are finishing may hold.
-async fn new_state(config: Config, clock: &sluice_proxy::clock::ManualClock) -> State {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
-    loop {
-        match State::new(config.clone(), Arc::new(clock.clone()), Vec::new()) {
-            Ok(state) => return state,
-            Err(e) if e.to_string().contains("locked") && tokio::time::Instant::now() < deadline => {
-                tokio::time::sleep(Duration::from_millis(10)).await;
-            }
-            Err(e) => panic!("start: {e}"),
-        }
-    }
 }
 
 #[tokio::test]

@@ -3,6 +3,8 @@
 
 #![allow(dead_code)]
 
+pub mod disk;
+
 use sluice_proxy::clock::{Clock, ManualClock};
 use sluice_proxy::config::{Config, ListenerConfig, Mode, RouteConfig};
 use sluice_proxy::{Running, State};
