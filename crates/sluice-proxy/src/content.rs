@@ -86,16 +86,19 @@ pub fn key_of(url: &str) -> Result<String, CacheError> {
 }
 
 fn info(object: &Object, now: SystemTime) -> ObjectInfo {
-    let meta = &object.meta;
+    info_of(&object.meta, object.body.len(), object.hits(), now)
+}
+
+fn info_of(meta: &ObjectMeta, size: u64, hits: u64, now: SystemTime) -> ObjectInfo {
     ObjectInfo {
         key: meta.key.clone(),
         status: meta.status,
         headers: meta.headers.clone(),
-        size: object.body.len(),
+        size,
         age: meta.age(now),
         lifetime: meta.lifetime,
         stored_at: meta.response_time,
-        hits: object.hits(),
+        hits,
         vary: meta.vary.iter().zip(&meta.vary_key).map(|(name, value)| (name.to_string(), value.clone())).collect(),
     }
 }
@@ -103,7 +106,7 @@ fn info(object: &Object, now: SystemTime) -> ObjectInfo {
 impl CacheApi for Content {
     fn query(&self, url: &str) -> Result<Vec<ObjectInfo>, CacheError> {
         let now = self.clock.now();
-        Ok(self.store.variants(&key_of(url)?).iter().map(|o| info(o, now)).collect())
+        Ok(self.store.listing(&key_of(url)?).iter().map(|l| info_of(&l.meta, l.size, l.hits, now)).collect())
     }
 
     fn delete(&self, url: &str) -> Result<usize, CacheError> {
@@ -138,7 +141,9 @@ impl CacheApi for Content {
             meta.lifetime = if fresh_for.is_zero() { Duration::ZERO } else { meta.age(now) + fresh_for };
             self.store.insert(object.with_meta(Arc::new(meta)));
         }
-        Ok(variants.len())
+        // Disk-only variants cannot take new metadata without reading their bodies back:
+        // they are dropped (the next request fetches anew).
+        Ok(variants.len() + self.store.remove_disk_only(&key_of(url)?))
     }
 
     fn inject(&self, url: &str, status: StatusCode, headers: HeaderMap, body: Bytes) -> Result<(), CacheError> {

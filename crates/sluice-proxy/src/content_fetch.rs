@@ -56,7 +56,7 @@ pub async fn fetch(state: &Arc<State>, url: &str, purpose: Purpose) -> Result<Fe
     if !state.config.cache.enabled {
         return Err(CacheError::Invalid("the cache is disabled (cache.enabled = false)".into()));
     }
-    if purpose == Purpose::Revalidate && state.store.variants(&key).is_empty() {
+    if purpose == Purpose::Revalidate && !state.store.is_stored(&key) {
         return Err(CacheError::NotFound(key));
     }
     let uri: Uri = url.parse().map_err(|_| CacheError::BadUrl(url.to_owned()))?;

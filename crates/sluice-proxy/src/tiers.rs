@@ -38,6 +38,17 @@ pub enum DiskHit {
     Miss,
 }
 
+/// One stored variant as a listing shows it (see [`Tiers::listing`]).
+#[derive(Debug, Clone)]
+pub struct Listed {
+    pub meta: Arc<ObjectMeta>,
+    /// Body bytes.
+    pub size: u64,
+    pub hits: u64,
+    /// Only in the disk tier (its body is in its file).
+    pub disk_only: bool,
+}
+
 /// Counters of the tiers working together (the tiers count the rest themselves).
 #[derive(Debug, Default)]
 pub struct TierCounters {
@@ -313,6 +324,44 @@ impl Tiers {
         // Tags of writes in flight are not indexed: undo them all (a miss at worst).
         self.jobs.invalidate(|_| true);
         memory.max(self.purge(disk.forget_tag(tag)))
+    }
+
+    /// Every variant of `key` in either tier, memory first (metadata only: disk bodies stay
+    /// in their files).
+    pub fn listing(&self, key: &str) -> Vec<Listed> {
+        let memory = self.memory.variants(key);
+        let mut out: Vec<Listed> = memory
+            .iter()
+            .map(|o| Listed { meta: Arc::clone(&o.meta), size: o.body.len(), hits: o.hits(), disk_only: false })
+            .collect();
+        for entry in self.disk_only(key, &memory) {
+            out.push(Listed {
+                meta: Arc::clone(&entry.meta),
+                size: entry.body_len(),
+                hits: entry.hits(),
+                disk_only: true,
+            });
+        }
+        out
+    }
+
+    /// True when either tier holds a variant of `key`.
+    pub fn is_stored(&self, key: &str) -> bool {
+        !self.memory.variants(key).is_empty() || self.disk.as_ref().is_some_and(|d| !d.variants(key).is_empty())
+    }
+
+    /// Removes the variants of `key` that are on disk only (not in memory); returns how many.
+    /// For changes of metadata (expiry) that memory objects take by being inserted again,
+    /// and disk-only ones could only take by reading their bodies back.
+    pub fn remove_disk_only(&self, key: &str) -> usize {
+        let Some(disk) = &self.disk else { return 0 };
+        let doomed = self.disk_only(key, &self.memory.variants(key));
+        self.purge(disk.forget_entries(&doomed))
+    }
+
+    fn disk_only(&self, key: &str, memory: &[Arc<Object>]) -> Vec<Arc<sluice_store::disk::DiskEntry>> {
+        let Some(disk) = &self.disk else { return Vec::new() };
+        disk.variants(key).into_iter().filter(|e| !memory.iter().any(|o| o.meta.vary_key == e.meta.vary_key)).collect()
     }
 
     /// Every variant of `key` in the memory tier (see [`MemoryStore::variants`]).

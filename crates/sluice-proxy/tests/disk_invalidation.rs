@@ -154,3 +154,26 @@ async fn a_stale_object_too_large_to_promote_is_revalidated() {
     })
     .await;
 }
+
+#[tokio::test]
+async fn content_management_sees_and_expires_disk_only_objects() {
+    let dir = tempfile::tempdir().unwrap();
+    let h = proxy(dir.path(), |_| {}).await;
+    h.origin.on("/q", Reply::ok("queried").header("cache-control", FRESH));
+    h.get("/q").await;
+    on_disk(&h, 1).await;
+    let h = restart(h).await;
+    let auth = [("authorization", "Bearer test-token")];
+    let url = enc(&h.origin.url("/q"));
+    let query = client::send(h.admin(), "GET", &format!("/cache?url={url}"), &auth, None).await;
+    assert_eq!(query.status, 200, "a disk-only object is listed: {}", query.text());
+    let listed: serde_json::Value = serde_json::from_slice(&query.body).unwrap();
+    assert_eq!(listed["variants"][0]["size"], 7, "{listed}");
+    let expired = client::send(h.admin(), "POST", &format!("/cache/expire?url={url}"), &auth, None).await;
+    assert_eq!(expired.status, 200, "{}", expired.text());
+    assert_eq!(disk(&h).objects, 0, "dropped: it could not take new metadata");
+    let reply = h.get("/q").await;
+    assert_eq!(reply.text(), "queried");
+    assert!(!cache_status(&reply).contains("hit"), "{}", cache_status(&reply));
+    assert_eq!(h.origin.hits("/q"), 2);
+}

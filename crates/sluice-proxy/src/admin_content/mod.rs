@@ -349,7 +349,7 @@ async fn fetch(state: &Arc<State>, query: Query, req: Request<Incoming>, prefetc
         (_, Some(why)) => return Err(failure(CacheError::Origin(why))),
     };
     let key = crate::content::key_of(&url).map_err(failure)?;
-    let stored = !state.store.variants(&key).is_empty();
+    let stored = state.store.is_stored(&key);
     Ok(json_reply(
         StatusCode::OK,
         &json!({

@@ -683,6 +683,12 @@ impl DiskTier {
         self.forget_ids(&ids)
     }
 
+    /// [`DiskTier::forget`] for these entries (by variant id).
+    pub fn forget_entries(&self, entries: &[Arc<DiskEntry>]) -> Purge {
+        let ids: Vec<ObjectId> = entries.iter().map(|e| e.id()).collect();
+        self.forget_ids(&ids)
+    }
+
     fn forget_ids(&self, ids: &[ObjectId]) -> Purge {
         let mut inner = self.shared.inner.lock();
         let removed: Vec<Arc<DiskEntry>> = ids.iter().filter_map(|id| inner.forget(*id)).collect();
