@@ -271,3 +271,23 @@ async fn an_unusable_directory_is_a_clear_start_up_error() {
     );
     assert!(bad.unwrap_err().to_string().contains("water marks"));
 }
+
+#[tokio::test]
+async fn an_object_too_large_for_memory_is_kept_on_disk_and_streamed() {
+    let dir = tempfile::tempdir().unwrap();
+    let h = proxy(dir.path(), |c| {
+        c.cache.max_object = Size(64 << 10);
+        c.cache.disk.max_object = Some(Size(1 << 20));
+    })
+    .await;
+    let body = "L".repeat(200_000);
+    h.origin.on("/large", Reply::ok(body.clone()).header("cache-control", FRESH));
+    assert_eq!(h.get("/large").await.text(), body);
+    on_disk(&h, 1).await;
+    assert_eq!(h.proxy.state.store.stats().objects, 0, "not in memory");
+    let reply = h.get("/large").await;
+    assert_eq!(reply.text(), body);
+    assert!(cache_status(&reply).contains("detail=disk"), "{}", cache_status(&reply));
+    assert_eq!(h.origin.hits("/large"), 1);
+    assert_eq!(h.proxy.state.store.counters().promotions.load(std::sync::atomic::Ordering::Relaxed), 0);
+}
