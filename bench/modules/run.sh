@@ -3,22 +3,27 @@
 #
 # Runs Sluice as a reverse proxy in front of a local origin once per configuration (no module,
 # the `noop` module on every phase, `add-headers` adding four headers, `body-copy` copying every
-# response body), loads each with wrk on loopback, and reports requests per CPU second of the
-# Sluice process (utime+stime from /proc before and after), the stable figure on shared
-# machines, with the ratio to the no-module baseline. Rounds are interleaved so drift in machine
-# load hits every configuration alike.
+# response body; and the same three as Proxy-Wasm plugins: `empty` (also as `-lean`, with the
+# request and response heads not kept for later callbacks), `add_headers`, `body_transform` in
+# copy mode), loads each with wrk on loopback, and reports requests per CPU
+# second of the Sluice process (utime+stime from /proc before and after), the stable figure on
+# shared machines. Rounds are interleaved so drift in machine load hits every configuration
+# alike, and the overhead is the median over rounds of each round's ratio to that same round's
+# no-module run (paired, so a slow minute moves both sides of a ratio).
 #
 #   bench/modules/run.sh                   # defaults below
-#   DURATION=10s ROUNDS=5 bench/modules/run.sh
+#   DURATION=2s ROUNDS=15 bench/modules/run.sh
+#   WASM=0 bench/modules/run.sh            # native modules only (no wasm32-wasip1 build)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
-DURATION=${DURATION:-6s}
+DURATION=${DURATION:-3s}
 CONNECTIONS=${CONNECTIONS:-32}
-ROUNDS=${ROUNDS:-3}
+ROUNDS=${ROUNDS:-7}
 THREADS=${THREADS:-1}
 PORT_BASE=${PORT_BASE:-18200}
 SLUICE=${SLUICE:-target/release/sluice}
+WASM=${WASM:-1}
 
 command -v wrk >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk >/dev/null; }
 [ -x "$SLUICE" ] || cargo build --release -p sluice
@@ -34,8 +39,35 @@ head -c 1024 /dev/zero | tr '\0' 'x' > "$work/www/1k"
 touch -d "10 days ago" "$work/www/1k"
 python3 -m http.server "$PORT_BASE" --bind 127.0.0.1 -d "$work/www" >/dev/null 2>&1 &
 pids+=($!)
+for _ in $(seq 100); do curl -sf -o /dev/null "http://127.0.0.1:$PORT_BASE/1k" && break; sleep 0.1; done
 
 configs=(none noop add-headers body-copy)
+if [ "$WASM" = 1 ]; then
+  # The test plugins of crates/sluice-wasm, built for wasm32-wasip1 (the target is installed by
+  # scripts/install-deps.sh).
+  plugins=$PWD/target/sluice-wasm-plugins
+  cargo build --release --locked --target wasm32-wasip1 --manifest-path crates/sluice-wasm/plugins/Cargo.toml \
+    --target-dir "$plugins" -q
+  wasm_dir=$plugins/wasm32-wasip1/release
+  configs+=(wasm-empty wasm-empty-lean wasm-add-headers wasm-body-copy)
+fi
+
+# The [[module]] entry of configuration $1 (none for the baseline).
+module_entry() {
+  case $1 in
+    none) ;;
+    wasm-empty) printf '[[module]]\nname = "%s"\nkind = "wasm"\nsettings = { path = "%s" }\n' "$1" "$wasm_dir/empty.wasm" ;;
+    wasm-empty-lean) # the same plugin, with the request and response heads not kept for later callbacks
+      printf '[[module]]\nname = "%s"\nkind = "wasm"\nsettings = { path = "%s", request_headers_in_response = false, response_headers_in_body = false }\n' \
+        "$1" "$wasm_dir/empty.wasm" ;;
+    wasm-add-headers) printf '[[module]]\nname = "%s"\nkind = "wasm"\nsettings = { path = "%s" }\n' "$1" "$wasm_dir/add_headers.wasm" ;;
+    wasm-body-copy)
+      printf '[[module]]\nname = "%s"\nkind = "wasm"\nsettings = { path = "%s", plugin_config = "copy", edits_response_body = true }\n' \
+        "$1" "$wasm_dir/body_transform.wasm" ;;
+    *) printf '[[module]]\nname = "%s"\n' "$1" ;;
+  esac
+}
+
 declare -A port
 i=1
 for c in "${configs[@]}"; do
@@ -44,7 +76,7 @@ for c in "${configs[@]}"; do
     printf '[[listener]]\naddr = "127.0.0.1:%s"\nmode = "reverse"\nh2c = false\n\n' "${port[$c]}"
     printf '[[route]]\norigin = "http://127.0.0.1:%s"\n\n' "$PORT_BASE"
     printf '[admin]\nenabled = false\n\n'
-    [ "$c" = none ] || printf '[[module]]\nname = "%s"\n' "$c"
+    module_entry "$c"
   } > "$work/$c.toml"
   "$SLUICE" serve --config "$work/$c.toml" --threads "$THREADS" >"$work/$c.log" 2>&1 &
   pids+=($!)
@@ -53,7 +85,7 @@ done
 
 # Wait for every listener, then warm each cache.
 for c in "${configs[@]}"; do
-  for _ in $(seq 100); do curl -s -o /dev/null "http://127.0.0.1:${port[$c]}/1k" && break; sleep 0.1; done
+  for _ in $(seq 100); do curl -sf -o /dev/null "http://127.0.0.1:${port[$c]}/1k" && break; sleep 0.1; done
   curl -s -o /dev/null "http://127.0.0.1:${port[$c]}/1k"
   status=$(curl -s -D - -o /dev/null "http://127.0.0.1:${port[$c]}/1k" | tr -d '\r' | grep -i '^cache-status' || true)
   case "$status" in *"; hit"*) ;; *) echo "warning: $c is not serving hits: $status" >&2 ;; esac
@@ -61,8 +93,9 @@ done
 
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 hz=$(getconf CLK_TCK)
-declare -A results
+declare -A results ratios
 for round in $(seq "$ROUNDS"); do
+  declare -A this_round=()
   for c in "${configs[@]}"; do
     pid_var="pid_${c//-/_}"; pid=${!pid_var}
     before=$(cpu_ticks "$pid")
@@ -72,18 +105,24 @@ for round in $(seq "$ROUNDS"); do
     rps=$(echo "$out" | awk '/Requests\/sec/ {print $2}')
     per_cpu=$(awk -v r="$requests" -v t=$((after - before)) -v hz="$hz" 'BEGIN { printf "%.0f", (t > 0) ? r / (t / hz) : 0 }')
     results[$c]+="$per_cpu "
+    this_round[$c]=$per_cpu
     echo "round $round  $c: $rps req/s, $per_cpu req/CPU-s" >&2
+  done
+  for c in "${configs[@]}"; do
+    ratios[$c]+="$(awk -v m="${this_round[$c]}" -v b="${this_round[none]}" 'BEGIN { printf "%.4f", (b > 0) ? m / b : 0 }') "
   done
 done
 
-median() { tr ' ' '\n' | grep -v '^$' | sort -n | awk '{a[NR]=$1} END {print a[int((NR + 1) / 2)]}'; }
-base=$(echo "${results[none]}" | median)
+median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END {print a[int((NR + 1) / 2)]}'; }
+range() { tr ' ' '\n' | grep -v '^$' | sort -g | awk 'NR == 1 {lo=$1} {hi=$1} END {printf "%+.1f%% .. %+.1f%%", (lo - 1) * 100, (hi - 1) * 100}'; }
 echo
-echo "| configuration | req/CPU-s (median of $ROUNDS) | vs no module |"
-echo "|---|---:|---:|"
+echo "| configuration | req/CPU-s (median of $ROUNDS) | overhead (median of paired ratios) | range over rounds |"
+echo "|---|---:|---:|---:|"
 for c in "${configs[@]}"; do
   m=$(echo "${results[$c]}" | median)
-  awk -v c="$c" -v m="$m" -v b="$base" 'BEGIN { printf "| %s | %d | %+.1f%% |\n", c, m, (m / b - 1) * 100 }'
+  r=$(echo "${ratios[$c]}" | median)
+  span=$(echo "${ratios[$c]}" | range)
+  awk -v c="$c" -v m="$m" -v r="$r" -v s="$span" 'BEGIN { printf "| %s | %d | %+.1f%% | %s |\n", c, m, (r - 1) * 100, s }'
 done
 echo
 echo "1 KiB hits, wrk -t1 -c$CONNECTIONS -d$DURATION, sluice --threads $THREADS, $(git rev-parse --short HEAD)"
