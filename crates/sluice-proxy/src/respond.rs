@@ -238,6 +238,30 @@ fn has_preconditions(headers: &HeaderMap) -> bool {
         .any(|name| headers.contains_key(name))
 }
 
+/// What the client's `Range` asks of a stored response of `len` bytes: ranges apply to 200
+/// responses only (RFC 9110 §14.2), which also advertise `Accept-Ranges`.
+fn range_outcome(meta: &ObjectMeta, client: &request::Parts, headers: &mut HeaderMap, len: u64) -> RangeOutcome {
+    if meta.status != StatusCode::OK {
+        return RangeOutcome::Full;
+    }
+    headers.entry(header::ACCEPT_RANGES).or_insert(HeaderValue::from_static("bytes"));
+    range::evaluate(&client.method, &client.headers, &meta.headers, len)
+}
+
+/// A 416 for a body of `len` bytes (`Content-Range: bytes */len`, no body).
+fn unsatisfiable(headers: &mut HeaderMap, len: u64) -> (StatusCode, ProxyBody) {
+    headers.insert(header::CONTENT_RANGE, HeaderValue::from_str(&format!("bytes */{len}")).expect("ascii"));
+    headers.insert(header::CONTENT_LENGTH, HeaderValue::from(0));
+    (StatusCode::RANGE_NOT_SATISFIABLE, ProxyBody::empty())
+}
+
+/// The header fields of a single-range 206; returns the range to send.
+fn single_range(headers: &mut HeaderMap, r: &std::ops::Range<u64>, len: u64) -> std::ops::Range<u64> {
+    headers.insert(header::CONTENT_RANGE, HeaderValue::from_str(&range::content_range(r, len)).expect("ascii"));
+    headers.insert(header::CONTENT_LENGTH, HeaderValue::from(r.end - r.start));
+    r.clone()
+}
+
 /// Status and body for a complete stored object, honouring `Range` on a 200.
 fn stored_body(
     meta: &ObjectMeta,
@@ -246,29 +270,14 @@ fn stored_body(
     headers: &mut HeaderMap,
 ) -> (StatusCode, ProxyBody) {
     let len = stored.len();
-    let outcome = if meta.status == StatusCode::OK {
-        range::evaluate(&client.method, &client.headers, &meta.headers, len)
-    } else {
-        RangeOutcome::Full
-    };
-    if meta.status == StatusCode::OK {
-        headers.entry(header::ACCEPT_RANGES).or_insert(HeaderValue::from_static("bytes"));
-    }
-    match outcome {
+    match range_outcome(meta, client, headers, len) {
         RangeOutcome::Full => {
             headers.insert(header::CONTENT_LENGTH, HeaderValue::from(len));
             (meta.status, ProxyBody::chunks(BodyChunks::new(stored.chunks().iter().cloned())))
         }
-        RangeOutcome::Unsatisfiable => {
-            headers.insert(header::CONTENT_RANGE, HeaderValue::from_str(&format!("bytes */{len}")).expect("ascii"));
-            headers.insert(header::CONTENT_LENGTH, HeaderValue::from(0));
-            (StatusCode::RANGE_NOT_SATISFIABLE, ProxyBody::empty())
-        }
+        RangeOutcome::Unsatisfiable => unsatisfiable(headers, len),
         RangeOutcome::Partial(ranges) if ranges.len() == 1 => {
-            let r = ranges[0].clone();
-            headers
-                .insert(header::CONTENT_RANGE, HeaderValue::from_str(&range::content_range(&r, len)).expect("ascii"));
-            headers.insert(header::CONTENT_LENGTH, HeaderValue::from(r.end - r.start));
+            let r = single_range(headers, &ranges[0], len);
             (StatusCode::PARTIAL_CONTENT, ProxyBody::chunks(BodyChunks::new(stored.slice(r))))
         }
         RangeOutcome::Partial(ranges) => {
@@ -301,23 +310,10 @@ fn disk_body(
     headers: &mut HeaderMap,
 ) -> (StatusCode, ProxyBody) {
     let len = disk.len();
-    let outcome = if meta.status == StatusCode::OK {
-        headers.entry(header::ACCEPT_RANGES).or_insert(HeaderValue::from_static("bytes"));
-        range::evaluate(&client.method, &client.headers, &meta.headers, len)
-    } else {
-        RangeOutcome::Full
-    };
-    match outcome {
-        RangeOutcome::Unsatisfiable => {
-            headers.insert(header::CONTENT_RANGE, HeaderValue::from_str(&format!("bytes */{len}")).expect("ascii"));
-            headers.insert(header::CONTENT_LENGTH, HeaderValue::from(0));
-            (StatusCode::RANGE_NOT_SATISFIABLE, ProxyBody::empty())
-        }
+    match range_outcome(meta, client, headers, len) {
+        RangeOutcome::Unsatisfiable => unsatisfiable(headers, len),
         RangeOutcome::Partial(ranges) if ranges.len() == 1 => {
-            let r = ranges[0].clone();
-            headers
-                .insert(header::CONTENT_RANGE, HeaderValue::from_str(&range::content_range(&r, len)).expect("ascii"));
-            headers.insert(header::CONTENT_LENGTH, HeaderValue::from(r.end - r.start));
+            let r = single_range(headers, &ranges[0], len);
             (StatusCode::PARTIAL_CONTENT, ProxyBody::disk(disk.slice(r).into_stream()))
         }
         RangeOutcome::Full | RangeOutcome::Partial(_) => {
