@@ -177,7 +177,8 @@ impl LogFields {
 /// client gets 500), as configured for the module; the proxy lives on.
 pub trait Txn: Send {
     /// Which bodies this state may change; asked once, after `req_headers`. The host sends a
-    /// body that may change without `Content-Length` (or with the new one when buffered).
+    /// body that may change without `Content-Length` (or with the new one when buffered); a
+    /// body no module declared keeps its length, and changing it anyway cuts the response.
     fn edits_body(&self) -> BodyEdits {
         BodyEdits::default()
     }
