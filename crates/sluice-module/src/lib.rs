@@ -178,7 +178,8 @@ impl LogFields {
 pub trait Txn: Send {
     /// Which bodies this state may change; asked once, after `req_headers`. The host sends a
     /// body that may change without `Content-Length` (or with the new one when buffered); a
-    /// body no module declared keeps its length, and changing it anyway cuts the response.
+    /// body no module declared keeps its length, and changing its length anyway cuts the
+    /// response.
     fn edits_body(&self) -> BodyEdits {
         BodyEdits::default()
     }

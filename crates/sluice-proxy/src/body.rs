@@ -191,6 +191,7 @@ impl ProxyBody {
     fn run_phases(&mut self, data: Bytes, end: bool) -> Result<Bytes, BoxError> {
         let phases = self.phases;
         let Some(txn) = self.txn.as_mut() else { return Ok(data) };
+        let announced = data.len();
         let mut chunk = BodyChunk::new(data, end);
         if phases.origin {
             txn.body_phase(&mut chunk, |m, info, c| m.origin_resp_body(info, c))?;
@@ -198,9 +199,9 @@ impl ProxyBody {
         if phases.client {
             txn.body_phase(&mut chunk, |m, info, c| m.client_resp_body(info, c))?;
         }
-        if chunk.is_changed() && !phases.may_change {
-            // The length was announced; a changed body would be cut or overrun.
-            return Err("a module changed a response body without declaring it in edits_body".into());
+        if !phases.may_change && chunk.data().len() != announced {
+            // The length was announced; a longer or shorter body would be cut or overrun.
+            return Err("a module changed a response body's length without declaring it in edits_body".into());
         }
         if end {
             self.phases_ended = true;

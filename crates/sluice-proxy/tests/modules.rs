@@ -516,6 +516,26 @@ async fn a_module_that_only_reads_bodies_keeps_content_length() {
     }
 }
 
+#[derive(Default)]
+struct ShoutTxn;
+
+impl Txn for ShoutTxn {
+    fn client_resp_body(&mut self, _: &TxnInfo, chunk: &mut BodyChunk) -> Flow {
+        let upper = chunk.data().to_ascii_uppercase();
+        chunk.replace(upper);
+        Flow::Continue
+    }
+}
+
+#[tokio::test]
+async fn an_undeclared_same_length_body_change_keeps_content_length() {
+    let h = Harness::forward_with(vec![stateless::<ShoutTxn>("shout", FailurePolicy::Closed)]).await;
+    h.origin.on("/shout", Reply::ok("four").header("Cache-Control", "max-age=60"));
+    let reply = h.get("/shout").await;
+    assert_eq!(reply.text(), "FOUR");
+    assert_eq!(reply.header("content-length"), "4");
+}
+
 #[tokio::test]
 async fn an_undeclared_body_change_cuts_the_response_instead_of_corrupting_it() {
     let h = Harness::forward_with(vec![stateless::<SneakyTxn>("sneaky", FailurePolicy::Open)]).await;
