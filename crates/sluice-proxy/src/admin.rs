@@ -6,6 +6,7 @@
 //! | `GET /metrics` | no | Prometheus text exposition |
 //! | `GET /stats` | yes | JSON counters and cache gauges |
 //! | `GET\|PUT\|DELETE /cache`, `/cache/*`, `POST /fetch`, `/prefetch` | yes | content management (`admin_content`, docs/content.md) |
+//! | `POST /cache/sweep` | yes | one expiry sweep now (`sweep`); the report as JSON |
 //! | `GET /modules` | yes | JSON list of the `[[module]]` entries: name, kind, order, state, modules |
 //! | `GET /modules/<name>` | yes | one entry, as listed |
 //! | `PUT /modules/<name>` | yes | load or reload an entry (body: JSON or TOML entry, or a `.wasm` path as `text/plain`; empty: reload as is); 201 new, 200 reloaded, 400 bad spec |
@@ -78,9 +79,12 @@ impl Admin {
                 }
                 reply(StatusCode::OK, "application/json", json.to_string())
             }
+            (&Method::POST, "/cache/sweep") => crate::sweep::admin(state),
             (_, p) if crate::admin_modules::owns(p) => crate::admin_modules::handle(state, req).await,
             (_, p) if p.starts_with("/modules/") => self.module(req).await,
-            (_, "/healthz" | "/metrics" | "/stats") => text(StatusCode::METHOD_NOT_ALLOWED, "method not allowed\n"),
+            (_, "/healthz" | "/metrics" | "/stats" | "/cache/sweep") => {
+                text(StatusCode::METHOD_NOT_ALLOWED, "method not allowed\n")
+            }
             _ => text(StatusCode::NOT_FOUND, format!("no admin endpoint {path}\n")),
         };
         Ok(response.map(Either::Left))

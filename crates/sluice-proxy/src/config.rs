@@ -196,6 +196,15 @@ pub struct CacheConfig {
     /// How long a URL whose response could not be stored (`no-store`, `private`,
     /// `Set-Cookie`, ...) is passed straight to the origin, skipping collapsing; 0 disables.
     pub hit_for_pass: Dur,
+    /// Expiry processing: how often the memory tier is swept for stale, idle objects;
+    /// 0 disables the periodic sweep (`POST /cache/sweep` still runs one).
+    pub sweep_interval: Dur,
+    /// How long a stale object is kept, at least, before a sweep may remove it (its own
+    /// `stale-while-revalidate` / `stale-if-error` windows extend this).
+    pub sweep_grace: Dur,
+    /// A stale object past grace with fewer hits per hour than this is removed; busier
+    /// ones are kept for revalidation. 0 keeps every object that had a hit.
+    pub sweep_min_hits_per_hour: f64,
     /// The disk tier (`[cache.disk]`); none unless `dir` is set.
     pub disk: crate::disk_config::DiskCacheConfig,
 }
@@ -214,6 +223,9 @@ impl Default for CacheConfig {
             store_set_cookie: false,
             cdn_cache_control: true,
             hit_for_pass: Dur(Duration::from_secs(120)),
+            sweep_interval: Dur(Duration::from_secs(60)),
+            sweep_grace: Dur(Duration::from_secs(600)),
+            sweep_min_hits_per_hour: 1.0,
             disk: crate::disk_config::DiskCacheConfig::default(),
         }
     }
@@ -485,6 +497,9 @@ impl Config {
         if !(0.0..=1.0).contains(&self.cache.heuristic_fraction) {
             return invalid("cache.heuristic_fraction must be between 0 and 1".into());
         }
+        if !(self.cache.sweep_min_hits_per_hour.is_finite() && self.cache.sweep_min_hits_per_hour >= 0.0) {
+            return invalid("cache.sweep_min_hits_per_hour must be a number of at least 0".into());
+        }
         if sluice_policy::describe(&self.cache.policy).is_none() {
             let valid: Vec<_> = sluice_policy::names().collect();
             return invalid(format!(
@@ -527,6 +542,21 @@ mod tests {
     fn reverse_listener_needs_a_route() {
         let err = Config::parse("[[listener]]\naddr = \"127.0.0.1:8080\"\nmode = \"reverse\"\n").unwrap_err();
         assert!(err.to_string().contains("no [[route]]"));
+    }
+
+    #[test]
+    fn sweep_keys_have_defaults_and_are_validated() {
+        let c = Config::parse("").unwrap();
+        assert_eq!(c.cache.sweep_interval, Dur(Duration::from_secs(60)));
+        assert_eq!(c.cache.sweep_grace, Dur(Duration::from_secs(600)));
+        assert_eq!(c.cache.sweep_min_hits_per_hour, 1.0);
+        let c =
+            Config::parse("[cache]\nsweep_interval = \"0s\"\nsweep_grace = \"1h\"\nsweep_min_hits_per_hour = 0.5\n")
+                .unwrap();
+        assert!(c.cache.sweep_interval.0.is_zero());
+        assert_eq!(c.cache.sweep_grace, Dur(Duration::from_secs(3600)));
+        let err = Config::parse("[cache]\nsweep_min_hits_per_hour = -1\n").unwrap_err();
+        assert!(err.to_string().contains("sweep_min_hits_per_hour"), "{err}");
     }
 
     #[test]

@@ -43,6 +43,7 @@ mod server;
 mod service;
 mod source;
 mod state;
+mod sweep;
 pub mod tiers;
 mod tiers_open;
 mod timers;

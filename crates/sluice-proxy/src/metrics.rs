@@ -21,6 +21,10 @@ pub struct Metrics {
     pub collapsed: AtomicU64,
     pub tunnels_open: AtomicI64,
     pub aborted: AtomicU64,
+    /// Expiry sweeps run (periodic and `POST /cache/sweep`).
+    pub sweep_runs: AtomicU64,
+    /// Objects removed by expiry sweeps.
+    pub sweep_removed: AtomicU64,
 }
 
 impl Metrics {
@@ -121,6 +125,13 @@ impl Metrics {
             "CONNECT tunnels open.",
             &[(String::new(), self.tunnels_open.load(Relaxed) as f64)],
         );
+        metric("sluice_sweep_runs_total", "counter", "Expiry sweeps run.", &one(self.sweep_runs.load(Relaxed)));
+        metric(
+            "sluice_sweep_removed_total",
+            "counter",
+            "Stale, idle objects removed by expiry sweeps.",
+            &one(self.sweep_removed.load(Relaxed)),
+        );
         metric("sluice_cache_objects", "gauge", "Objects in the memory tier.", &one(store.objects));
         metric("sluice_cache_bytes", "gauge", "Bytes in the memory tier.", &one(store.bytes));
         metric("sluice_cache_capacity_bytes", "gauge", "Capacity of the memory tier.", &one(store.capacity));
@@ -154,6 +165,10 @@ impl Metrics {
             "collapsed": self.collapsed.load(Relaxed),
             "fetches_in_flight": in_flight,
             "tunnels_open": self.tunnels_open.load(Relaxed),
+            "sweep": {
+                "runs": self.sweep_runs.load(Relaxed),
+                "removed": self.sweep_removed.load(Relaxed),
+            },
             "cache": {
                 "objects": store.objects,
                 "bytes": store.bytes,

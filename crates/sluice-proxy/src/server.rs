@@ -74,6 +74,7 @@ pub async fn start(state: State) -> Result<Running, StartError> {
         tasks.spawn(accept_loop(Arc::clone(&state), lc.clone(), listener, tls, shutdown_rx.clone()));
     }
     crate::timers::spawn(&state, &shutdown_rx, &mut tasks);
+    crate::sweep::spawn(&state, &shutdown_rx, &mut tasks);
     let admin_token = admin_token(config)?;
     let admin = if config.admin.enabled {
         let listener = bind(config.admin.addr)?;

@@ -3,6 +3,7 @@
 //! - [`Object`]: a stored response (metadata + body), independent of where it came from.
 //! - [`Fill`]: a body being filled from a source, readable by many clients while it grows.
 //! - [`MemoryStore`]: the memory tier, bounded in bytes, evicting by a [`sluice_policy`] policy.
+//! - [`SweepRule`]: expiry processing: which stale, idle objects [`MemoryStore::sweep`] removes.
 //! - [`Collapser`]: one fetch per key; concurrent requests wait on it and share its body.
 //! - [`disk::DiskTier`]: the disk tier: checksummed files, durable commits, recovery on open,
 //!   zero-copy (`sendfile`) hits, water-mark eviction by policy.
@@ -13,6 +14,7 @@ pub mod disk;
 mod fill;
 mod memory;
 mod object;
+mod sweep;
 
 pub use body::{BodyChunks, StoredBody};
 pub use collapse::{Collapser, Join, Leader, Outcome, Pending};
@@ -20,3 +22,4 @@ pub use disk::DiskTier;
 pub use fill::{Fill, FillError, FillReader};
 pub use memory::{Lookup, MemoryStore, StoreStats};
 pub use object::{Object, ObjectMeta};
+pub use sweep::{SweepReport, SweepRule, Verdict};

@@ -1,11 +1,15 @@
 //! The memory tier: objects indexed by primary key and variant, bounded in bytes, evicting
 //! by a replacement policy.
 
-use crate::{Object, ObjectMeta};
+use crate::{Object, ObjectMeta, SweepReport, SweepRule, Verdict};
 use parking_lot::Mutex;
 use sluice_policy::{ObjectId, Policy};
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::time::SystemTime;
+
+/// Objects judged per lock by [`MemoryStore::sweep`].
+const SWEEP_BATCH: usize = 256;
 
 /// Counters and gauges of a store, for `/stats` and `/metrics`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -183,6 +187,29 @@ impl MemoryStore {
         self.inner.lock().tags.get(tag).map_or(0, Vec::len)
     }
 
+    /// Expiry processing: removes every object `rule` judges removable at `now` (see
+    /// [`SweepRule`]) and reports what it saw. Takes one lock to copy the object ids, then
+    /// works through them in batches of 256, one short lock each, so requests
+    /// are never held up for a whole walk. Objects stored or replaced during the sweep may
+    /// be skipped; a removed object is forgotten by the policy as for [`MemoryStore::remove`].
+    pub fn sweep(&self, now: SystemTime, rule: &SweepRule) -> SweepReport {
+        let ids: Vec<ObjectId> = self.inner.lock().objects.keys().copied().collect();
+        let mut report = SweepReport::default();
+        for batch in ids.chunks(SWEEP_BATCH) {
+            let mut inner = self.inner.lock();
+            for id in batch {
+                let Some(object) = inner.objects.get(id) else { continue };
+                let verdict = rule.judge(object, now);
+                report.count(verdict, object.footprint());
+                if verdict == Verdict::Remove {
+                    inner.policy.on_remove(*id);
+                    inner.forget(*id);
+                }
+            }
+        }
+        report
+    }
+
     /// Current counters and gauges.
     pub fn stats(&self) -> StoreStats {
         self.inner.lock().stats
@@ -291,6 +318,28 @@ mod tests {
         s.insert(tagged("http://a/3", "green"));
         s.insert(object("http://a/3", 10));
         assert_eq!(s.tagged("green"), 0);
+    }
+
+    #[test]
+    fn sweep_removes_stale_idle_objects_and_keeps_the_rest() {
+        let s = store(1 << 20);
+        // `object` responses arrived at the epoch with a 60 s lifetime.
+        for i in 0..600 {
+            s.insert(object(&format!("http://a/{i}"), 10));
+        }
+        for _ in 0..5 {
+            assert!(matches!(s.lookup("http://a/7", |_| true), Lookup::Found(_)));
+        }
+        let rule = SweepRule { grace: Duration::from_secs(100), min_hits_per_hour: 1.0 };
+        let within_grace = s.sweep(SystemTime::UNIX_EPOCH + Duration::from_secs(160), &rule);
+        assert_eq!((within_grace.examined, within_grace.kept_grace, within_grace.removed), (600, 600, 0));
+        let report = s.sweep(SystemTime::UNIX_EPOCH + Duration::from_secs(161), &rule);
+        assert_eq!((report.examined, report.removed, report.kept_busy), (600, 599, 1));
+        assert!(report.removed_bytes > 0);
+        assert_eq!(s.stats().objects, 1);
+        assert_eq!(s.variants("http://a/7").len(), 1);
+        assert!(matches!(s.lookup("http://a/8", |_| true), Lookup::Miss));
+        assert_eq!(s.stats().bytes, s.variants("http://a/7")[0].footprint());
     }
 
     #[test]
