@@ -82,9 +82,12 @@ impl Admin {
             (&Method::POST, "/cache/sweep") => crate::sweep::admin(state),
             (_, p) if crate::admin_modules::owns(p) => crate::admin_modules::handle(state, req).await,
             (_, p) if p.starts_with("/modules/") => self.module(req).await,
-            (_, "/healthz" | "/metrics" | "/stats" | "/cache/sweep") => {
-                text(StatusCode::METHOD_NOT_ALLOWED, "method not allowed\n")
+            (_, "/cache/sweep") => {
+                let mut r = text(StatusCode::METHOD_NOT_ALLOWED, "method not allowed\n");
+                r.headers_mut().insert(header::ALLOW, HeaderValue::from_static("POST"));
+                r
             }
+            (_, "/healthz" | "/metrics" | "/stats") => text(StatusCode::METHOD_NOT_ALLOWED, "method not allowed\n"),
             _ => text(StatusCode::NOT_FOUND, format!("no admin endpoint {path}\n")),
         };
         Ok(response.map(Either::Left))

@@ -103,7 +103,9 @@ async fn the_sweep_endpoint_needs_the_token_and_a_post() {
     assert_eq!(reply.status, 401);
     let wrong = client::send(h.admin(), "POST", "/cache/sweep", &[("Authorization", "Bearer nope")], None).await;
     assert_eq!(wrong.status, 401);
-    assert_eq!(admin(&h, "GET", "/cache/sweep").await.status, 405);
+    let get = admin(&h, "GET", "/cache/sweep").await;
+    assert_eq!(get.status, 405);
+    assert_eq!(get.header("allow"), "POST");
     assert_eq!(h.proxy.state.metrics.sweep_runs.load(Relaxed), 0);
 }
 
