@@ -5,41 +5,14 @@
 
 mod common;
 
+use common::admin::{admin, enc, json, stored};
 use common::{cache_status, Harness};
 use sluice_module::{FetchMode, Revalidation};
 use sluice_proxy::clock::Clock;
 use sluice_proxy::config::Mode;
-use sluice_testkit::client::{self, Reply};
+use sluice_testkit::client;
 use sluice_testkit::Reply as OriginReply;
 use std::time::{Duration, SystemTime};
-
-const AUTH: (&str, &str) = ("Authorization", "Bearer test-token");
-
-/// An admin request with the token (and `extra` header fields).
-async fn admin(h: &Harness, method: &str, path: &str, extra: &[(&str, &str)], body: Option<&str>) -> Reply {
-    let mut headers = vec![AUTH];
-    headers.extend_from_slice(extra);
-    client::send(h.admin(), method, path, &headers, body).await
-}
-
-fn json(reply: &Reply) -> serde_json::Value {
-    serde_json::from_slice(&reply.body).unwrap_or_else(|e| panic!("not JSON ({e}): {}", reply.text()))
-}
-
-fn enc(url: &str) -> String {
-    url.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => (b as char).to_string(),
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
-}
-
-/// True when something is stored for `path` on the origin.
-async fn stored(h: &Harness, path: &str) -> bool {
-    let url = enc(&h.origin.url(path));
-    admin(h, "GET", &format!("/cache?url={url}"), &[], None).await.status == 200
-}
 
 fn cacheable(body: &str, max_age: u32) -> OriginReply {
     OriginReply::ok(body.to_owned()).header("cache-control", &format!("max-age={max_age}"))

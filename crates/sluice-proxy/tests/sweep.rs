@@ -4,14 +4,13 @@
 
 mod common;
 
+use common::admin::{admin, json, stored};
 use common::{cache_status, Harness};
 use sluice_proxy::config::Mode;
-use sluice_testkit::client::{self, Reply};
+use sluice_testkit::client;
 use sluice_testkit::Reply as OriginReply;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
-
-const AUTH: (&str, &str) = ("Authorization", "Bearer test-token");
 
 /// A forward proxy whose sweep keeps stale objects 60 s and needs 1 hit per hour; the
 /// periodic sweep runs every `interval` (0: only on request).
@@ -22,28 +21,6 @@ async fn proxy(interval: Duration) -> Harness {
         c.cache.sweep_min_hits_per_hour = 1.0;
     })
     .await
-}
-
-async fn admin(h: &Harness, method: &str, path: &str) -> Reply {
-    client::send(h.admin(), method, path, &[AUTH], None).await
-}
-
-fn json(reply: &Reply) -> serde_json::Value {
-    serde_json::from_slice(&reply.body).unwrap_or_else(|e| panic!("not JSON ({e}): {}", reply.text()))
-}
-
-fn enc(url: &str) -> String {
-    url.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => (b as char).to_string(),
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
-}
-
-/// True when something is stored for `path` on the origin.
-async fn stored(h: &Harness, path: &str) -> bool {
-    admin(h, "GET", &format!("/cache?url={}", enc(&h.origin.url(path)))).await.status == 200
 }
 
 fn cacheable(body: &str) -> OriginReply {
@@ -63,13 +40,13 @@ async fn sweep_removes_stale_idle_objects_and_keeps_busy_ones_for_revalidation()
 
     // Stale, but within the 60 s grace: nothing goes.
     h.advance(60);
-    let report = json(&admin(&h, "POST", "/cache/sweep").await);
+    let report = json(&admin(&h, "POST", "/cache/sweep", &[], None).await);
     assert_eq!((report["examined"].as_u64(), report["removed"].as_u64()), (Some(3), Some(0)), "{report}");
     assert_eq!(report["kept_grace"], 3);
 
     // Past expiry + grace: the idle ones go, the busy one stays.
     h.advance(20);
-    let reply = admin(&h, "POST", "/cache/sweep").await;
+    let reply = admin(&h, "POST", "/cache/sweep", &[], None).await;
     assert_eq!(reply.status, 200);
     assert_eq!(reply.header("content-type"), "application/json");
     let report = json(&reply);
@@ -92,7 +69,7 @@ async fn sweep_removes_stale_idle_objects_and_keeps_busy_ones_for_revalidation()
     let metrics = client::send(h.admin(), "GET", "/metrics", &[], None).await.text();
     assert!(metrics.contains("\nsluice_sweep_runs_total 2\n"), "{metrics}");
     assert!(metrics.contains("\nsluice_sweep_removed_total 2\n"), "{metrics}");
-    let stats = json(&admin(&h, "GET", "/stats").await);
+    let stats = json(&admin(&h, "GET", "/stats", &[], None).await);
     assert_eq!((stats["sweep"]["runs"].as_u64(), stats["sweep"]["removed"].as_u64()), (Some(2), Some(2)));
 }
 
@@ -103,7 +80,7 @@ async fn the_sweep_endpoint_needs_the_token_and_a_post() {
     assert_eq!(reply.status, 401);
     let wrong = client::send(h.admin(), "POST", "/cache/sweep", &[("Authorization", "Bearer nope")], None).await;
     assert_eq!(wrong.status, 401);
-    let get = admin(&h, "GET", "/cache/sweep").await;
+    let get = admin(&h, "GET", "/cache/sweep", &[], None).await;
     assert_eq!(get.status, 405);
     assert_eq!(get.header("allow"), "POST");
     assert_eq!(h.proxy.state.metrics.sweep_runs.load(Relaxed), 0);
@@ -117,12 +94,12 @@ async fn stale_serving_windows_outlast_the_grace() {
     h.get("/swr").await;
     h.get("/sie").await;
     h.advance(10 + 300);
-    assert_eq!(json(&admin(&h, "POST", "/cache/sweep").await)["removed"], 0);
+    assert_eq!(json(&admin(&h, "POST", "/cache/sweep", &[], None).await)["removed"], 0);
     h.advance(1);
-    assert_eq!(json(&admin(&h, "POST", "/cache/sweep").await)["removed"], 1);
+    assert_eq!(json(&admin(&h, "POST", "/cache/sweep", &[], None).await)["removed"], 1);
     assert!(!stored(&h, "/swr").await && stored(&h, "/sie").await);
     h.advance(300);
-    assert_eq!(json(&admin(&h, "POST", "/cache/sweep").await)["removed"], 1);
+    assert_eq!(json(&admin(&h, "POST", "/cache/sweep", &[], None).await)["removed"], 1);
     assert!(!stored(&h, "/sie").await);
 }
 

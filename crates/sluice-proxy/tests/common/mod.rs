@@ -3,6 +3,7 @@
 
 #![allow(dead_code)]
 
+pub mod admin;
 pub mod disk;
 
 use sluice_proxy::clock::{Clock, ManualClock};
