@@ -76,34 +76,8 @@ if [[ $PIN == 1 ]]; then
 fi
 
 # ---------------------------------------------------------------- processes and cleanup
-PIDS=() # every process this script started, stopped by PID on exit
-TMP=""
-stop_pid() {
-    local pid=$1 i
-    kill -0 "$pid" 2>/dev/null || return 0
-    kill -TERM "$pid" 2>/dev/null || true
-    for i in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-    kill -KILL "$pid" 2>/dev/null || true
-    wait "$pid" 2>/dev/null || true
-}
-cleanup() {
-    local rc=$? pid
-    for pid in "${PIDS[@]}"; do stop_pid "$pid"; done
-    if [[ -n $TMP && -d $TMP ]]; then
-        if [[ ${KEEP_TMP:-0} == 1 ]]; then log "kept $TMP"; else rm -rf "$TMP"; fi
-    fi
-    exit "$rc"
-}
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
-
-can_connect() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
-wait_port() { # port
-    local i
-    for i in $(seq 100); do can_connect "$1" && return 0; sleep 0.1; done
-    return 1
-}
+# PIDS, TMP, stop_pid, cleanup (EXIT trap), can_connect, wait_port; uses this script's log().
+source "$ROOT/bench/lib.sh"
 
 # ---------------------------------------------------------------- tools
 missing=()

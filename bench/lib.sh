@@ -1,0 +1,36 @@
+# Shared by the bench scripts (sourced, not run): the processes a benchmark starts and how
+# they are stopped, and waiting for a port. The sourcing script defines log() and sets TMP
+# to its temporary directory once it has made one.
+#
+#   PIDS+=("$!")        after starting a process: stopped (TERM, then KILL) on exit
+#   wait_port PORT      until something accepts on 127.0.0.1:PORT (10 s at most)
+#   KEEP_TMP=1          keep $TMP instead of removing it on exit
+
+PIDS=() # every process this script started, stopped by PID on exit
+TMP=""
+stop_pid() {
+    local pid=$1 i
+    kill -0 "$pid" 2>/dev/null || return 0
+    kill -TERM "$pid" 2>/dev/null || true
+    for i in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+}
+cleanup() {
+    local rc=$? pid
+    for pid in "${PIDS[@]}"; do stop_pid "$pid"; done
+    if [[ -n $TMP && -d $TMP ]]; then
+        if [[ ${KEEP_TMP:-0} == 1 ]]; then log "kept $TMP"; else rm -rf "$TMP"; fi
+    fi
+    exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+can_connect() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+wait_port() { # port
+    local i
+    for i in $(seq 100); do can_connect "$1" && return 0; sleep 0.1; done
+    return 1
+}
