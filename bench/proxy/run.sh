@@ -20,12 +20,16 @@
 #                    (all rounds are in the .tsv next to the report). Default total: ~5.5 min
 #                    (3 proxies x 6 scenarios x 3 rounds x 6 s) plus the build
 #   SCENARIOS="hit-1k hit-16k hit-256k hit-4m pass-1k pass-256k"
-#   PROXIES="nginx nginx-ofc sluice"
+#   PROXIES="nginx nginx-ofc sluice sluice-disk"
 #                    nginx: proxy_cache as the issue describes it, on Debian's defaults
 #                    (sendfile on, tcp_nopush on); nginx-ofc: the same plus open_file_cache, a
 #                    common tuning that saves the open/fstat/close of the cache file on each hit;
-#                    sluice: the proxy under test. Ratios are sluice over each nginx.
-#   PORT_BASE=18080  nginx +0, sluice +1, nginx-ofc +2, sluice admin +9, origin +10
+#                    sluice: the proxy under test, memory tier only; sluice-disk: Sluice with a
+#                    disk tier holding objects over 1 MiB (cache.max_object = 1MiB), so 4 MiB
+#                    hits are disk hits sent with sendfile, like nginx's. Ratios are each
+#                    sluice* over each nginx.
+#   PORT_BASE=18080  nginx +0, sluice +1, nginx-ofc +2, sluice-disk +3, sluice-disk admin +8,
+#                    sluice admin +9, origin +10
 #   SLUICE_SRC=dir   the source tree to build (default: this repository); it builds into its
 #                    own target/ (cargo build --release -p sluice)
 #   SLUICE_BIN=path  use this prebuilt binary instead of building
@@ -44,22 +48,22 @@ WRK_THREADS=${WRK_THREADS:-1}
 THREADS=${THREADS:-1}
 ROUNDS=${ROUNDS:-3}
 SCENARIOS=${SCENARIOS:-"hit-1k hit-16k hit-256k hit-4m pass-1k pass-256k"}
-PROXIES=${PROXIES:-"nginx nginx-ofc sluice"}
+PROXIES=${PROXIES:-"nginx nginx-ofc sluice sluice-disk"}
 PORT_BASE=${PORT_BASE:-18080}
 OUT_DIR=${OUT_DIR:-$ROOT/bench/out}
 PIN=${PIN:-0}
 PROXY_CPU=(); WRK_CPU=()
 if [[ $PIN == 1 ]]; then PROXY_CPU=(taskset -c 1); WRK_CPU=(taskset -c 0); fi
 
-declare -A PORT=([nginx]=$PORT_BASE [sluice]=$((PORT_BASE + 1)) [nginx-ofc]=$((PORT_BASE + 2)))
+declare -A PORT=([nginx]=$PORT_BASE [sluice]=$((PORT_BASE + 1)) [nginx-ofc]=$((PORT_BASE + 2)) [sluice-disk]=$((PORT_BASE + 3)))
+declare -A ADMIN=([sluice]=$((PORT_BASE + 9)) [sluice-disk]=$((PORT_BASE + 8)))
 declare -A PID=()
-SLUICE_ADMIN=$((PORT_BASE + 9))
 ORIGIN_PORT=$((PORT_BASE + 10))
 
 log() { printf '[bench] %s\n' "$*" >&2; }
 die() { printf '[bench] error: %s\n' "$*" >&2; exit 1; }
 
-for proxy in $PROXIES; do [[ -n ${PORT[$proxy]:-} ]] || die "unknown proxy '$proxy' (nginx, nginx-ofc, sluice)"; done
+for proxy in $PROXIES; do [[ -n ${PORT[$proxy]:-} ]] || die "unknown proxy '$proxy' (nginx, nginx-ofc, sluice, sluice-disk)"; done
 for scenario in $SCENARIOS; do [[ $scenario =~ ^(hit-(1k|16k|256k|4m)|pass-(1k|16k|256k|4m))$ ]] || die "unknown scenario '$scenario'"; done
 [[ $ROUNDS =~ ^[1-9][0-9]*$ ]] || die "ROUNDS must be a positive integer"
 
@@ -96,7 +100,7 @@ else
 fi
 [[ -x $SLUICE_BIN ]] || die "no sluice binary at $SLUICE_BIN"
 
-for p in "${PORT[@]}" "$SLUICE_ADMIN" "$ORIGIN_PORT"; do
+for p in "${PORT[@]}" "${ADMIN[@]}" "$ORIGIN_PORT"; do
     can_connect "$p" && die "port $p is in use (set PORT_BASE)"
 done
 
@@ -191,33 +195,38 @@ EOF
     wait_port "${PORT[$name]}" || die "$name did not start (see $TMP/$name.error.log)"
 }
 
-start_sluice() { # threads
-    cat >"$TMP/sluice.toml" <<EOF
+start_sluice() { # name threads
+    local name=$1 cache
+    if [[ $name == sluice-disk ]]; then
+        rm -rf "$TMP/$name-cache"
+        cache=$(printf '[cache]\nmemory = "1GiB"\nmax_object = "1MiB"\n\n[cache.disk]\ndir = "%s"\nsize = "2GiB"\nmax_object = "64MiB"\n' "$TMP/$name-cache")
+    else
+        cache=$(printf '[cache]\nmemory = "1GiB"\nmax_object = "64MiB"\n')
+    fi
+    cat >"$TMP/$name.toml" <<EOF
 [[listener]]
-addr = "127.0.0.1:${PORT[sluice]}"
+addr = "127.0.0.1:${PORT[$name]}"
 mode = "reverse"
 h2c = false
 
 [[route]]
 origin = "http://127.0.0.1:$ORIGIN_PORT"
 
-[cache]
-memory = "1GiB"
-max_object = "64MiB"
+$cache
 
 [admin]
-addr = "127.0.0.1:$SLUICE_ADMIN"
+addr = "127.0.0.1:${ADMIN[$name]}"
 token = "bench"
 
 [log]
 # no access_log: off, like nginx's
 EOF
-    "$SLUICE_BIN" serve --check-config "$TMP/sluice.toml" >/dev/null || die "sluice rejects $TMP/sluice.toml"
-    SLUICE_LOG=warn "${PROXY_CPU[@]}" "$SLUICE_BIN" serve --config "$TMP/sluice.toml" --threads "$1" 2>>"$TMP/sluice.stderr" &
-    PID[sluice]=$!
+    "$SLUICE_BIN" serve --check-config "$TMP/$name.toml" >/dev/null || die "$name rejects $TMP/$name.toml"
+    SLUICE_LOG=warn "${PROXY_CPU[@]}" "$SLUICE_BIN" serve --config "$TMP/$name.toml" --threads "$2" 2>>"$TMP/$name.stderr" &
+    PID[$name]=$!
     PIDS+=("$!")
-    wait_port "${PORT[sluice]}" || die "sluice did not start (see $TMP/sluice.stderr)"
-    wait_port "$SLUICE_ADMIN" || die "sluice's admin listener did not start"
+    wait_port "${PORT[$name]}" || die "$name did not start (see $TMP/$name.stderr)"
+    wait_port "${ADMIN[$name]}" || die "$name's admin listener did not start"
 }
 
 stop_proxy() { # name
@@ -240,9 +249,10 @@ cpu_ticks() { # pid
         END { print sum + 0 }' "${files[@]}"
 }
 
-sluice_counter() { # result code, e.g. TCP_MEM_HIT
-    curl -sf "http://127.0.0.1:$SLUICE_ADMIN/metrics" |
-        awk -v want="sluice_requests_total{result=\"$1\"}" '$1 == want {printf "%d\n", $2; found = 1} END {if (!found) print 0}'
+sluice_hits() { # name: requests a Sluice instance answered from its cache (memory or disk)
+    curl -sf "http://127.0.0.1:${ADMIN[$1]}/metrics" |
+        awk '$1 == "sluice_requests_total{result=\"TCP_MEM_HIT\"}" || $1 == "sluice_requests_total{result=\"TCP_HIT\"}" {sum += $2}
+             END {printf "%d\n", sum}'
 }
 
 # ---------------------------------------------------------------- correctness
@@ -253,12 +263,17 @@ check_path() { # proxy scenario
     path=$(scenario_path "$scenario")
     url="http://127.0.0.1:${PORT[$proxy]}$path"
     curl -sf -o /dev/null "$url" || die "$proxy $path: request failed"
-    headers=$(curl -sf -D - -o "$TMP/body" "$url" | tr -d '\r') || die "$proxy $path: request failed"
-    cmp -s "$TMP/body" "$TMP/www$path" || die "$proxy $path: body differs from the origin's"
-    case $proxy in
-        nginx*) status=$(awk -F': ' 'tolower($1) == "x-cache" {print $2}' <<<"$headers") ;;
-        sluice) status=$(awk -F': ' 'tolower($1) == "cache-status" {print $2}' <<<"$headers") ;;
-    esac
+    # A disk-only object is a hit once its background write is durable: poll for up to 5 s.
+    for _ in $(seq 50); do
+        headers=$(curl -sf -D - -o "$TMP/body" "$url" | tr -d '\r') || die "$proxy $path: request failed"
+        cmp -s "$TMP/body" "$TMP/www$path" || die "$proxy $path: body differs from the origin's"
+        case $proxy in
+            nginx*) status=$(awk -F': ' 'tolower($1) == "x-cache" {print $2}' <<<"$headers") ;;
+            sluice*) status=$(awk -F': ' 'tolower($1) == "cache-status" {print $2}' <<<"$headers") ;;
+        esac
+        [[ $scenario == hit-* && $status != HIT && $status != *"; hit"* ]] || break
+        sleep 0.1
+    done
     case $scenario in
         hit-*) [[ $status == HIT || $status == *"; hit"* ]] || die "$proxy $path: the second request is not a hit (${status:-no cache status})" ;;
         pass-*) [[ $status != HIT && $status != *"; hit"* ]] || die "$proxy $path: a no-store response was served from the cache ($status)" ;;
@@ -295,13 +310,13 @@ measure() { # proxy scenario label
         "${WRK_CPU[@]}" wrk -t"$WRK_THREADS" -c"$CONNECTIONS" -d"$WARMUP" "$url" >/dev/null
     fi
     out="$TMP/wrk/$label.txt"
-    [[ $proxy == sluice ]] && h0=$(sluice_counter TCP_MEM_HIT)
+    [[ $proxy == sluice* ]] && h0=$(sluice_hits "$proxy")
     o0=$(origin_requests)
     c0=$(cpu_ticks "$pid")
     "${WRK_CPU[@]}" wrk -t"$WRK_THREADS" -c"$CONNECTIONS" -d"$DURATION" --latency "$url" >"$out"
     c1=$(cpu_ticks "$pid")
     o1=$(origin_requests)
-    [[ $proxy == sluice ]] && h1=$(sluice_counter TCP_MEM_HIT)
+    [[ $proxy == sluice* ]] && h1=$(sluice_hits "$proxy")
     read -r req rps p50 p99 err < <(parse_wrk "$out")
     ((req > 0)) || { cat "$out" >&2; die "$proxy $scenario: wrk completed no request"; }
     awk -v r="$req" -v rps="$rps" -v p50="$p50" -v p99="$p99" -v e="$err" -v c="$((c1 - c0))" -v tck="$CLK_TCK" \
@@ -314,7 +329,7 @@ STAMP=$(date +%Y-%m-%d-%H%M%S)
 mkdir -p "$OUT_DIR"
 REPORT="$OUT_DIR/proxy-$STAMP.md"
 RESULTS="$OUT_DIR/proxy-$STAMP.tsv"
-printf 'threads\tscenario\tproxy\trequests rps p50_ms p99_ms errors cpu_s origin_requests sluice_mem_hits\n' >"$RESULTS"
+printf 'threads\tscenario\tproxy\trequests rps p50_ms p99_ms errors cpu_s origin_requests sluice_hits\n' >"$RESULTS"
 
 {
     echo "# Sluice vs nginx proxy_cache, $(date -u '+%Y-%m-%d %H:%M UTC')"
@@ -331,7 +346,7 @@ printf 'threads\tscenario\tproxy\trequests rps p50_ms p99_ms errors cpu_s origin
 for threads in $THREADS; do
     log "workers=$threads: starting $PROXIES"
     for proxy in $PROXIES; do
-        if [[ $proxy == sluice ]]; then start_sluice "$threads"; else start_nginx "$proxy" "$threads"; fi
+        if [[ $proxy == sluice* ]]; then start_sluice "$proxy" "$threads"; else start_nginx "$proxy" "$threads"; fi
     done
     # warm the caches and check that hits are hits and no-store is not stored
     for scenario in $SCENARIOS; do

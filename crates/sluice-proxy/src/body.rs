@@ -9,11 +9,12 @@
 
 use crate::source::SourceBody;
 use crate::txn::Txn;
+use crate::zero_copy::{self, SendfileQueue};
 use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
 use hyper::body::Incoming;
 use sluice_module::BodyChunk;
-use sluice_store::disk::DiskBodyStream;
+use sluice_store::disk::{DiskBody, DiskBodyStream};
 use sluice_store::{BodyChunks, FillReader};
 use std::pin::Pin;
 use std::task::{Context, Poll};
@@ -60,8 +61,18 @@ enum Source {
     Chunks(BodyChunks),
     Fill(FillReader),
     Origin(SourceBody),
+    /// A body in the disk tier, not yet polled: it is read through [`Source::Disk`], or
+    /// sent with `sendfile` through [`Source::ZeroCopy`] when the connection allows.
+    DiskFile(DiskBody),
     /// A body in the disk tier, read from its file.
     Disk(DiskBodyStream),
+    /// A body in the disk tier, yielded as placeholder frames whose file ranges the
+    /// connection's stream sends with `sendfile` (see [`crate::zero_copy`]).
+    ZeroCopy {
+        body: DiskBody,
+        queued: u64,
+        queue: SendfileQueue,
+    },
 }
 
 /// Which module body phases a response body runs, chunk by chunk.
@@ -130,9 +141,25 @@ impl ProxyBody {
         Self::of(Source::Origin(body))
     }
 
-    /// A body streamed from its file in the disk tier (a disk hit too large to promote).
-    pub fn disk(stream: DiskBodyStream) -> Self {
-        Self::of(Source::Disk(stream))
+    /// A body in its file in the disk tier (a disk hit too large to promote): read in
+    /// steps, unless [`ProxyBody::prefer_zero_copy`] switches it to `sendfile`.
+    pub fn disk(body: DiskBody) -> Self {
+        Self::of(Source::DiskFile(body))
+    }
+
+    /// Sends this body with `sendfile` through `queue`'s connection when it is an unread
+    /// disk body that no module phase sees; returns whether it will. Call once the
+    /// response is final (after [`ProxyBody::with_txn`]), and only for a plaintext
+    /// HTTP/1.x response on a connection whose stream is a
+    /// [`crate::zero_copy::ZeroCopyStream`] over the same `queue`.
+    pub fn prefer_zero_copy(&mut self, queue: &SendfileQueue) -> bool {
+        if self.phases.any() || self.sent > 0 {
+            return false;
+        }
+        let Source::DiskFile(body) = &self.source else { return false };
+        let body = body.clone();
+        self.source = Source::ZeroCopy { body, queued: 0, queue: queue.clone() };
+        true
     }
 
     /// True when this body streams straight from the origin (not from the store).
@@ -161,7 +188,9 @@ impl ProxyBody {
             Source::Chunks(chunks) => return chunks.is_empty(),
             Source::Fill(reader) => reader.size_hint(),
             Source::Origin(body) => body.size_hint(),
+            Source::DiskFile(body) => return body.is_empty(),
             Source::Disk(body) => body.size_hint(),
+            Source::ZeroCopy { body, queued, .. } => return *queued == body.len(),
         };
         hint.exact() == Some(0)
     }
@@ -172,7 +201,9 @@ impl ProxyBody {
             Source::Chunks(chunks) => chunks.is_empty(),
             Source::Fill(reader) => reader.is_end_stream(),
             Source::Origin(body) => body.is_end_stream(),
+            Source::DiskFile(body) => body.is_empty(),
             Source::Disk(body) => body.is_end_stream(),
+            Source::ZeroCopy { body, queued, .. } => *queued == body.len(),
         }
     }
 
@@ -182,7 +213,22 @@ impl ProxyBody {
             Source::Chunks(chunks) => Poll::Ready(chunks.next_chunk().map(|c| Ok(Frame::data(c)))),
             Source::Fill(reader) => Pin::new(reader).poll_frame(cx).map_err(Into::into),
             Source::Origin(body) => Pin::new(body).poll_frame(cx).map_err(Into::into),
+            Source::DiskFile(body) => {
+                let mut stream = body.clone().into_stream();
+                let polled = Pin::new(&mut stream).poll_frame(cx).map_err(Into::into);
+                self.source = Source::Disk(stream);
+                polled
+            }
             Source::Disk(body) => Pin::new(body).poll_frame(cx).map_err(Into::into),
+            Source::ZeroCopy { body, queued, queue } => {
+                let n = (body.len() - *queued).min(zero_copy::PLACEHOLDER_LEN as u64);
+                if n == 0 {
+                    return Poll::Ready(None);
+                }
+                queue.push(body.slice(*queued..*queued + n));
+                *queued += n;
+                Poll::Ready(Some(Ok(Frame::data(zero_copy::placeholder(n as usize)))))
+            }
         }
     }
 
@@ -272,7 +318,9 @@ impl Body for ProxyBody {
             Source::Chunks(chunks) => SizeHint::with_exact(chunks.remaining()),
             Source::Fill(reader) => reader.size_hint(),
             Source::Origin(body) => body.size_hint(),
+            Source::DiskFile(body) => SizeHint::with_exact(body.len()),
             Source::Disk(body) => body.size_hint(),
+            Source::ZeroCopy { body, queued, .. } => SizeHint::with_exact(body.len() - queued),
         }
     }
 }

@@ -73,7 +73,7 @@ pub async fn fetch(state: &Arc<State>, url: &str, purpose: Purpose) -> Result<Fe
         if let Some(local) = txn.phase(true, |m, info| m.req_headers(info, &mut parts)).await?.respond {
             return Ok(respond::local(state, local));
         }
-        let conn = ConnInfo { client: INTERNAL, mode: Mode::Forward, tls: false, allowed: true };
+        let conn = ConnInfo { client: INTERNAL, mode: Mode::Forward, tls: false, allowed: true, zero_copy: None };
         let (target, uri, _, host) = crate::service::resolve_target(state, &conn, &parts)?;
         if state.access_log.is_some() {
             txn.url = uri.to_string();

@@ -28,6 +28,10 @@ pub struct DiskCacheConfig {
     /// memory tier; larger ones are streamed from their file. Never more than what the
     /// memory tier accepts.
     pub promote_max: Size,
+    /// Disk hits that are streamed (not promoted) go to plaintext HTTP/1.x clients with
+    /// `sendfile(2)`, from the page cache to the socket without a copy through user space,
+    /// unless a module sees the body. `false` reads them in 256 KiB steps instead.
+    pub sendfile: bool,
     /// Replacement policy of the disk tier. `None`: `cache.policy`.
     pub policy: Option<String>,
 }
@@ -42,6 +46,7 @@ impl Default for DiskCacheConfig {
             low_water: 0.90,
             max_object: None,
             promote_max: Size(1 << 20),
+            sendfile: true,
             policy: None,
         }
     }

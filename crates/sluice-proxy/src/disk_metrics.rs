@@ -21,6 +21,12 @@ pub fn prometheus(tiers: &Tiers) -> String {
     metric("sluice_disk_low_water_bytes", "gauge", "Low-water mark of the disk tier.", d.low_water_bytes);
     metric("sluice_disk_hits_total", "counter", "Memory misses answered from disk.", c.disk_hits.load(Relaxed));
     metric(
+        "sluice_disk_zero_copy_hits_total",
+        "counter",
+        "Disk hits sent with sendfile (plaintext HTTP/1.x, no module on the body).",
+        c.zero_copy_hits.load(Relaxed),
+    );
+    metric(
         "sluice_disk_promotions_total",
         "counter",
         "Disk hits promoted into the memory tier.",
@@ -66,6 +72,7 @@ pub fn json(tiers: &Tiers) -> Option<serde_json::Value> {
         "low_water_bytes": d.low_water_bytes,
         "max_entries": d.max_entries,
         "hits": c.disk_hits.load(Relaxed),
+        "zero_copy_hits": c.zero_copy_hits.load(Relaxed),
         "promotions": c.promotions.load(Relaxed),
         "read_failures": c.disk_read_failures.load(Relaxed),
         "corrupt_at_read": d.corrupt_at_read,

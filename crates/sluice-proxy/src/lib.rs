@@ -51,6 +51,7 @@ mod tls;
 mod txn;
 pub mod units;
 mod upstream;
+mod zero_copy;
 
 pub use chain::LoadedModule;
 pub use module_list::ModuleList;

@@ -314,11 +314,11 @@ fn disk_body(
         RangeOutcome::Unsatisfiable => unsatisfiable(headers, len),
         RangeOutcome::Partial(ranges) if ranges.len() == 1 => {
             let r = single_range(headers, &ranges[0], len);
-            (StatusCode::PARTIAL_CONTENT, ProxyBody::disk(disk.slice(r).into_stream()))
+            (StatusCode::PARTIAL_CONTENT, ProxyBody::disk(disk.slice(r)))
         }
         RangeOutcome::Full | RangeOutcome::Partial(_) => {
             headers.insert(header::CONTENT_LENGTH, HeaderValue::from(len));
-            (meta.status, ProxyBody::disk(disk.into_stream()))
+            (meta.status, ProxyBody::disk(disk))
         }
     }
 }

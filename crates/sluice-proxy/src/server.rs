@@ -6,6 +6,7 @@ use crate::config::{Config, ListenerConfig};
 use crate::framing::StrictHttp1;
 use crate::service::{self, ConnInfo};
 use crate::state::State;
+use crate::zero_copy::{SendfileQueue, ZeroCopyStream};
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
@@ -13,7 +14,7 @@ use hyper_util::server::graceful::GracefulShutdown;
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
@@ -132,6 +133,9 @@ fn http_builder(state: &State, lc: &ListenerConfig, tls: bool) -> auto::Builder<
         .keep_alive(true)
         .half_close(false)
         .max_buf_size(max_head(state))
+        // Body buffers reach the stream as yielded, never copied (which zero-copy needs:
+        // see `crate::zero_copy`); hyper's automatic choice for a TCP stream, made explicit.
+        .writev(true)
         .timer(TokioTimer::new())
         .header_read_timeout(state.config.client.header_read_timeout.0);
     builder.http2().timer(TokioTimer::new()).max_concurrent_streams(256);
@@ -151,6 +155,7 @@ async fn accept_loop(
     let graceful = GracefulShutdown::new();
     let builder = Arc::new(http_builder(&state, &lc, tls.is_some()));
     let max_head = max_head(&state);
+    let zero_copy = tls.is_none() && state.config.cache.disk.dir.is_some() && state.config.cache.disk.sendfile;
     loop {
         let (stream, client) = tokio::select! {
             accepted = listener.accept() => match accepted {
@@ -166,14 +171,19 @@ async fn accept_loop(
         };
         let _ = stream.set_nodelay(true);
         state.metrics.client_connections.fetch_add(1, Relaxed);
+        let queue = zero_copy.then(SendfileQueue::default);
         let conn = Arc::new(ConnInfo {
             client,
             mode: lc.mode,
             tls: tls.is_some(),
             allowed: state.client_acl.allows(client.ip()),
+            zero_copy: queue.clone(),
         });
         match &tls {
-            None => serve(&state, &builder, &graceful, conn, TokioIo::new(StrictHttp1::new(stream, max_head))),
+            None => {
+                let stream = ZeroCopyStream::new(stream, queue.unwrap_or_default());
+                serve(&state, &builder, &graceful, conn, TokioIo::new(StrictHttp1::new(stream, max_head)))
+            }
             Some(acceptor) => {
                 let (state, builder, acceptor, watcher) =
                     (Arc::clone(&state), Arc::clone(&builder), acceptor.clone(), graceful.watcher());
@@ -203,7 +213,7 @@ fn serve(
     builder: &Arc<auto::Builder<TokioExecutor>>,
     graceful: &GracefulShutdown,
     conn: Arc<ConnInfo>,
-    io: TokioIo<StrictHttp1<TcpStream>>,
+    io: TokioIo<StrictHttp1<ZeroCopyStream>>,
 ) {
     let svc_state = Arc::clone(state);
     let svc_conn = Arc::clone(&conn);

@@ -16,6 +16,7 @@ use hyper::body::Incoming;
 use sluice_http::cache_status::Fwd;
 use std::convert::Infallible;
 use std::net::SocketAddr;
+use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
 /// What a connection knows about itself.
@@ -26,6 +27,9 @@ pub struct ConnInfo {
     pub tls: bool,
     /// The client passed the listener ACL.
     pub allowed: bool,
+    /// Set on plaintext connections whose stream sends disk bodies with `sendfile` (see
+    /// [`crate::zero_copy`]).
+    pub zero_copy: Option<crate::zero_copy::SendfileQueue>,
 }
 
 /// A request on its way to an origin.
@@ -91,6 +95,9 @@ pub async fn handle(
 ) -> Result<Response<ProxyBody>, Infallible> {
     let mut txn = Txn::start(&state, conn.client, &req);
     let method = req.method().clone();
+    // hyper writes no body for HEAD: nothing to send with `sendfile`.
+    let zero_copy =
+        conn.zero_copy.as_ref().filter(|_| req.version() <= Version::HTTP_11 && req.method() != Method::HEAD);
     let result = route(&state, &conn, &mut txn, req).await;
     let response = match result {
         Ok(Routed::Response(response)) => response,
@@ -107,7 +114,13 @@ pub async fn handle(
             respond::error(&state, &err)
         }
     };
-    Ok(respond::finalize(&state, txn, response, &method).await)
+    let mut response = respond::finalize(&state, txn, response, &method).await;
+    if let Some(queue) = zero_copy {
+        if response.body_mut().prefer_zero_copy(queue) {
+            state.store.counters().zero_copy_hits.fetch_add(1, Relaxed);
+        }
+    }
+    Ok(response)
 }
 
 /// What routing produced.

@@ -54,6 +54,8 @@ pub struct Listed {
 pub struct TierCounters {
     /// Memory misses answered from disk.
     pub disk_hits: AtomicU64,
+    /// Disk hits sent with `sendfile` (see [`crate::zero_copy`]).
+    pub zero_copy_hits: AtomicU64,
     /// Disk hits read into memory and promoted into the memory tier.
     pub promotions: AtomicU64,
     /// Disk entries found but not served (corrupt, gone, unreadable).
