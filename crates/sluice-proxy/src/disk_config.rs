@@ -32,6 +32,9 @@ pub struct DiskCacheConfig {
     /// `sendfile(2)`, from the page cache to the socket without a copy through user space,
     /// unless a module sees the body. `false` reads them in 256 KiB steps instead.
     pub sendfile: bool,
+    /// Verified object files kept open for later disk hits, which then open and check
+    /// nothing (like nginx's `open_file_cache`). Each costs a descriptor; 0 keeps none.
+    pub open_files: usize,
     /// Replacement policy of the disk tier. `None`: `cache.policy`.
     pub policy: Option<String>,
 }
@@ -47,6 +50,7 @@ impl Default for DiskCacheConfig {
             max_object: None,
             promote_max: Size(1 << 20),
             sendfile: true,
+            open_files: 1024,
             policy: None,
         }
     }
@@ -87,6 +91,7 @@ impl DiskCacheConfig {
         DiskConfig {
             max_object: self.max_object.map_or(cache_max_object, |s| s.0),
             water,
+            open_files: self.open_files,
             ..DiskConfig::new(self.size.0, self.max_entries.unwrap_or(u64::MAX))
         }
     }

@@ -19,6 +19,7 @@ pub fn prometheus(tiers: &Tiers) -> String {
     metric("sluice_disk_limit_bytes", "gauge", "Byte limit in force (lower after ENOSPC).", d.limit_bytes);
     metric("sluice_disk_high_water_bytes", "gauge", "High-water mark of the disk tier.", d.high_water_bytes);
     metric("sluice_disk_low_water_bytes", "gauge", "Low-water mark of the disk tier.", d.low_water_bytes);
+    metric("sluice_disk_open_files", "gauge", "Object files kept open for disk hits.", d.open_files);
     metric("sluice_disk_hits_total", "counter", "Memory misses answered from disk.", c.disk_hits.load(Relaxed));
     metric(
         "sluice_disk_zero_copy_hits_total",
@@ -73,6 +74,7 @@ pub fn json(tiers: &Tiers) -> Option<serde_json::Value> {
         "max_entries": d.max_entries,
         "hits": c.disk_hits.load(Relaxed),
         "zero_copy_hits": c.zero_copy_hits.load(Relaxed),
+        "open_files": d.open_files,
         "promotions": c.promotions.load(Relaxed),
         "read_failures": c.disk_read_failures.load(Relaxed),
         "corrupt_at_read": d.corrupt_at_read,

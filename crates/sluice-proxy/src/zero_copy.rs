@@ -32,7 +32,7 @@ use tokio::io::{AsyncRead, AsyncWrite, Interest, ReadBuf};
 use tokio::net::TcpStream;
 
 /// Largest frame a zero-copy body yields (one `sendfile` call at most moves this much).
-pub const PLACEHOLDER_LEN: usize = 1 << 20;
+pub const PLACEHOLDER_LEN: usize = 8 << 20;
 
 /// Stands in for file bytes in the frames of a zero-copy body. Zero-initialised, so it
 /// lives in `.bss` and costs no memory until touched (it never is: its bytes are not sent).

@@ -57,6 +57,7 @@ async fn a_disk_hit_is_sent_with_sendfile_byte_for_byte() {
     assert!(part.body == body[1_048_570..3_145_740], "the range differs");
     assert_eq!(zero_copy_hits(&h), 2);
     assert_eq!(h.origin.hits("/big"), 1);
+    assert_eq!(disk(&h).open_files, 1, "the verified file is kept open for later hits");
 }
 
 #[tokio::test]

@@ -12,8 +12,8 @@ use std::ops::Range;
 use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::task::{Context, Poll};
 use twox_hash::XxHash3_64;
 
@@ -32,11 +32,37 @@ pub struct DiskEntry {
     /// True once the body's checksum matched (at write, at recovery, or at first serve).
     pub(crate) verified: AtomicBool,
     hits: AtomicU64,
+    /// The verified file, kept open for later hits when the tier's budget of open files
+    /// allows (see [`OpenFiles`]). Object files are never rewritten (a new version is a new
+    /// file and a new entry), so a descriptor stays right for the entry's whole life.
+    open: OnceLock<KeptOpen>,
 }
 
 impl DiskEntry {
     pub(crate) fn new(meta: Arc<ObjectMeta>, header: Header, path: PathBuf, charge: u64, verified: bool) -> Self {
-        Self { meta, header, path, charge, verified: AtomicBool::new(verified), hits: AtomicU64::new(0) }
+        Self {
+            meta,
+            header,
+            path,
+            charge,
+            verified: AtomicBool::new(verified),
+            hits: AtomicU64::new(0),
+            open: OnceLock::new(),
+        }
+    }
+
+    /// The body from the file kept open for this entry, if any: no system call.
+    pub(crate) fn kept_open(&self) -> Option<DiskBody> {
+        let kept = self.open.get()?;
+        Some(DiskBody::new(Arc::clone(&kept.file), self.header.body_offset, self.header.body_len))
+    }
+
+    /// Keeps `file` (verified) open for later hits if `budget` has room.
+    pub(crate) fn keep_open(&self, file: &Arc<File>, budget: &Arc<OpenFiles>) {
+        if self.open.get().is_none() && budget.reserve() {
+            // Losing a race to another opener releases the reservation (`KeptOpen::drop`).
+            let _ = self.open.set(KeptOpen { file: Arc::clone(file), budget: Arc::clone(budget) });
+        }
     }
 
     /// The variant id (stable across restarts).
@@ -79,6 +105,44 @@ impl DiskEntry {
 
     pub(crate) fn mark_verified(&self) {
         self.verified.store(true, Ordering::Release);
+    }
+}
+
+/// The tier's budget of descriptors kept open for hits (like nginx's `open_file_cache`): a hit
+/// on an entry with a kept file opens nothing, reads no header and needs no blocking thread.
+/// First come, first kept; a slot frees when its entry leaves the index and the last request
+/// using it ends.
+#[derive(Debug)]
+pub(crate) struct OpenFiles {
+    kept: AtomicUsize,
+    max: usize,
+}
+
+impl OpenFiles {
+    pub(crate) fn new(max: usize) -> Self {
+        Self { kept: AtomicUsize::new(0), max }
+    }
+
+    fn reserve(&self) -> bool {
+        self.kept.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| (n < self.max).then_some(n + 1)).is_ok()
+    }
+
+    /// Descriptors kept open now.
+    pub(crate) fn kept(&self) -> usize {
+        self.kept.load(Ordering::Acquire)
+    }
+}
+
+/// A descriptor kept open for an entry, holding one slot of the budget.
+#[derive(Debug)]
+struct KeptOpen {
+    file: Arc<File>,
+    budget: Arc<OpenFiles>,
+}
+
+impl Drop for KeptOpen {
+    fn drop(&mut self) {
+        self.budget.kept.fetch_sub(1, Ordering::AcqRel);
     }
 }
 

@@ -79,6 +79,9 @@ pub struct DiskConfig {
     pub body_check: BodyCheck,
     /// How long admission stays closed after the disk reported ENOSPC.
     pub full_backoff: Duration,
+    /// Verified object files kept open for later hits (0: none; each costs a descriptor).
+    /// Not used with [`BodyCheck::EveryServe`].
+    pub open_files: usize,
     /// Test hook; see [`WriteHook`].
     pub write_hook: Option<WriteHook>,
 }
@@ -94,6 +97,7 @@ impl DiskConfig {
             water: WaterMarks::default(),
             body_check: BodyCheck::default(),
             full_backoff: Duration::from_secs(5),
+            open_files: 1024,
             write_hook: None,
         }
     }
@@ -108,6 +112,7 @@ impl std::fmt::Debug for DiskConfig {
             .field("water", &self.water)
             .field("body_check", &self.body_check)
             .field("full_backoff", &self.full_backoff)
+            .field("open_files", &self.open_files)
             .field("write_hook", &self.write_hook.is_some())
             .finish()
     }
@@ -211,6 +216,8 @@ pub struct DiskStats {
     pub corrupt_at_read: u64,
     /// True while admission is paused.
     pub admission_paused: bool,
+    /// Verified object files kept open for hits (see [`DiskConfig::open_files`]).
+    pub open_files: u64,
 }
 
 impl DiskStats {
@@ -273,6 +280,7 @@ pub(crate) struct Shared {
     inner: Mutex<Inner>,
     next_generation: AtomicU64,
     tmp_seq: AtomicU64,
+    open_files: Arc<body::OpenFiles>,
     _lock: File,
 }
 
@@ -464,12 +472,14 @@ impl DiskTier {
         }
         report.recovered -= report.evicted.min(report.recovered);
         report.recovered_bytes = inner.manager.bytes();
+        let open_files = Arc::new(body::OpenFiles::new(config.open_files));
         let shared = Shared {
             layout,
             config,
             inner: Mutex::new(inner),
             next_generation: AtomicU64::new(recovered.max_generation + 1),
             tmp_seq: AtomicU64::new(0),
+            open_files,
             _lock: lock,
         };
         Ok((DiskTier { shared: Arc::new(shared) }, report))
@@ -587,6 +597,9 @@ impl DiskTier {
     /// before returning, so no byte of a corrupt body is ever handed out; a corrupt object
     /// is dropped from the tier and deleted.
     pub fn open_body(&self, entry: &DiskEntry) -> Result<DiskBody, ReadError> {
+        if let Some(body) = self.kept_open(entry) {
+            return Ok(body);
+        }
         let file = match File::open(&entry.path) {
             Ok(file) => file,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Err(ReadError::Gone),
@@ -607,7 +620,13 @@ impl DiskTier {
             Ok(ok)
         };
         match check(&file) {
-            Ok(true) => Ok(DiskBody::new(Arc::new(file), entry.header.body_offset, entry.header.body_len)),
+            Ok(true) => {
+                let file = Arc::new(file);
+                if self.shared.config.body_check != BodyCheck::EveryServe {
+                    entry.keep_open(&file, &self.shared.open_files);
+                }
+                Ok(DiskBody::new(file, entry.header.body_offset, entry.header.body_len))
+            }
             Ok(false) => {
                 self.shared.drop_corrupt(entry);
                 Err(ReadError::Corrupt)
@@ -620,8 +639,21 @@ impl DiskTier {
         }
     }
 
-    /// [`DiskTier::open_body`] on tokio's blocking pool.
+    /// The body of `entry` from the file the tier keeps open for it (see
+    /// [`DiskConfig::open_files`]), without any system call; `None` when no file is kept
+    /// (then [`DiskTier::open_body`] opens and checks it).
+    pub fn kept_open(&self, entry: &DiskEntry) -> Option<DiskBody> {
+        if self.shared.config.body_check == BodyCheck::EveryServe {
+            return None;
+        }
+        entry.kept_open()
+    }
+
+    /// [`DiskTier::open_body`] on tokio's blocking pool; a kept-open file is used at once.
     pub async fn open_body_async(&self, entry: Arc<DiskEntry>) -> Result<DiskBody, ReadError> {
+        if let Some(body) = self.kept_open(&entry) {
+            return Ok(body);
+        }
         let tier = self.clone();
         tokio::task::spawn_blocking(move || tier.open_body(&entry))
             .await
@@ -722,6 +754,7 @@ impl DiskTier {
             verified_at_read: c.verified_at_read,
             corrupt_at_read: c.corrupt_at_read,
             admission_paused: inner.paused_until.is_some_and(|t| Instant::now() < t),
+            open_files: self.shared.open_files.kept() as u64,
         }
     }
 }

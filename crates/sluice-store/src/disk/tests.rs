@@ -571,3 +571,46 @@ fn water_marks_hold_under_concurrent_load() {
     assert_eq!(report.dropped_corrupt + report.dropped_incomplete + report.dropped_superseded, 0);
     assert_eq!(tier.stats().bytes, s.bytes);
 }
+
+#[test]
+fn verified_files_are_kept_open_within_the_budget_and_released_with_their_entries() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = DiskConfig { open_files: 1, ..DiskConfig::new(1 << 30, u64::MAX) };
+    let (tier, _) = DiskTier::open_with(dir.path(), config, lru(1 << 30)).unwrap();
+    let a = object("http://a", 10_000);
+    let a_body = Bytes::from(a.body.chunks().concat());
+    tier.insert(&a).unwrap();
+    tier.insert(&object("http://b", 10_000)).unwrap();
+    assert!(tier.kept_open(&found(&tier, "http://a")).is_none(), "nothing kept before a serve");
+
+    assert_eq!(served(&tier, "http://a"), a_body);
+    assert_eq!(tier.stats().open_files, 1);
+    // The next hit needs no open: the kept file even survives the path going away.
+    std::fs::rename(found(&tier, "http://a").path(), dir.path().join("moved")).unwrap();
+    let kept = tier.kept_open(&found(&tier, "http://a")).expect("kept open");
+    assert_eq!(kept.read_all().unwrap(), a_body);
+    // The budget is full: b is served but not kept.
+    served(&tier, "http://b");
+    assert!(tier.kept_open(&found(&tier, "http://b")).is_none());
+    assert_eq!(tier.stats().open_files, 1);
+
+    // Removing a releases its slot once the last body using the file is gone.
+    std::fs::rename(dir.path().join("moved"), found(&tier, "http://a").path()).unwrap();
+    tier.remove("http://a");
+    assert_eq!(tier.stats().open_files, 0);
+    assert_eq!(kept.read_all().unwrap(), a_body, "a body in use outlives the removal");
+    served(&tier, "http://b");
+    assert_eq!(tier.stats().open_files, 1, "the freed slot is b's now");
+}
+
+#[test]
+fn with_checks_at_every_serve_nothing_is_kept_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = DiskConfig { body_check: BodyCheck::EveryServe, ..DiskConfig::new(1 << 30, u64::MAX) };
+    let (tier, _) = DiskTier::open_with(dir.path(), config, lru(1 << 30)).unwrap();
+    tier.insert(&object("http://a", 1_000)).unwrap();
+    served(&tier, "http://a");
+    served(&tier, "http://a");
+    assert_eq!(tier.stats().open_files, 0);
+    assert!(tier.kept_open(&found(&tier, "http://a")).is_none());
+}

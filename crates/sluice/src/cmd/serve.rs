@@ -28,6 +28,20 @@ pub struct Args {
     threads: Option<usize>,
 }
 
+/// Raises the soft limit on open descriptors to the hard limit, as proxies do (nginx's
+/// `worker_rlimit_nofile`): every client, origin connection and kept-open disk file takes
+/// one, and the usual soft default (1024) is far below what a busy proxy needs.
+fn raise_descriptor_limit() {
+    use rustix::process::{getrlimit, setrlimit, Resource};
+    let mut limit = getrlimit(Resource::Nofile);
+    if limit.current < limit.maximum {
+        limit.current = limit.maximum;
+        if let Err(e) = setrlimit(Resource::Nofile, limit) {
+            tracing::warn!("cannot raise the open-file limit: {e}");
+        }
+    }
+}
+
 /// Runs the proxy until SIGTERM or SIGINT, then drains in-flight requests.
 pub fn run(args: Args) -> anyhow::Result<()> {
     if let Some(path) = &args.check_config {
@@ -46,6 +60,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         return Ok(());
     }
     init_tracing();
+    raise_descriptor_limit();
     let mut runtime = tokio::runtime::Builder::new_multi_thread();
     if let Some(n) = args.threads {
         runtime.worker_threads(n.max(1));
