@@ -62,6 +62,8 @@ enum Source {
     Origin(SourceBody),
     /// A body in the disk tier, read from its file.
     Disk(DiskBodyStream),
+    /// An ESI template being assembled.
+    Esi(Box<crate::esi::Assembler>),
 }
 
 /// Which module body phases a response body runs, chunk by chunk.
@@ -135,6 +137,11 @@ impl ProxyBody {
         Self::of(Source::Disk(stream))
     }
 
+    /// An ESI template's assembled body (length unknown).
+    pub fn esi(assembler: crate::esi::Assembler) -> Self {
+        Self::of(Source::Esi(Box::new(assembler)))
+    }
+
     /// True when this body streams straight from the origin (not from the store).
     pub fn is_from_origin(&self) -> bool {
         matches!(self.source, Source::Origin(_))
@@ -162,6 +169,7 @@ impl ProxyBody {
             Source::Fill(reader) => reader.size_hint(),
             Source::Origin(body) => body.size_hint(),
             Source::Disk(body) => body.size_hint(),
+            Source::Esi(body) => body.size_hint(),
         };
         hint.exact() == Some(0)
     }
@@ -173,6 +181,7 @@ impl ProxyBody {
             Source::Fill(reader) => reader.is_end_stream(),
             Source::Origin(body) => body.is_end_stream(),
             Source::Disk(body) => body.is_end_stream(),
+            Source::Esi(body) => body.is_end_stream(),
         }
     }
 
@@ -183,6 +192,7 @@ impl ProxyBody {
             Source::Fill(reader) => Pin::new(reader).poll_frame(cx).map_err(Into::into),
             Source::Origin(body) => Pin::new(body).poll_frame(cx).map_err(Into::into),
             Source::Disk(body) => Pin::new(body).poll_frame(cx).map_err(Into::into),
+            Source::Esi(body) => Pin::new(body.as_mut()).poll_frame(cx),
         }
     }
 
@@ -273,6 +283,7 @@ impl Body for ProxyBody {
             Source::Fill(reader) => reader.size_hint(),
             Source::Origin(body) => body.size_hint(),
             Source::Disk(body) => body.size_hint(),
+            Source::Esi(body) => body.size_hint(),
         }
     }
 }
