@@ -583,6 +583,20 @@ mod tests {
     }
 
     #[test]
+    fn esi_is_opt_in_per_route() {
+        let route = "[[route]]\norigin = \"http://127.0.0.1:8080\"\n";
+        let c = Config::parse(route).unwrap();
+        assert!(!c.route[0].esi && c.route[0].esi_hosts.is_empty());
+        let c = Config::parse(&format!("{route}esi = true\nesi_hosts = [\"static.example.com\"]\n")).unwrap();
+        assert!(c.route[0].esi);
+        assert_eq!(c.route[0].esi_hosts, ["static.example.com"]);
+        let err = Config::parse(&format!("{route}esi_hosts = [\"x\"]\n")).unwrap_err();
+        assert!(err.to_string().contains("esi_hosts without esi"), "{err}");
+        let err = Config::parse(&format!("{route}esi = true\nesi_hosts = [\"x:80\"]\n")).unwrap_err();
+        assert!(err.to_string().contains("plain host name"), "{err}");
+    }
+
+    #[test]
     fn non_loopback_admin_needs_explicit_consent() {
         let err = Config::parse("[admin]\naddr = \"0.0.0.0:3129\"\n").unwrap_err();
         assert!(err.to_string().contains("allow_non_loopback"));

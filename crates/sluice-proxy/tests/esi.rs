@@ -257,3 +257,44 @@ async fn esi_needs_the_cache() {
     let err = config.validate().unwrap_err().to_string();
     assert!(err.contains("esi"), "{err}");
 }
+
+/// Reads a response body frame by frame until it contains `want` (or ends); returns what
+/// was read.
+async fn read_until<B>(body: &mut B, seen: &mut Vec<u8>, want: &str)
+where
+    B: http_body::Body<Data = bytes::Bytes> + Unpin,
+    B::Error: std::fmt::Debug,
+{
+    use http_body_util::BodyExt;
+    while !String::from_utf8_lossy(seen).contains(want) {
+        let Some(frame) = body.frame().await else { return };
+        if let Ok(data) = frame.unwrap().into_data() {
+            seen.extend_from_slice(&data);
+        }
+    }
+}
+
+#[tokio::test]
+async fn text_streams_before_a_slow_include_and_includes_are_fetched_concurrently() {
+    let h = esi_proxy().await;
+    h.origin.on("/page", template("<p>start</p>[<esi:include src=\"/slow\"/>][<esi:include src=\"/fast\"/>]end", 60));
+    h.origin.on("/slow", fragment("SLOW", 60).delay(std::time::Duration::from_secs(3)));
+    h.origin.on("/fast", fragment("FAST", 60));
+    let started = std::time::Instant::now();
+    let stream = tokio::net::TcpStream::connect(h.addr()).await.unwrap();
+    let (mut sender, conn) = hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream)).await.unwrap();
+    tokio::spawn(conn);
+    let request = http::Request::get("/page")
+        .header("host", h.addr().to_string())
+        .body(http_body_util::Empty::<bytes::Bytes>::new())
+        .unwrap();
+    let mut body = sender.send_request(request).await.unwrap().into_body();
+    let mut seen = Vec::new();
+    read_until(&mut body, &mut seen, "<p>start</p>[").await;
+    assert!(!String::from_utf8_lossy(&seen).contains("SLOW"), "the text before the include is not held back");
+    // The second include is fetched while the first is still waiting for its origin.
+    h.eventually("the second include's fetch", |h| h.origin.hits("/fast") == 1).await;
+    assert!(started.elapsed() < std::time::Duration::from_millis(2500), "fetched after the slow one");
+    read_until(&mut body, &mut seen, "end").await;
+    assert_eq!(String::from_utf8_lossy(&seen), "<p>start</p>[SLOW][FAST]end", "document order");
+}
