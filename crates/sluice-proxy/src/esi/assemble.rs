@@ -24,6 +24,7 @@ use http::{Request, Uri};
 use http_body::{Body, Frame, SizeHint};
 use http_body_util::BodyExt;
 use std::collections::VecDeque;
+use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
@@ -165,8 +166,6 @@ impl Drop for Assembler {
         }
     }
 }
-
-use std::future::Future;
 
 /// The content that replaces one include: `src`'s fragment, else `alt`'s, else nothing.
 async fn include_fragment(page: Arc<Page>, include: Include) -> Bytes {

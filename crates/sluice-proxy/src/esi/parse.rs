@@ -115,40 +115,46 @@ impl Parser {
                     }
                 }
             }
-            // Text up to the next byte that may start a construct.
-            let start = self.buf.iter().position(|&b| b == b'<' || (b == b'-' && self.in_esi_comment));
-            let Some(start) = start else {
-                let text = self.buf.split().freeze();
-                push_text(out, text);
-                return;
-            };
-            if start > 0 {
-                let text = self.buf.split_to(start).freeze();
-                push_text(out, text);
-            }
-            match self.head(last) {
-                Head::NeedMore => return,
-                Head::Text => {
-                    let text = self.buf.split_to(1).freeze();
+            // The buffer's first `decided` bytes are text; look for a construct after them.
+            let mut decided = 0;
+            loop {
+                let start = self.buf[decided..]
+                    .iter()
+                    .position(|&b| b == b'<' || (b == b'-' && self.in_esi_comment))
+                    .map(|i| decided + i);
+                let Some(start) = start else {
+                    let text = self.buf.split().freeze();
                     push_text(out, text);
-                }
-                Head::Construct(len, construct) => {
-                    let _ = self.buf.split_to(len);
-                    match construct {
-                        Construct::Include(include) => out.push(Event::Include(include)),
-                        Construct::Drop => {}
-                        Construct::RemoveStart => self.removing = true,
-                        Construct::EsiOpen => self.in_esi_comment = true,
-                        Construct::EsiClose => self.in_esi_comment = false,
+                    return;
+                };
+                match self.head(start, last) {
+                    Head::NeedMore => {
+                        let text = self.buf.split_to(start).freeze();
+                        push_text(out, text);
+                        return;
+                    }
+                    Head::Text => decided = start + 1,
+                    Head::Construct(len, construct) => {
+                        let text = self.buf.split_to(start).freeze();
+                        push_text(out, text);
+                        let _ = self.buf.split_to(len);
+                        match construct {
+                            Construct::Include(include) => out.push(Event::Include(include)),
+                            Construct::Drop => {}
+                            Construct::RemoveStart => self.removing = true,
+                            Construct::EsiOpen => self.in_esi_comment = true,
+                            Construct::EsiClose => self.in_esi_comment = false,
+                        }
+                        break;
                     }
                 }
             }
         }
     }
 
-    /// Classifies the buffer's start (a `<`, or a `-` inside `<!--esi`).
-    fn head(&self, last: bool) -> Head {
-        let buf = &self.buf[..];
+    /// Classifies what starts at `at` in the buffer (a `<`, or a `-` inside `<!--esi`).
+    fn head(&self, at: usize, last: bool) -> Head {
+        let buf = &self.buf[at..];
         if self.in_esi_comment {
             match literal(buf, ESI_CLOSE, last) {
                 Head::Text => {}
@@ -391,6 +397,14 @@ mod tests {
         assert_eq!(parse("a<esi:include src=x"), vec![text("a<esi:include src=x")]);
         let long = format!("<esi:include src=\"{}", "x".repeat(MAX_TAG));
         assert_eq!(parse(&long), vec![text(&long)]);
+    }
+
+    #[test]
+    fn text_comes_in_one_piece_per_run() {
+        let mut parser = Parser::new();
+        let mut out = Vec::new();
+        parser.feed(b"<html><p>a -> b</p><esi:include src=/x/><p>c</p>", &mut out);
+        assert_eq!(out, vec![text("<html><p>a -> b</p>"), inc("/x"), text("<p>c</p>")]);
     }
 
     #[test]
