@@ -369,7 +369,7 @@ async fn pass(
     let mut headers = forward.take_origin_headers(state);
     if esi_route && forward.client.method == Method::GET {
         // The answer may be an ESI template, which cannot be sent in part or as "not
-        // modified" (docs/esi.md, "Framing").
+        // modified" (docs/esi.md, "Streaming and framing").
         for name in &crate::esi::CLIENT_ONLY {
             headers.remove(name);
         }

@@ -298,3 +298,23 @@ async fn text_streams_before_a_slow_include_and_includes_are_fetched_concurrentl
     read_until(&mut body, &mut seen, "end").await;
     assert_eq!(String::from_utf8_lossy(&seen), "<p>start</p>[SLOW][FAST]end", "document order");
 }
+
+#[tokio::test]
+async fn an_uncacheable_template_is_assembled_on_every_pass() {
+    let h = esi_proxy().await;
+    h.origin.on(
+        "/private",
+        Reply::ok("hello <esi:include src=\"/name\"/>").header(ESI.0, ESI.1).header("Cache-Control", "no-store"),
+    );
+    h.origin.on_seq("/name", vec![fragment("ann", 0), fragment("bob", 0)]);
+    let first = h.get("/private").await;
+    assert_eq!(first.text(), "hello ann");
+    assert_assembled_framing(&first);
+    // Now a hit-for-pass URL: the client's Range is not forwarded, the whole page comes back.
+    let second = h.get_with("/private", &[("Range", "bytes=0-2")]).await;
+    assert_eq!(second.text(), "hello bob");
+    assert_assembled_framing(&second);
+    assert!(common::cache_status(&second).contains("fwd=bypass"), "{}", common::cache_status(&second));
+    assert_eq!(h.origin.last_request("/private").unwrap().header("range"), None);
+    assert_eq!(h.origin.hits("/private"), 2);
+}
