@@ -38,6 +38,6 @@ pub mod vary;
 mod etag;
 mod parse;
 mod sf;
-mod uri_ref;
+pub mod uri_ref;
 
 pub use cache_control::CacheControl;

@@ -40,7 +40,7 @@ fn is_scheme(s: &str) -> bool {
 
 /// Resolves `reference` against `base` (§5.2.2). `None` when the result is not a valid
 /// `Uri`.
-pub(crate) fn resolve(base: &Uri, reference: &str) -> Option<Uri> {
+pub fn resolve(base: &Uri, reference: &str) -> Option<Uri> {
     let r = split(reference);
     let base_scheme = base.scheme_str();
     let base_authority = base.authority().map(|a| a.as_str());

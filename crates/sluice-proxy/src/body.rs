@@ -73,6 +73,8 @@ enum Source {
         queued: u64,
         queue: SendfileQueue,
     },
+    /// An ESI template being assembled.
+    Esi(Box<crate::esi::Assembler>),
 }
 
 /// Which module body phases a response body runs, chunk by chunk.
@@ -162,6 +164,11 @@ impl ProxyBody {
         true
     }
 
+    /// An ESI template's assembled body (length unknown).
+    pub fn esi(assembler: crate::esi::Assembler) -> Self {
+        Self::of(Source::Esi(Box::new(assembler)))
+    }
+
     /// True when this body streams straight from the origin (not from the store).
     pub fn is_from_origin(&self) -> bool {
         matches!(self.source, Source::Origin(_))
@@ -191,6 +198,7 @@ impl ProxyBody {
             Source::DiskFile(body) => return body.is_empty(),
             Source::Disk(body) => body.size_hint(),
             Source::ZeroCopy { body, queued, .. } => return *queued == body.len(),
+            Source::Esi(body) => body.size_hint(),
         };
         hint.exact() == Some(0)
     }
@@ -204,6 +212,7 @@ impl ProxyBody {
             Source::DiskFile(body) => body.is_empty(),
             Source::Disk(body) => body.is_end_stream(),
             Source::ZeroCopy { body, queued, .. } => *queued == body.len(),
+            Source::Esi(body) => body.is_end_stream(),
         }
     }
 
@@ -229,6 +238,7 @@ impl ProxyBody {
                 *queued += n;
                 Poll::Ready(Some(Ok(Frame::data(zero_copy::placeholder(n as usize)))))
             }
+            Source::Esi(body) => Pin::new(body.as_mut()).poll_frame(cx),
         }
     }
 
@@ -321,6 +331,7 @@ impl Body for ProxyBody {
             Source::DiskFile(body) => SizeHint::with_exact(body.len()),
             Source::Disk(body) => body.size_hint(),
             Source::ZeroCopy { body, queued, .. } => SizeHint::with_exact(body.len() - queued),
+            Source::Esi(body) => body.size_hint(),
         }
     }
 }

@@ -245,13 +245,18 @@ pub async fn serve(
                 };
                 parts.headers.append("cache-status", cs.to_header_value(&state.name));
             }
-            // The client's own conditionals were not sent; answer them from this response.
-            let pre = sluice_http::conditional::evaluate(
-                &forward.client.method,
-                &forward.client.headers,
-                parts.status,
-                &parts.headers,
-            );
+            // The client's own conditionals were not sent; answer them from this response
+            // (unless it is an ESI template, assembled on the way out).
+            let pre = if crate::esi::skips_conditionals(&forward.client, &parts.headers, &state.name) {
+                Precondition::Proceed
+            } else {
+                sluice_http::conditional::evaluate(
+                    &forward.client.method,
+                    &forward.client.headers,
+                    parts.status,
+                    &parts.headers,
+                )
+            };
             if pre == Precondition::NotModified {
                 let mut headers = sluice_http::conditional::not_modified_headers(&parts.headers);
                 if let Some(cs) = parts.headers.get("cache-status") {

@@ -133,6 +133,14 @@ pub struct RouteConfig {
     /// Serve a local directory instead of an origin (the file data source).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub files: Option<FilesConfig>,
+    /// Assemble ESI templates (responses with `Surrogate-Control: content="ESI/1.0"`) on
+    /// this route (docs/esi.md). Default `false`; there is no global switch.
+    #[serde(default)]
+    pub esi: bool,
+    /// Hosts (no port) that `<esi:include>` on this route may name besides the page's own
+    /// host. Default: none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub esi_hosts: Vec<String>,
 }
 
 /// A route's file data source: the files under `root`, named by the request path after the
@@ -484,6 +492,21 @@ impl Config {
                     return invalid(format!("route `{}` needs exactly one of `origin` and `files`", r.path_prefix));
                 }
             }
+            if r.esi && !self.cache.enabled {
+                return invalid(format!(
+                    "route `{}` has esi = true, which needs the cache (cache.enabled = true): includes are fetched through it",
+                    r.path_prefix
+                ));
+            }
+            if !r.esi_hosts.is_empty() && !r.esi {
+                return invalid(format!("route `{}` sets esi_hosts without esi = true", r.path_prefix));
+            }
+            if let Some(host) = r.esi_hosts.iter().find(|h| h.is_empty() || h.contains([':', '/', '*'])) {
+                return invalid(format!(
+                    "route `{}`: esi_hosts entry {host:?} must be a plain host name",
+                    r.path_prefix
+                ));
+            }
             if !r.path_prefix.starts_with('/') {
                 return invalid(format!("route path_prefix `{}` must start with /", r.path_prefix));
             }
@@ -557,6 +580,20 @@ mod tests {
         assert_eq!(c.cache.sweep_grace, Dur(Duration::from_secs(3600)));
         let err = Config::parse("[cache]\nsweep_min_hits_per_hour = -1\n").unwrap_err();
         assert!(err.to_string().contains("sweep_min_hits_per_hour"), "{err}");
+    }
+
+    #[test]
+    fn esi_is_opt_in_per_route() {
+        let route = "[[route]]\norigin = \"http://127.0.0.1:8080\"\n";
+        let c = Config::parse(route).unwrap();
+        assert!(!c.route[0].esi && c.route[0].esi_hosts.is_empty());
+        let c = Config::parse(&format!("{route}esi = true\nesi_hosts = [\"static.example.com\"]\n")).unwrap();
+        assert!(c.route[0].esi);
+        assert_eq!(c.route[0].esi_hosts, ["static.example.com"]);
+        let err = Config::parse(&format!("{route}esi_hosts = [\"x\"]\n")).unwrap_err();
+        assert!(err.to_string().contains("esi_hosts without esi"), "{err}");
+        let err = Config::parse(&format!("{route}esi = true\nesi_hosts = [\"x:80\"]\n")).unwrap_err();
+        assert!(err.to_string().contains("plain host name"), "{err}");
     }
 
     #[test]

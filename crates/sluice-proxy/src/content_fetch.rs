@@ -13,6 +13,7 @@
 
 use crate::body::ProxyBody;
 use crate::config::Mode;
+use crate::error::ProxyError;
 use crate::outcome::ResultCode;
 use crate::respond;
 use crate::service::{ConnInfo, Forward};
@@ -60,30 +61,44 @@ pub async fn fetch(state: &Arc<State>, url: &str, purpose: Purpose) -> Result<Fe
         return Err(CacheError::NotFound(key));
     }
     let uri: Uri = url.parse().map_err(|_| CacheError::BadUrl(url.to_owned()))?;
-    let request = |uri: &Uri| {
-        let mut builder = Request::get(uri.clone());
-        if purpose == Purpose::Revalidate {
-            builder = builder.header(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-        }
-        builder.body(()).map_err(|e| CacheError::BadUrl(format!("{url}: {e}")))
-    };
-    let mut txn = Txn::start(state, INTERNAL, &request(&uri)?);
-    let (mut parts, ()) = request(&uri)?.into_parts();
+    let mut builder = Request::get(uri);
+    if purpose == Purpose::Revalidate {
+        builder = builder.header(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    }
+    let request = builder.body(()).map_err(|e| CacheError::BadUrl(format!("{url}: {e}")))?;
+    Ok(fetch_as(state, request, Mode::Forward).await)
+}
+
+/// Runs a GET `request` through the cache as if a client of a `mode` listener sent it:
+/// [`Mode::Forward`] for an origin URL (the admin API, modules), [`Mode::Reverse`] for a
+/// URL as clients name it, mapped by the routes (ESI includes). Origin failures become the
+/// proxy's error response, with [`Fetched::error`] set.
+pub async fn fetch_as(state: &Arc<State>, request: Request<()>, mode: Mode) -> Fetched {
+    let mut txn = Txn::start(state, INTERNAL, &request);
+    let (mut parts, ()) = request.into_parts();
     let result = async {
         if let Some(local) = txn.phase(true, |m, info| m.req_headers(info, &mut parts)).await?.respond {
             return Ok(respond::local(state, local));
         }
-        let conn = ConnInfo { client: INTERNAL, mode: Mode::Forward, tls: false, allowed: true, zero_copy: None };
-        let (target, uri, _, host) = crate::service::resolve_target(state, &conn, &parts)?;
+        let conn = ConnInfo { client: INTERNAL, mode, tls: false, allowed: true, zero_copy: None };
+        let resolved = crate::service::resolve_target(state, &conn, &parts)?;
         if state.access_log.is_some() {
-            txn.url = uri.to_string();
+            txn.url = resolved.uri.to_string();
         }
-        let key = sluice_http::key::primary_key(&uri).unwrap_or(key);
+        let key = sluice_http::key::primary_key(&resolved.uri)
+            .ok_or_else(|| ProxyError::bad_request(format!("no cache key for {}", resolved.uri)))?;
         // Keys of a reverse-only deployment are origin URLs fetched under its rules
-        // (`CDN-Cache-Control`).
-        let reverse = !state.config.listener.iter().any(|l| l.mode.forwards());
-        let forward =
-            Forward { target, uri, client: parts, host, client_addr: INTERNAL.ip(), client_tls: false, reverse };
+        // (`CDN-Cache-Control`); so are those a route maps.
+        let reverse = resolved.reverse || !state.config.listener.iter().any(|l| l.mode.forwards());
+        let forward = Forward {
+            target: resolved.target,
+            uri: resolved.uri,
+            client: parts,
+            host: resolved.host,
+            client_addr: INTERNAL.ip(),
+            client_tls: false,
+            reverse,
+        };
         crate::cache_flow::serve(state, &mut txn, forward, key).await
     }
     .await;
@@ -93,7 +108,7 @@ pub async fn fetch(state: &Arc<State>, url: &str, purpose: Purpose) -> Result<Fe
     };
     let code = txn.code;
     let response = respond::finalize(state, txn, response, &Method::GET).await;
-    Ok(Fetched { response, code, error })
+    Fetched { response, code, error }
 }
 
 /// The `Cache-Status` value of a response ("" without one).

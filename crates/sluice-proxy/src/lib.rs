@@ -29,6 +29,7 @@ mod date;
 pub mod disk_config;
 mod disk_metrics;
 pub mod error;
+mod esi;
 mod framing;
 mod hit_for_pass;
 mod meta;

@@ -25,6 +25,12 @@ pub struct Metrics {
     pub sweep_runs: AtomicU64,
     /// Objects removed by expiry sweeps.
     pub sweep_removed: AtomicU64,
+    /// Responses assembled from ESI templates (pages; nested fragments not counted).
+    pub esi_pages: AtomicU64,
+    /// ESI includes fetched (through the cache: hits count too), `alt` fetches included.
+    pub esi_includes: AtomicU64,
+    /// ESI includes that produced nothing (`src` and `alt` failed, or a limit was hit).
+    pub esi_include_errors: AtomicU64,
 }
 
 impl Metrics {
@@ -132,6 +138,24 @@ impl Metrics {
             "Stale, idle objects removed by expiry sweeps.",
             &one(self.sweep_removed.load(Relaxed)),
         );
+        metric(
+            "sluice_esi_pages_total",
+            "counter",
+            "Responses assembled from ESI templates.",
+            &one(self.esi_pages.load(Relaxed)),
+        );
+        metric(
+            "sluice_esi_includes_total",
+            "counter",
+            "ESI includes fetched through the cache.",
+            &one(self.esi_includes.load(Relaxed)),
+        );
+        metric(
+            "sluice_esi_include_errors_total",
+            "counter",
+            "ESI includes that failed (src and alt) and were omitted.",
+            &one(self.esi_include_errors.load(Relaxed)),
+        );
         metric("sluice_cache_objects", "gauge", "Objects in the memory tier.", &one(store.objects));
         metric("sluice_cache_bytes", "gauge", "Bytes in the memory tier.", &one(store.bytes));
         metric("sluice_cache_capacity_bytes", "gauge", "Capacity of the memory tier.", &one(store.capacity));
@@ -168,6 +192,11 @@ impl Metrics {
             "sweep": {
                 "runs": self.sweep_runs.load(Relaxed),
                 "removed": self.sweep_removed.load(Relaxed),
+            },
+            "esi": {
+                "pages": self.esi_pages.load(Relaxed),
+                "includes": self.esi_includes.load(Relaxed),
+                "include_errors": self.esi_include_errors.load(Relaxed),
             },
             "cache": {
                 "objects": store.objects,

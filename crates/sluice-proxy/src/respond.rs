@@ -191,7 +191,10 @@ pub fn from_object(
     cache_status: &CacheStatus,
     now: SystemTime,
 ) -> (Response<ProxyBody>, Precondition) {
-    let precondition = if has_preconditions(&client.headers) {
+    // An ESI template is assembled on the way out: the client's preconditions and ranges
+    // cannot apply to it.
+    let esi = crate::esi::skips_conditionals(client, &meta.headers, &state.name);
+    let precondition = if has_preconditions(&client.headers) && !esi {
         conditional::evaluate(&client.method, &client.headers, meta.status, &meta.headers)
     } else {
         Precondition::Proceed
@@ -218,8 +221,12 @@ pub fn from_object(
             (StatusCode::PRECONDITION_FAILED, ProxyBody::empty())
         }
         Precondition::Proceed => match body {
+            ObjectBody::Stored(stored) if esi => {
+                (meta.status, ProxyBody::chunks(BodyChunks::new(stored.chunks().iter().cloned())))
+            }
             ObjectBody::Stored(stored) => stored_body(meta, stored, client, &mut headers),
             ObjectBody::Filling(fill) => (meta.status, ProxyBody::fill(fill.reader())),
+            ObjectBody::Disk(disk) if esi => (meta.status, ProxyBody::disk(disk)),
             ObjectBody::Disk(disk) => disk_body(meta, disk, client, &mut headers),
         },
     };

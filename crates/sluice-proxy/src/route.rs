@@ -48,6 +48,8 @@ pub struct Route {
     prefix: String,
     pub backend: Backend,
     pub preserve_host: bool,
+    /// ESI settings when the route has `esi = true`.
+    pub esi: Option<Arc<crate::esi::EsiRoute>>,
 }
 
 /// All routes, matched most specific first (host routes before any-host routes, longer
@@ -74,6 +76,10 @@ impl Routes {
                     prefix: c.path_prefix.clone(),
                     backend,
                     preserve_host: c.preserve_host,
+                    esi: c.esi.then(|| {
+                        let hosts = c.esi_hosts.iter().map(|h| h.to_ascii_lowercase()).collect();
+                        Arc::new(crate::esi::EsiRoute { hosts })
+                    }),
                 })
             })
             .collect::<Result<Vec<_>, String>>()?;
@@ -143,6 +149,8 @@ mod tests {
             origin: Some(origin.into()),
             preserve_host: false,
             files: None,
+            esi: false,
+            esi_hosts: Vec::new(),
         }
     }
 

@@ -163,7 +163,7 @@ async fn route(
             within_deadline(state, crate::connect::open(state, txn, Request::from_parts(parts, body))).await?;
         return Ok(Routed::Tunnel(response, tunnel));
     }
-    let (target, uri, reverse, host) = resolve_target(state, conn, &parts)?;
+    let Resolved { target, uri, reverse, host, esi } = resolve_target(state, conn, &parts)?;
     if state.access_log.is_some() {
         txn.url = uri.to_string();
     }
@@ -177,6 +177,11 @@ async fn route(
     if let Some(response) = answer_max_forwards(state, &mut parts)? {
         return Ok(Routed::Response(response));
     }
+    // On an ESI route, what assembly needs once the response is there (the request moves).
+    let esi_request = esi.map(|route| {
+        parts.extensions.insert(crate::esi::EsiRoute::clone(&route));
+        (route, client_url(conn, &parts), parts.headers.clone())
+    });
     let forward =
         Forward { target, uri, client: parts, host, client_addr: conn.client.ip(), client_tls: conn.tls, reverse };
     if forward.client.method.as_str() == "PURGE" {
@@ -185,6 +190,7 @@ async fn route(
     let cacheable = state.config.cache.enabled && crate::cache_flow::applies(&forward.client, &body);
     let key = if cacheable { sluice_http::key::primary_key(&forward.uri) } else { None };
     let reverse = forward.reverse;
+    let method = forward.client.method.clone();
     let mut response = match key {
         Some(key) if !state.hit_for_pass.applies(&key, state.clock.now()) => {
             crate::cache_flow::serve(state, txn, forward, key).await?
@@ -197,7 +203,25 @@ async fn route(
         // and Cloudflare, do not pass them on from a reverse route (docs/content.md).
         sluice_http::tags::strip(response.headers_mut());
     }
+    if let Some((route, url, headers)) = esi_request {
+        let request = crate::esi::Request { method: &method, url, headers: &headers };
+        response = crate::esi::apply(state, &route, request, response);
+    }
     Ok(Routed::Response(response))
+}
+
+/// The URL a client asked for, as it named it: its scheme, `Host` (or the request
+/// target's authority), path and query. Relative ESI includes resolve against it.
+fn client_url(conn: &ConnInfo, parts: &request::Parts) -> Uri {
+    let scheme = if conn.tls { "https" } else { "http" };
+    let authority = parts
+        .uri
+        .authority()
+        .map(|a| a.as_str())
+        .or_else(|| parts.headers.get(header::HOST).and_then(|h| h.to_str().ok()))
+        .unwrap_or("localhost");
+    let path = parts.uri.path_and_query().map_or("/", |p| p.as_str());
+    format!("{scheme}://{authority}{path}").parse().unwrap_or_else(|_| Uri::from_static("http://localhost/"))
 }
 
 /// Bounds work that waits on an origin by `client.transaction_timeout` (504 past it). Hits
@@ -227,15 +251,24 @@ fn check_host<B>(req: &Request<B>) -> Result<(), ProxyError> {
     Ok(())
 }
 
+/// Where a request goes.
+#[derive(Debug)]
+pub(crate) struct Resolved {
+    pub target: Dest,
+    /// The absolute URI fetched (cache key and log).
+    pub uri: Uri,
+    /// A reverse route matched.
+    pub reverse: bool,
+    /// The `Host` to send.
+    pub host: HeaderValue,
+    /// The matched route's ESI settings, when it has `esi = true`.
+    pub esi: Option<Arc<crate::esi::EsiRoute>>,
+}
+
 /// Maps the request to an origin: a reverse route first, then forward proxying of an
-/// absolute URI. Returns the target, the absolute URI, whether a route matched, and the
-/// `Host` to send. A file route's URI names the file (`file://localhost/...`); a request
+/// absolute URI. A file route's URI names the file (`file://localhost/...`); a request
 /// path that would leave the route's directory is refused here (403).
-pub(crate) fn resolve_target(
-    state: &State,
-    conn: &ConnInfo,
-    parts: &request::Parts,
-) -> Result<(Dest, Uri, bool, HeaderValue), ProxyError> {
+pub(crate) fn resolve_target(state: &State, conn: &ConnInfo, parts: &request::Parts) -> Result<Resolved, ProxyError> {
     let host_header = parts.headers.get(header::HOST).and_then(|h| h.to_str().ok());
     let host = parts.uri.host().or_else(|| host_header.map(strip_port));
     let path_and_query = parts.uri.path_and_query().map_or("/", |p| p.as_str());
@@ -246,7 +279,8 @@ pub(crate) fn resolve_target(
                 crate::route::Backend::Files(files) => {
                     let uri = files.uri_for(route.tail(parts.uri.path()))?;
                     let host = authority_value(&uri)?;
-                    return Ok((Dest::Files(Arc::clone(files)), uri, true, host));
+                    let esi = route.esi.clone();
+                    return Ok(Resolved { target: Dest::Files(Arc::clone(files)), uri, reverse: true, host, esi });
                 }
             };
             let uri = route
@@ -258,7 +292,8 @@ pub(crate) fn resolve_target(
                 (true, Some(h)) => h.clone(),
                 _ => authority_value(&uri)?,
             };
-            return Ok((Dest::Origin(target), uri, true, host));
+            let esi = route.esi.clone();
+            return Ok(Resolved { target: Dest::Origin(target), uri, reverse: true, host, esi });
         }
     }
     let absolute = parts.uri.scheme().is_some() && parts.uri.authority().is_some();
@@ -266,7 +301,7 @@ pub(crate) fn resolve_target(
         let target = Target::of(&parts.uri)
             .ok_or_else(|| ProxyError::bad_request(format!("unsupported URI scheme in {}", parts.uri)))?;
         let host = authority_value(&parts.uri)?;
-        return Ok((Dest::Origin(target), parts.uri.clone(), false, host));
+        return Ok(Resolved { target: Dest::Origin(target), uri: parts.uri.clone(), reverse: false, host, esi: None });
     }
     if conn.mode.reverses() {
         return Err(ProxyError::new(
@@ -343,7 +378,15 @@ async fn pass(
     body: Incoming,
     reason: Fwd,
 ) -> Result<Response<ProxyBody>, ProxyError> {
-    let headers = forward.take_origin_headers(state);
+    let esi_route = forward.client.extensions.get::<crate::esi::EsiRoute>().is_some();
+    let mut headers = forward.take_origin_headers(state);
+    if esi_route && forward.client.method == Method::GET {
+        // The answer may be an ESI template, which cannot be sent in part or as "not
+        // modified" (docs/esi.md, "Streaming and framing").
+        for name in &crate::esi::CLIENT_ONLY {
+            headers.remove(name);
+        }
+    }
     let mut parts = origin_request(&forward.uri, forward.client.method.clone(), headers)?;
     if let Some(local) = txn.phase(true, |m, info| m.req_out(info, &mut parts)).await?.respond {
         return Ok(respond::local(state, local));

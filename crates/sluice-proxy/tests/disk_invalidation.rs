@@ -80,6 +80,8 @@ async fn a_changed_file_is_removed_from_disk_too() {
             origin: None,
             preserve_host: false,
             files: Some(files),
+            esi: false,
+            esi_hosts: Vec::new(),
         });
     })
     .await;

@@ -25,6 +25,8 @@ async fn serving(dir: &Path, tweak: impl FnOnce(&mut FilesConfig, &mut Config)) 
             origin: None,
             preserve_host: false,
             files: Some(files),
+            esi: false,
+            esi_hosts: Vec::new(),
         });
     })
     .await
@@ -360,6 +362,8 @@ fn a_missing_directory_fails_at_start() {
             follow_outside_symlinks: false,
             watch: false,
         }),
+        esi: false,
+        esi_hosts: Vec::new(),
     });
     let clock = std::sync::Arc::new(sluice_proxy::clock::SystemClock);
     let err = sluice_proxy::State::new(config, clock, vec![]).unwrap_err();

@@ -28,6 +28,9 @@ enum Behaviour {
     TruncateAfter(usize),
     /// Send the body with chunked encoding.
     Chunked,
+    /// Send the body with chunked encoding, in pieces of this size, each written on its own
+    /// after a short pause (so the reader sees many small reads).
+    Trickle(usize),
     /// Send bytes that are not HTTP.
     Garbage,
     /// Answer normally, then close the connection without announcing it.
@@ -100,6 +103,13 @@ impl Reply {
     /// Uses chunked transfer coding instead of Content-Length.
     pub fn chunked(mut self) -> Self {
         self.behaviour = Behaviour::Chunked;
+        self
+    }
+
+    /// Uses chunked transfer coding with `size`-byte pieces, written one by one with a
+    /// millisecond between them: a body that arrives in many small reads.
+    pub fn trickle(mut self, size: usize) -> Self {
+        self.behaviour = Behaviour::Trickle(size.max(1));
         self
     }
 
@@ -395,7 +405,7 @@ async fn write_reply(
         head.push_str(&format!("{name}: {}\r\n", render(shared, value)));
     }
     let bodyless = status == 304 || status == 204 || (100..200).contains(&status);
-    let chunked = reply.behaviour == Behaviour::Chunked && !bodyless;
+    let chunked = matches!(reply.behaviour, Behaviour::Chunked | Behaviour::Trickle(_)) && !bodyless;
     if chunked {
         head.push_str("Transfer-Encoding: chunked\r\n");
     } else if !bodyless && !has("content-length") && reply.behaviour != Behaviour::UntilClose {
@@ -423,6 +433,18 @@ async fn write_reply(
             }
             out.extend_from_slice(b"0\r\n\r\n");
             stream.write_all(&out).await
+        }
+        Behaviour::Trickle(size) => {
+            for piece in body.chunks(size) {
+                let mut out = format!("{:x}\r\n", piece.len()).into_bytes();
+                out.extend_from_slice(piece);
+                out.extend_from_slice(b"\r\n");
+                if stream.write_all(&out).await.is_err() || stream.flush().await.is_err() {
+                    return false;
+                }
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+            stream.write_all(b"0\r\n\r\n").await
         }
         Behaviour::CloseAfter | Behaviour::UntilClose => {
             let _ = stream.write_all(body).await;

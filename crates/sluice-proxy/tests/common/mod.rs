@@ -70,6 +70,8 @@ impl Harness {
                 origin: Some(format!("http://{}", origin.addr)),
                 preserve_host: false,
                 files: None,
+                esi: false,
+                esi_hosts: Vec::new(),
             }];
         }
         tweak(&mut config, origin.addr);
