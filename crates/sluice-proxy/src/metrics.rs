@@ -25,6 +25,8 @@ pub struct Metrics {
     pub sweep_runs: AtomicU64,
     /// Objects removed by expiry sweeps.
     pub sweep_removed: AtomicU64,
+    /// Suspended entries the origin confirmed (304) for a conditional client.
+    pub suspended_revalidations: AtomicU64,
 }
 
 impl Metrics {
@@ -137,6 +139,36 @@ impl Metrics {
         metric("sluice_cache_capacity_bytes", "gauge", "Capacity of the memory tier.", &one(store.capacity));
         metric("sluice_cache_insertions_total", "counter", "Objects stored.", &one(store.insertions));
         metric("sluice_cache_evictions_total", "counter", "Objects evicted by the policy.", &one(store.evictions));
+        metric(
+            "sluice_cache_rejected_admission_total",
+            "counter",
+            "New objects the admission rule did not store.",
+            &one(store.rejected_admission),
+        );
+        metric(
+            "sluice_cache_suspended_objects",
+            "gauge",
+            "Suspended entries (metadata without a body) in the memory tier.",
+            &one(store.suspended),
+        );
+        metric(
+            "sluice_cache_suspended_bytes",
+            "gauge",
+            "Bytes charged for suspended entries (part of sluice_cache_bytes).",
+            &one(store.suspended_bytes),
+        );
+        metric(
+            "sluice_cache_suspensions_total",
+            "counter",
+            "Evictions that kept a suspended entry.",
+            &one(store.suspensions),
+        );
+        metric(
+            "sluice_cache_suspended_revalidations_total",
+            "counter",
+            "Suspended entries confirmed by the origin (304) for a conditional client.",
+            &one(self.suspended_revalidations.load(Relaxed)),
+        );
         out
     }
 
@@ -176,6 +208,11 @@ impl Metrics {
                 "insertions": store.insertions,
                 "evictions": store.evictions,
                 "rejected_too_large": store.rejected_too_large,
+                "rejected_admission": store.rejected_admission,
+                "suspended": store.suspended,
+                "suspended_bytes": store.suspended_bytes,
+                "suspensions": store.suspensions,
+                "suspended_revalidations": self.suspended_revalidations.load(Relaxed),
             },
         })
     }

@@ -19,7 +19,7 @@
 use bytes::Bytes;
 use parking_lot::Mutex;
 use sluice_store::disk::{DiskBody, DiskLookup, DiskStats, DiskTier, ReadError};
-use sluice_store::{Lookup, MemoryStore, Object, ObjectMeta, StoreStats, StoredBody};
+use sluice_store::{Lookup, MemoryStore, Object, ObjectMeta, StoreStats, StoredBody, Suspended};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
@@ -38,15 +38,37 @@ pub enum DiskHit {
     Miss,
 }
 
+/// Where a listed variant is held.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Held {
+    /// In the memory tier (and possibly on disk too).
+    Memory,
+    /// Only in the disk tier (its body is in its file).
+    Disk,
+    /// Suspended: metadata only, no body anywhere (revalidated or fetched on its next
+    /// request).
+    Suspended,
+}
+
+impl Held {
+    /// The name the admin API shows.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Held::Memory => "memory",
+            Held::Disk => "disk",
+            Held::Suspended => "suspended",
+        }
+    }
+}
+
 /// One stored variant as a listing shows it (see [`Tiers::listing`]).
 #[derive(Debug, Clone)]
 pub struct Listed {
     pub meta: Arc<ObjectMeta>,
-    /// Body bytes.
+    /// Body bytes (0 for a suspended entry).
     pub size: u64,
     pub hits: u64,
-    /// Only in the disk tier (its body is in its file).
-    pub disk_only: bool,
+    pub state: Held,
 }
 
 /// Counters of the tiers working together (the tiers count the rest themselves).
@@ -156,7 +178,15 @@ fn run_blocking(job: impl FnOnce() + Send + 'static) {
 
 impl Tiers {
     /// `memory` alone, or over `disk`; disk hits up to `promote_max` body bytes are promoted.
-    pub fn new(memory: MemoryStore, disk: Option<DiskTier>, promote_max: u64) -> Self {
+    /// With a disk tier, objects evicted from memory that have a disk copy are not
+    /// suspended (the disk keeps them: the "morph" from memory to disk).
+    pub fn new(mut memory: MemoryStore, disk: Option<DiskTier>, promote_max: u64) -> Self {
+        if let Some(disk) = &disk {
+            let disk = disk.clone();
+            memory.set_kept_elsewhere(Box::new(move |meta: &ObjectMeta| {
+                disk.variants(&meta.key).iter().any(|e| e.meta.vary_key == meta.vary_key)
+            }));
+        }
         let promote_max = promote_max.min(memory.max_object());
         Self { memory, disk, promote_max, jobs: Arc::default(), counters: Arc::default() }
     }
@@ -180,6 +210,17 @@ impl Tiers {
     /// Looks `key` up in the memory tier (see [`MemoryStore::lookup`]).
     pub fn lookup(&self, key: &str, selects: impl Fn(&ObjectMeta) -> bool) -> Lookup {
         self.memory.lookup(key, selects)
+    }
+
+    /// The suspended entry of `key` matching the request (after a miss in both tiers); counts
+    /// a request on it. It has no body: it lends its validators and its history.
+    pub fn suspended(&self, key: &str, selects: impl Fn(&ObjectMeta) -> bool) -> Option<Arc<Suspended>> {
+        self.memory.lookup_suspended(key, selects)
+    }
+
+    /// Freshens a suspended entry's metadata after a 304 (it stays suspended).
+    pub fn freshen_suspended(&self, meta: Arc<ObjectMeta>) -> bool {
+        self.memory.freshen_suspended(meta)
     }
 
     /// Looks `key` up in the disk tier (after a memory miss) and opens the body, verified
@@ -326,21 +367,26 @@ impl Tiers {
         memory.max(self.purge(disk.forget_tag(tag)))
     }
 
-    /// Every variant of `key` in either tier, memory first (metadata only: disk bodies stay
-    /// in their files).
+    /// Every variant of `key` in either tier, memory first, then disk-only ones, then
+    /// suspended ones (metadata only: disk bodies stay in their files).
     pub fn listing(&self, key: &str) -> Vec<Listed> {
         let memory = self.memory.variants(key);
         let mut out: Vec<Listed> = memory
             .iter()
-            .map(|o| Listed { meta: Arc::clone(&o.meta), size: o.body.len(), hits: o.hits(), disk_only: false })
+            .map(|o| Listed { meta: Arc::clone(&o.meta), size: o.body.len(), hits: o.hits(), state: Held::Memory })
             .collect();
         for entry in self.disk_only(key, &memory) {
             out.push(Listed {
                 meta: Arc::clone(&entry.meta),
                 size: entry.body_len(),
                 hits: entry.hits(),
-                disk_only: true,
+                state: Held::Disk,
             });
+        }
+        for entry in self.memory.suspended_variants(key) {
+            if !out.iter().any(|l| l.meta.vary_key == entry.meta.vary_key) {
+                out.push(Listed { meta: Arc::clone(&entry.meta), size: 0, hits: entry.hits(), state: Held::Suspended });
+            }
         }
         out
     }
@@ -476,6 +522,36 @@ mod tests {
         assert_eq!((disk.stats().objects, tiers.stats().objects), (1, 1));
         assert!(disk.variants("t").is_empty());
         assert_eq!(tiers.pending_disk_jobs(), 0);
+    }
+
+    #[test]
+    fn objects_with_a_disk_copy_are_not_suspended_but_others_are() {
+        let dir = tempfile::tempdir().unwrap();
+        let with_etag = |key: &str| {
+            let o = object(key, &[b'x'; 4000]);
+            let mut meta = (*o.meta).clone();
+            meta.headers.insert(http::header::ETAG, http::HeaderValue::from_static("\"v1\""));
+            Object::new(Arc::new(meta), o.body.clone())
+        };
+        // Room for one object and a suspended entry, not two objects.
+        let capacity = with_etag("a").footprint() * 3 / 2;
+        let memory =
+            MemoryStore::new(capacity, capacity, crate::policy::build("lru", capacity).unwrap()).with_suspend(10);
+        let policy = crate::policy::build("lru", 1 << 24).unwrap();
+        let (disk, _) = DiskTier::open(dir.path(), 1 << 24, 1000, policy, WaterMarks::default()).unwrap();
+        let tiers = Tiers::new(memory, Some(disk), 1 << 20);
+        // No runtime: the write-through runs inline, so "a" is on disk when evicted.
+        tiers.insert(with_etag("a"));
+        tiers.insert(with_etag("b"));
+        assert_eq!(tiers.stats().evictions, 1);
+        assert_eq!(tiers.stats().suspended, 0, "the disk keeps a copy: nothing to suspend");
+        tiers.disk().unwrap().remove("b");
+        tiers.insert(with_etag("c"));
+        assert_eq!(tiers.stats().suspended, 1, "b had no disk copy left");
+        assert_eq!(tiers.listing("b")[0].state, Held::Suspended);
+        assert!(tiers.suspended("b", |_| true).is_some());
+        assert_eq!(tiers.remove("b"), 1);
+        assert_eq!(tiers.stats().suspended, 0);
     }
 
     #[tokio::test]

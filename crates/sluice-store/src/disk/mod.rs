@@ -223,6 +223,7 @@ impl DiskStats {
             insertions: self.insertions,
             evictions: self.evictions,
             rejected_too_large: self.rejected_too_large,
+            ..StoreStats::default()
         }
     }
 }
