@@ -248,7 +248,7 @@ impl Injection for Pushing {
         }
         let object = Object::new(Arc::new(meta), StoredBody::new(chunks));
         let footprint = object.footprint();
-        match store.insert(object) {
+        match store.insert_with(object, sluice_store::Admit::Bypass) {
             Some(stored) => Ok(info(&stored, clock.now())),
             None => Err(CacheError::TooLarge { size: footprint, max }),
         }

@@ -80,7 +80,10 @@ impl State {
             .with_admission(admission)
             .with_suspend(config.cache.suspend_entries());
         let disk = crate::tiers_open::open_disk(&config.cache).map_err(StateError)?;
-        let store = Arc::new(Tiers::new(memory, disk, config.cache.disk.promote_max.0));
+        let store = Arc::new(
+            Tiers::new(memory, disk, config.cache.disk.promote_max.0)
+                .with_promote_min_hits(config.cache.disk.promote_min_hits),
+        );
         routes.watch_files(&store).map_err(StateError)?;
         let name = config.cache.name.clone();
         let heuristic =

@@ -19,7 +19,7 @@
 use bytes::Bytes;
 use parking_lot::Mutex;
 use sluice_store::disk::{DiskBody, DiskLookup, DiskStats, DiskTier, ReadError};
-use sluice_store::{Lookup, MemoryStore, Object, ObjectMeta, StoreStats, StoredBody, Suspended};
+use sluice_store::{Admit, Lookup, MemoryStore, Object, ObjectMeta, StoreStats, StoredBody, Suspended};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
@@ -30,7 +30,8 @@ pub enum DiskHit {
     /// Found, verified and read into memory (and promoted into the memory tier when it
     /// accepted it).
     Loaded(Arc<Object>),
-    /// Found and verified; too large to promote: stream `body` from its file.
+    /// Found and verified; too large to promote, or not hit often enough yet: stream `body`
+    /// from its file.
     Open { meta: Arc<ObjectMeta>, body: DiskBody },
     /// The key is on disk but no variant matches the request.
     VaryMiss,
@@ -155,6 +156,8 @@ pub struct Tiers {
     disk: Option<DiskTier>,
     /// Largest body a disk hit is promoted with.
     promote_max: u64,
+    /// Disk hits (since written or recovered) an object needs before it is promoted.
+    promote_min_hits: u64,
     jobs: Arc<Jobs>,
     counters: Arc<TierCounters>,
 }
@@ -188,7 +191,14 @@ impl Tiers {
             }));
         }
         let promote_max = promote_max.min(memory.max_object());
-        Self { memory, disk, promote_max, jobs: Arc::default(), counters: Arc::default() }
+        Self { memory, disk, promote_max, promote_min_hits: 1, jobs: Arc::default(), counters: Arc::default() }
+    }
+
+    /// Promotes a disk object only from its `hits`-th disk hit on (1, the default: on the
+    /// first); earlier hits stream it from its file.
+    pub fn with_promote_min_hits(mut self, hits: u64) -> Self {
+        self.promote_min_hits = hits.max(1);
+        self
     }
 
     /// The memory tier.
@@ -225,8 +235,10 @@ impl Tiers {
 
     /// Looks `key` up in the disk tier (after a memory miss) and opens the body, verified
     /// before any byte of it is handed out. A corrupt entry is dropped by the tier and is a
-    /// [`DiskHit::Miss`]. Bodies up to the promotion limit are read and promoted into
-    /// memory ([`DiskHit::Loaded`]); larger ones are left to stream ([`DiskHit::Open`]).
+    /// [`DiskHit::Miss`]. Bodies up to the promotion limit of objects hit at least
+    /// `promote_min_hits` times on disk are read and promoted into memory
+    /// ([`DiskHit::Loaded`]; the memory tier's admission rule still applies); the others are
+    /// left to stream ([`DiskHit::Open`]).
     pub async fn lookup_disk(&self, key: &str, selects: impl Fn(&ObjectMeta) -> bool) -> DiskHit {
         let Some(disk) = &self.disk else { return DiskHit::Miss };
         let mark = self.jobs.guard(key);
@@ -246,6 +258,7 @@ impl Tiers {
             DiskLookup::Miss => return DiskHit::Miss,
         };
         let meta = Arc::clone(&entry.meta);
+        let hot = entry.hits() >= self.promote_min_hits;
         let body = match disk.open_body_async(entry).await {
             Ok(body) => body,
             Err(e) => {
@@ -258,7 +271,7 @@ impl Tiers {
             }
         };
         self.counters.disk_hits.fetch_add(1, Relaxed);
-        if body.len() > self.promote_max {
+        if body.len() > self.promote_max || !hot {
             return DiskHit::Open { meta, body };
         }
         let read = tokio::task::spawn_blocking(move || body.read_all()).await;
@@ -298,12 +311,18 @@ impl Tiers {
     /// writes it to disk in the background. Returns the stored object, or `None` when
     /// neither tier accepts it.
     pub fn insert(&self, object: Object) -> Option<Arc<Object>> {
-        let Some(disk) = &self.disk else { return self.memory.insert(object) };
+        self.insert_with(object, Admit::Judge)
+    }
+
+    /// [`Tiers::insert`], asking the memory tier's admission rule or not (`Admit::Bypass`
+    /// for content an operator pushes). The disk tier stores what it accepts either way.
+    pub fn insert_with(&self, object: Object, admit: Admit) -> Option<Arc<Object>> {
+        let Some(disk) = &self.disk else { return self.memory.insert_with(object, admit) };
         if object.body.len() > disk.max_object() {
-            return self.memory.insert(object);
+            return self.memory.insert_with(object, admit);
         }
         let spare = object.with_meta(Arc::clone(&object.meta));
-        let stored = self.memory.insert(object).unwrap_or_else(|| Arc::new(spare));
+        let stored = self.memory.insert_with(object, admit).unwrap_or_else(|| Arc::new(spare));
         self.write_through(disk, Arc::clone(&stored));
         Some(stored)
     }
