@@ -23,8 +23,10 @@ pub struct Metrics {
     pub aborted: AtomicU64,
     /// Expiry sweeps run (periodic and `POST /cache/sweep`).
     pub sweep_runs: AtomicU64,
-    /// Objects removed by expiry sweeps.
+    /// Objects removed by expiry sweeps from the memory tier (and suspended entries).
     pub sweep_removed: AtomicU64,
+    /// Objects removed by expiry sweeps from the disk tier.
+    pub sweep_disk_removed: AtomicU64,
     /// Suspended entries the origin confirmed (304) for a conditional client.
     pub suspended_revalidations: AtomicU64,
 }
@@ -131,8 +133,14 @@ impl Metrics {
         metric(
             "sluice_sweep_removed_total",
             "counter",
-            "Stale, idle objects removed by expiry sweeps.",
+            "Stale, idle objects removed from the memory tier by expiry sweeps.",
             &one(self.sweep_removed.load(Relaxed)),
+        );
+        metric(
+            "sluice_sweep_disk_removed_total",
+            "counter",
+            "Stale, idle objects removed from the disk tier by expiry sweeps.",
+            &one(self.sweep_disk_removed.load(Relaxed)),
         );
         metric("sluice_cache_objects", "gauge", "Objects in the memory tier.", &one(store.objects));
         metric("sluice_cache_bytes", "gauge", "Bytes in the memory tier.", &one(store.bytes));
@@ -200,6 +208,7 @@ impl Metrics {
             "sweep": {
                 "runs": self.sweep_runs.load(Relaxed),
                 "removed": self.sweep_removed.load(Relaxed),
+                "disk_removed": self.sweep_disk_removed.load(Relaxed),
             },
             "cache": {
                 "objects": store.objects,

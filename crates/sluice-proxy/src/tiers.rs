@@ -19,7 +19,7 @@
 use bytes::Bytes;
 use parking_lot::Mutex;
 use sluice_store::disk::{DiskBody, DiskLookup, DiskStats, DiskTier, ReadError};
-use sluice_store::{Admit, Lookup, MemoryStore, Object, ObjectMeta, StoreStats, StoredBody, Suspended};
+use sluice_store::{Admit, Lookup, MemoryStore, Object, ObjectMeta, StoreStats, StoredBody, Suspended, SweepReport};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
@@ -427,6 +427,21 @@ impl Tiers {
     fn disk_only(&self, key: &str, memory: &[Arc<Object>]) -> Vec<Arc<sluice_store::disk::DiskEntry>> {
         let Some(disk) = &self.disk else { return Vec::new() };
         disk.variants(key).into_iter().filter(|e| !memory.iter().any(|o| o.meta.vary_key == e.meta.vary_key)).collect()
+    }
+
+    /// Expiry processing for the disk tier (docs/store.md, "Expiry processing"): removes the
+    /// disk objects `rule` judges removable at `now`, counting as hits both the disk entry's
+    /// and its memory copy's, so an object kept busy in memory keeps its disk copy too. The
+    /// index forgets them at once; their files are deleted in the background. `None` without
+    /// a disk tier.
+    pub fn sweep_disk(&self, now: std::time::SystemTime, rule: &sluice_store::SweepRule) -> Option<SweepReport> {
+        let disk = self.disk.as_ref()?;
+        let memory_hits = |meta: &ObjectMeta| -> u64 {
+            self.memory.variants(&meta.key).iter().filter(|o| o.meta.vary_key == meta.vary_key).map(|o| o.hits()).sum()
+        };
+        let (report, purge) = disk.sweep(now, rule, memory_hits);
+        self.purge(purge);
+        Some(report)
     }
 
     /// Every variant of `key` in the memory tier (see [`MemoryStore::variants`]).
