@@ -152,7 +152,8 @@ impl Jobs {
 
 /// The memory tier and, when configured, the disk tier. Safe to share between threads.
 pub struct Tiers {
-    memory: MemoryStore,
+    /// Shared with the background disk writes (see [`Tiers::insert`]).
+    memory: Arc<MemoryStore>,
     disk: Option<DiskTier>,
     /// Largest body a disk hit is promoted with.
     promote_max: u64,
@@ -191,6 +192,7 @@ impl Tiers {
             }));
         }
         let promote_max = promote_max.min(memory.max_object());
+        let memory = Arc::new(memory);
         Self { memory, disk, promote_max, promote_min_hits: 1, jobs: Arc::default(), counters: Arc::default() }
     }
 
@@ -333,10 +335,18 @@ impl Tiers {
         self.jobs.started();
         self.counters.disk_writes.fetch_add(1, Relaxed);
         let (disk, jobs, counters) = (disk.clone(), Arc::clone(&self.jobs), Arc::clone(&self.counters));
+        let memory = Arc::clone(&self.memory);
         run_blocking(move || {
-            if let Err(why) = disk.insert(&object) {
-                counters.disk_writes_not_stored.fetch_add(1, Relaxed);
-                tracing::debug!("{key} not written to disk: {why:?}");
+            match disk.insert(&object) {
+                // Evicted from memory before the copy landed: it may have been suspended
+                // meanwhile, which the disk copy makes pointless.
+                Ok(_) => {
+                    memory.drop_suspended(&object.meta);
+                }
+                Err(why) => {
+                    counters.disk_writes_not_stored.fetch_add(1, Relaxed);
+                    tracing::debug!("{key} not written to disk: {why:?}");
+                }
             }
             if jobs.unguard(&key, mark) {
                 // Removed while being written: the removal did not see this copy.

@@ -61,6 +61,9 @@ async fn water_marks_hold_under_concurrent_load() {
             c.cache.disk.max_entries = Some(DISK_ENTRIES);
             c.cache.disk.high_water = 0.9;
             c.cache.disk.low_water = 0.7;
+            // Objects above 32 KiB are kept in memory only, so evicting them (with an ETag)
+            // suspends them.
+            c.cache.disk.max_object = Some(Size(32 * 1024));
         })
         .await,
     );
@@ -118,13 +121,14 @@ async fn water_marks_hold_under_concurrent_load() {
     assert!(cache["evictions"].as_u64().unwrap() > 0, "the memory tier was full: {cache}");
     assert!(disk["evictions"].as_u64().unwrap() > 0, "the disk tier was full: {disk}");
     assert!(stats["hits"].as_u64().unwrap() > 0, "{stats}");
+    assert!(cache["suspensions"].as_u64().unwrap() > 0, "memory-only objects were suspended: {cache}");
     // The tiers' own figures agree with /stats after the load.
     let memory = h.proxy.state.store.stats();
     assert!(memory.bytes <= memory.capacity);
     let tier = h.proxy.state.store.disk_stats().unwrap();
     assert!(tier.bytes <= tier.high_water_bytes && tier.objects <= (DISK_ENTRIES as f64 * 0.9) as u64);
     println!(
-        "load: {} requests, {} hits, {samples} samples; memory {} B / {MEMORY} B, {} evictions, {} suspended; disk {} B / {} B high, {} objects, {} evictions",
-        stats["requests"], stats["hits"], memory.bytes, memory.evictions, memory.suspended, tier.bytes, tier.high_water_bytes, tier.objects, tier.evictions
+        "load: {} requests, {} hits, {samples} samples; memory {} B / {MEMORY} B, {} evictions, {} suspensions, {} suspended; disk {} B / {} B high, {} objects, {} evictions",
+        stats["requests"], stats["hits"], memory.bytes, memory.evictions, memory.suspensions, memory.suspended, tier.bytes, tier.high_water_bytes, tier.objects, tier.evictions
     );
 }

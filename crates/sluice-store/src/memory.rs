@@ -191,6 +191,17 @@ impl MemoryStore {
         true
     }
 
+    /// Drops the suspended entry of `meta`'s variant, if any (another tier now holds the
+    /// object, e.g. a disk write that finished after the memory tier evicted it); true when
+    /// there was one.
+    pub fn drop_suspended(&self, meta: &ObjectMeta) -> bool {
+        let id = object_id(meta);
+        let mut inner = self.inner.lock();
+        let had = inner.suspended.get(id).is_some();
+        inner.unsuspend(&[id]);
+        had
+    }
+
     /// Stores `object` if the admission rule admits it (see [`MemoryStore::insert_with`]).
     pub fn insert(&self, object: Object) -> Option<Arc<Object>> {
         self.insert_with(object, Admit::Judge)
