@@ -161,6 +161,9 @@ impl MemoryStore {
     /// The suspended entry of `key` for which `selects` is true, counting a request on it.
     /// Call after a miss: a suspended entry has no body to serve.
     pub fn lookup_suspended(&self, key: &str, selects: impl Fn(&ObjectMeta) -> bool) -> Option<Arc<Suspended>> {
+        if self.suspend_max == 0 {
+            return None;
+        }
         let inner = self.inner.lock();
         let found = inner
             .suspended
