@@ -36,7 +36,7 @@ use sluice_http::vary;
 use sluice_http::CacheControl;
 use sluice_module::{LookupOutcome, LookupOverride, TxnInfo};
 use sluice_store::disk::DiskBody;
-use sluice_store::{Fill, Join, Leader, Lookup, Object, ObjectMeta, Outcome};
+use sluice_store::{Fill, Join, Leader, Lookup, Object, ObjectMeta, Outcome, Suspended};
 use std::sync::Arc;
 use std::time::SystemTime;
 
@@ -65,6 +65,8 @@ struct FetchSpec {
 enum Fetched {
     /// The origin confirmed the stale object (304); here it is, freshened and stored.
     Refreshed(Arc<Object>),
+    /// The origin confirmed a suspended entry (304): its freshened metadata, no body.
+    Confirmed(Arc<ObjectMeta>),
     /// A storable response; its body is filling (and will be stored when complete).
     Filling { meta: Arc<ObjectMeta>, fill: Arc<Fill> },
     /// A response that is not stored, streamed through; `detail` says why.
@@ -73,6 +75,39 @@ enum Fetched {
     ServeStale,
     /// A module answered at `req_out`.
     Local(Box<sluice_module::LocalResponse>),
+}
+
+/// What a conditional fetch validates: a stored object, or a suspended entry (metadata
+/// only; see docs/store.md, "Suspended objects").
+#[derive(Debug, Clone, Copy)]
+enum Stale<'a> {
+    Object(&'a Arc<Object>),
+    Suspended(&'a Arc<Suspended>),
+}
+
+impl<'a> Stale<'a> {
+    fn meta(self) -> &'a ObjectMeta {
+        match self {
+            Stale::Object(object) => &object.meta,
+            Stale::Suspended(entry) => &entry.meta,
+        }
+    }
+
+    /// The object with a body, which may be served stale.
+    fn object(self) -> Option<&'a Arc<Object>> {
+        match self {
+            Stale::Object(object) => Some(object),
+            Stale::Suspended(_) => None,
+        }
+    }
+}
+
+/// True when the client's own conditional (`If-None-Match`, `If-Modified-Since`) matches
+/// `meta`'s validators, so a 304 from the origin answers it without a body.
+fn client_matches(client: &request::Parts, meta: &ObjectMeta) -> bool {
+    (client.headers.contains_key(header::IF_NONE_MATCH) || client.headers.contains_key(header::IF_MODIFIED_SINCE))
+        && sluice_http::conditional::evaluate(&client.method, &client.headers, meta.status, &meta.headers)
+            == Precondition::NotModified
 }
 
 /// Serves a GET/HEAD through the cache.
@@ -111,6 +146,9 @@ pub async fn serve(
             DiskHit::Miss => {}
         }
     }
+    // Nothing with a body: a suspended entry may lend its validators and history.
+    let mut suspended =
+        if stored.is_none() { state.store.suspended(&key, |m| selects(m, &forward.client.headers)) } else { None };
     let mut reuse_verdict = stored.as_ref().map(|o| reuse::decide(&freshness(o, now), &req_cc, pragma));
     if !txn.modules.is_empty() {
         let outcome = match reuse_verdict {
@@ -126,6 +164,7 @@ pub async fn serve(
             LookupOverride::Keep => {}
             LookupOverride::ForceMiss => {
                 stored = None;
+                suspended = None;
                 reuse_verdict = None;
                 miss_reason = Fwd::Request;
             }
@@ -151,6 +190,11 @@ pub async fn serve(
     if req_cc.only_if_cached {
         return Err(ProxyError::new(Kind::NotCached, Side::Client, "only-if-cached and no usable stored response"));
     }
+    // A conditional client whose validators match a suspended entry's: ask the origin with
+    // them (a 304 needs no body). Any other client gets a full fetch (the entry's hits carry
+    // over to what is stored).
+    let revalidating = suspended.filter(|s| client_matches(&forward.client, &s.meta));
+    let validate = stored.as_ref().map(Stale::Object).or(revalidating.as_ref().map(Stale::Suspended));
     // A client insisting on a fresh answer does not share another request's fetch.
     let collapsible = !(req_cc.no_cache || pragma || req_cc.max_age == Some(0));
     let spec = spec(state, &forward, &key);
@@ -187,11 +231,19 @@ pub async fn serve(
     } else {
         None
     };
-    let fetched =
-        crate::service::within_deadline(state, fetch(state, &spec, &req_cc, stored.as_ref(), leader, Some(&mut *txn)))
-            .await;
-    let fwd_reason = if stored.is_some() { Fwd::Stale } else { miss_reason };
-    let refresh = stored.is_some();
+    let mut fetched =
+        crate::service::within_deadline(state, fetch(state, &spec, &req_cc, validate, leader, Some(&mut *txn))).await;
+    if let Ok(Fetched::Confirmed(meta)) = &fetched {
+        state.metrics.suspended_revalidations.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        if let Some(response) = confirmed(state, txn, &forward.client, meta) {
+            return Ok(response);
+        }
+        // The freshened validators no longer match the client's: fetch the body.
+        fetched =
+            crate::service::within_deadline(state, fetch(state, &spec, &req_cc, None, None, Some(&mut *txn))).await;
+    }
+    let refresh = validate.is_some();
+    let fwd_reason = if refresh { Fwd::Stale } else { miss_reason };
     let now = state.clock.now();
     match fetched {
         Err(err) => {
@@ -201,6 +253,9 @@ pub async fn serve(
             Err(err)
         }
         Ok(Fetched::Local(local)) => Ok(respond::local(state, *local)),
+        Ok(Fetched::Confirmed(_)) => {
+            Err(ProxyError::new(Kind::Internal, Side::Proxy, "an unconditional fetch was answered as a validation"))
+        }
         Ok(Fetched::ServeStale) => {
             let object = stored.as_ref().expect("ServeStale only with a stored object");
             Ok(hit(state, txn, &forward.client, object, now, ResultCode::RefreshFailOld, None))
@@ -296,6 +351,28 @@ fn meta_freshness(meta: &ObjectMeta, now: SystemTime) -> StoredFreshness<'_> {
     StoredFreshness { lifetime: meta.lifetime, age: meta.age(now), response_cc: &meta.cc }
 }
 
+/// The 304 for a conditional client after the origin confirmed a suspended entry
+/// (`TCP_REFRESH_UNMODIFIED`, `Cache-Status: fwd=stale; fwd-status=304; detail=suspended`);
+/// `None` when the freshened metadata no longer satisfies the client's conditional (there is
+/// no body to send instead).
+fn confirmed(state: &State, txn: &mut Txn, client: &request::Parts, meta: &ObjectMeta) -> Option<Response<ProxyBody>> {
+    let now = state.clock.now();
+    let cs = CacheStatus {
+        fwd: Some(Fwd::Stale),
+        fwd_status: Some(304),
+        ttl: Some(meta_freshness(meta, now).ttl_secs()),
+        detail: Some("suspended"),
+        ..Default::default()
+    };
+    let empty = sluice_store::StoredBody::new(Vec::new());
+    let (response, pre) = respond::from_object(state, client, meta, ObjectBody::Stored(&empty), &cs, now);
+    if pre != Precondition::NotModified {
+        return None;
+    }
+    txn.code = ResultCode::RefreshUnmodified;
+    Some(response)
+}
+
 /// A fresh hit streamed from its file in the disk tier (too large to promote).
 fn disk_stream_hit(
     state: &State,
@@ -345,7 +422,7 @@ fn revalidate_in_background(state: &Arc<State>, spec: FetchSpec, stale: Arc<Obje
     let Join::Leader(leader) = state.collapser.join(&spec.key) else { return };
     let state = Arc::clone(state);
     tokio::spawn(async move {
-        if let Err(e) = fetch(&state, &spec, &req_cc, Some(&stale), Some(leader), None).await {
+        if let Err(e) = fetch(&state, &spec, &req_cc, Some(Stale::Object(&stale)), Some(leader), None).await {
             tracing::info!("background revalidation of {} failed: {e}", spec.uri);
         }
     });
@@ -363,12 +440,14 @@ const CLIENT_ONLY: [header::HeaderName; 6] = [
     header::RANGE,
 ];
 
-/// Fetches from the origin for the cache: a GET, conditional when `stale` is given.
+/// Fetches from the origin for the cache: a GET, conditional when `stale` is given (a stored
+/// object, or a suspended entry whose 304 freshens its metadata and gives
+/// [`Fetched::Confirmed`]).
 async fn fetch(
     state: &Arc<State>,
     spec: &FetchSpec,
     req_cc: &CacheControl,
-    stale: Option<&Arc<Object>>,
+    stale: Option<Stale<'_>>,
     mut leader: Option<Leader>,
     mut txn: Option<&mut Txn>,
 ) -> Result<Fetched, ProxyError> {
@@ -380,8 +459,8 @@ async fn fetch(
         for name in &CLIENT_ONLY {
             headers.remove(name);
         }
-        if let Some(object) = validating {
-            sluice_http::validation::add_validators(&mut headers, &object.meta.headers);
+        if let Some(validated) = validating {
+            sluice_http::validation::add_validators(&mut headers, &validated.meta().headers);
         }
         let mut parts = origin_request(&spec.uri, Method::GET, headers)?;
         if let Some(txn) = txn.as_mut() {
@@ -393,7 +472,7 @@ async fn fetch(
         let origin = match crate::source::send(state, &spec.target, Request::from_parts(parts, OutBody::Empty)).await {
             Ok(origin) => origin,
             Err(err) => {
-                if let Some(object) = stale {
+                if let Some(object) = stale.and_then(Stale::object) {
                     if err.is_origin_failure()
                         && reuse::stale_if_error_allows(&freshness(object, state.clock.now()), req_cc)
                     {
@@ -403,9 +482,13 @@ async fn fetch(
                 return Err(err);
             }
         };
-        let unselected_304 = validating.is_some_and(|object| {
+        let unselected_304 = validating.is_some_and(|validated| {
             origin.response.status() == StatusCode::NOT_MODIFIED
-                && !sluice_http::validation::not_modified_selects(&object.meta.headers, origin.response.headers(), true)
+                && !sluice_http::validation::not_modified_selects(
+                    &validated.meta().headers,
+                    origin.response.headers(),
+                    true,
+                )
         });
         if unselected_304 {
             validating = None;
@@ -422,11 +505,19 @@ async fn fetch(
     if let Some(txn) = txn.as_mut() {
         txn.phase(false, |m, info| m.origin_resp_headers(info, &mut parts)).await?;
     }
-    if let Some(object) = validating {
+    if let Some(validated) = validating {
         if parts.status == StatusCode::NOT_MODIFIED {
-            let mut headers = object.meta.headers.clone();
+            let mut headers = validated.meta().headers.clone();
             sluice_http::validation::freshen_from_304(&mut headers, &parts.headers);
-            let meta = build_meta(state, spec, object.meta.status, headers, request_time, response_time);
+            let meta = build_meta(state, spec, validated.meta().status, headers, request_time, response_time);
+            let Stale::Object(object) = validated else {
+                let meta = Arc::new(meta);
+                state.store.freshen_suspended(Arc::clone(&meta));
+                if let Some(leader) = leader.as_mut() {
+                    leader.publish(Outcome::NotShareable);
+                }
+                return Ok(Fetched::Confirmed(meta));
+            };
             let fresh = object.with_meta(Arc::new(meta));
             let stored =
                 state.store.insert(fresh).unwrap_or_else(|| Arc::new(object.with_meta(Arc::clone(&object.meta))));
@@ -436,8 +527,10 @@ async fn fetch(
             return Ok(Fetched::Refreshed(stored));
         }
         let failed = matches!(parts.status.as_u16(), 500 | 502 | 503 | 504);
-        if failed && reuse::stale_if_error_allows(&freshness(object, state.clock.now()), req_cc) {
-            return Ok(Fetched::ServeStale);
+        if let Some(object) = validated.object().filter(|_| failed) {
+            if reuse::stale_if_error_allows(&freshness(object, state.clock.now()), req_cc) {
+                return Ok(Fetched::ServeStale);
+            }
         }
     }
     let cc = directives(state, spec).cache_control(&parts.headers);

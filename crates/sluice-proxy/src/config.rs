@@ -213,8 +213,43 @@ pub struct CacheConfig {
     /// A stale object past grace with fewer hits per hour than this is removed; busier
     /// ones are kept for revalidation. 0 keeps every object that had a hit.
     pub sweep_min_hits_per_hour: f64,
+    /// Suspend evicted objects that have validators (`ETag`, `Last-Modified`) and no disk
+    /// copy: keep their metadata without the body, so a conditional client request
+    /// revalidates with the origin (a 304) instead of fetching the body again.
+    pub suspend: bool,
+    /// Most suspended entries kept (oldest dropped first); each costs its metadata, a few
+    /// hundred bytes, charged to `memory`.
+    pub suspend_max_entries: u64,
+    /// Which new objects the memory tier stores: `always`, `second-hit` (on the second
+    /// miss within `admission_window` first misses) or `tinylfu` (when requested more often
+    /// than the object it would evict).
+    pub admission: String,
+    /// Keys the `second-hit` doorkeeper remembers (and the TinyLFU sketch's initial size).
+    pub admission_window: u64,
     /// The disk tier (`[cache.disk]`); none unless `dir` is set.
     pub disk: crate::disk_config::DiskCacheConfig,
+}
+
+impl CacheConfig {
+    /// The admission rule `admission` names; `Err` names the valid values.
+    pub fn admission_rule(&self) -> Result<sluice_store::AdmissionRule, String> {
+        let window = usize::try_from(self.admission_window).unwrap_or(usize::MAX);
+        match self.admission.as_str() {
+            "always" => Ok(sluice_store::AdmissionRule::Always),
+            "second-hit" => Ok(sluice_store::AdmissionRule::SecondHit { window }),
+            "tinylfu" => Ok(sluice_store::AdmissionRule::TinyLfu { expected: window }),
+            other => Err(format!("cache.admission: unknown rule {other:?}; valid: always, second-hit, tinylfu")),
+        }
+    }
+
+    /// Suspended entries the memory tier may keep (0 when `suspend` is off).
+    pub fn suspend_entries(&self) -> usize {
+        if self.suspend {
+            usize::try_from(self.suspend_max_entries).unwrap_or(usize::MAX)
+        } else {
+            0
+        }
+    }
 }
 
 impl Default for CacheConfig {
@@ -234,6 +269,10 @@ impl Default for CacheConfig {
             sweep_interval: Dur(Duration::from_secs(60)),
             sweep_grace: Dur(Duration::from_secs(600)),
             sweep_min_hits_per_hour: 1.0,
+            suspend: true,
+            suspend_max_entries: 10_000,
+            admission: "always".to_owned(),
+            admission_window: 100_000,
             disk: crate::disk_config::DiskCacheConfig::default(),
         }
     }
@@ -532,6 +571,10 @@ impl Config {
             ));
         }
         self.cache.disk.validate().map_err(ConfigError::Invalid)?;
+        self.cache.admission_rule().map_err(ConfigError::Invalid)?;
+        if self.cache.admission_window == 0 {
+            return invalid("cache.admission_window must be more than 0".into());
+        }
         if self.cache.name.is_empty()
             || !self.cache.name.bytes().all(|b| b.is_ascii_alphanumeric() || b"-._".contains(&b))
         {
@@ -594,6 +637,21 @@ mod tests {
         assert!(err.to_string().contains("esi_hosts without esi"), "{err}");
         let err = Config::parse(&format!("{route}esi = true\nesi_hosts = [\"x:80\"]\n")).unwrap_err();
         assert!(err.to_string().contains("plain host name"), "{err}");
+    }
+
+    #[test]
+    fn suspend_and_admission_keys_have_defaults_and_are_validated() {
+        let c = Config::parse("").unwrap();
+        assert!(c.cache.suspend);
+        assert_eq!(c.cache.suspend_entries(), 10_000);
+        assert_eq!(c.cache.admission_rule(), Ok(sluice_store::AdmissionRule::Always));
+        let c = Config::parse("[cache]\nsuspend = false\nadmission = \"second-hit\"\nadmission_window = 10\n").unwrap();
+        assert_eq!(c.cache.suspend_entries(), 0);
+        assert_eq!(c.cache.admission_rule(), Ok(sluice_store::AdmissionRule::SecondHit { window: 10 }));
+        let err = Config::parse("[cache]\nadmission = \"sometimes\"\n").unwrap_err();
+        assert!(err.to_string().contains("cache.admission"), "{err}");
+        let err = Config::parse("[cache]\nadmission_window = 0\n").unwrap_err();
+        assert!(err.to_string().contains("admission_window"), "{err}");
     }
 
     #[test]

@@ -7,7 +7,7 @@ use crate::clock::SharedClock;
 use crate::content_fetch::{self, Purpose};
 use crate::meta::{Directives, Received};
 use crate::state::State;
-use crate::tiers::Tiers;
+use crate::tiers::{Held, Tiers};
 use bytes::Bytes;
 use http::{header, HeaderMap, HeaderValue, StatusCode};
 use sluice_http::freshness::Heuristic;
@@ -89,7 +89,7 @@ fn info(object: &Object, now: SystemTime) -> ObjectInfo {
     info_of(&object.meta, object.body.len(), object.hits(), now)
 }
 
-fn info_of(meta: &ObjectMeta, size: u64, hits: u64, now: SystemTime) -> ObjectInfo {
+pub(crate) fn info_of(meta: &ObjectMeta, size: u64, hits: u64, now: SystemTime) -> ObjectInfo {
     ObjectInfo {
         key: meta.key.clone(),
         status: meta.status,
@@ -106,7 +106,14 @@ fn info_of(meta: &ObjectMeta, size: u64, hits: u64, now: SystemTime) -> ObjectIn
 impl CacheApi for Content {
     fn query(&self, url: &str) -> Result<Vec<ObjectInfo>, CacheError> {
         let now = self.clock.now();
-        Ok(self.store.listing(&key_of(url)?).iter().map(|l| info_of(&l.meta, l.size, l.hits, now)).collect())
+        // Suspended entries have no body to read: modules see stored objects only (the
+        // admin API lists them with their state).
+        let listing = self.store.listing(&key_of(url)?);
+        Ok(listing
+            .iter()
+            .filter(|l| l.state != Held::Suspended)
+            .map(|l| info_of(&l.meta, l.size, l.hits, now))
+            .collect())
     }
 
     fn delete(&self, url: &str) -> Result<usize, CacheError> {
@@ -241,7 +248,7 @@ impl Injection for Pushing {
         }
         let object = Object::new(Arc::new(meta), StoredBody::new(chunks));
         let footprint = object.footprint();
-        match store.insert(object) {
+        match store.insert_with(object, sluice_store::Admit::Bypass) {
             Some(stored) => Ok(info(&stored, clock.now())),
             None => Err(CacheError::TooLarge { size: footprint, max }),
         }

@@ -35,6 +35,9 @@ pub struct DiskCacheConfig {
     /// Verified object files kept open for later disk hits, which then open and check
     /// nothing (like nginx's `open_file_cache`). Each costs a descriptor; 0 keeps none.
     pub open_files: usize,
+    /// Disk hits an object needs (counted since it was written or recovered) before it is
+    /// promoted; until then it is streamed from its file. 1: promote on the first hit.
+    pub promote_min_hits: u64,
     /// Replacement policy of the disk tier. `None`: `cache.policy`.
     pub policy: Option<String>,
 }
@@ -51,6 +54,7 @@ impl Default for DiskCacheConfig {
             promote_max: Size(1 << 20),
             sendfile: true,
             open_files: 1024,
+            promote_min_hits: 1,
             policy: None,
         }
     }
@@ -67,6 +71,9 @@ impl DiskCacheConfig {
         }
         if self.size.0 == 0 {
             return Err("cache.disk.size must be more than 0".into());
+        }
+        if self.promote_min_hits == 0 {
+            return Err("cache.disk.promote_min_hits must be at least 1".into());
         }
         if self.max_entries == Some(0) {
             return Err("cache.disk.max_entries must be more than 0".into());
@@ -118,6 +125,8 @@ mod tests {
         assert!(water.validate().unwrap_err().contains("water"));
         let size = DiskCacheConfig { size: Size(0), ..base.clone() };
         assert!(size.validate().unwrap_err().contains("cache.disk.size"));
+        let promote = DiskCacheConfig { promote_min_hits: 0, ..base.clone() };
+        assert!(promote.validate().unwrap_err().contains("promote_min_hits"));
         let policy = DiskCacheConfig { policy: Some("nope".into()), ..base };
         assert!(policy.validate().unwrap_err().contains("cache.disk.policy"));
     }

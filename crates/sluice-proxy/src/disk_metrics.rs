@@ -82,6 +82,7 @@ pub fn json(tiers: &Tiers) -> Option<serde_json::Value> {
         "insertions": d.insertions,
         "evictions": d.evictions,
         "removals": d.removals,
+        "swept": d.swept,
         "writes": c.disk_writes.load(Relaxed),
         "writes_not_stored": c.disk_writes_not_stored.load(Relaxed),
         "rejected_too_large": d.rejected_too_large,

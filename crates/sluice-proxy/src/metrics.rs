@@ -23,7 +23,7 @@ pub struct Metrics {
     pub aborted: AtomicU64,
     /// Expiry sweeps run (periodic and `POST /cache/sweep`).
     pub sweep_runs: AtomicU64,
-    /// Objects removed by expiry sweeps.
+    /// Objects removed by expiry sweeps from the memory tier (and suspended entries).
     pub sweep_removed: AtomicU64,
     /// Responses assembled from ESI templates (pages; nested fragments not counted).
     pub esi_pages: AtomicU64,
@@ -31,6 +31,10 @@ pub struct Metrics {
     pub esi_includes: AtomicU64,
     /// ESI includes that produced nothing (`src` and `alt` failed, or a limit was hit).
     pub esi_include_errors: AtomicU64,
+    /// Objects removed by expiry sweeps from the disk tier.
+    pub sweep_disk_removed: AtomicU64,
+    /// Suspended entries the origin confirmed (304) for a conditional client.
+    pub suspended_revalidations: AtomicU64,
 }
 
 impl Metrics {
@@ -135,7 +139,7 @@ impl Metrics {
         metric(
             "sluice_sweep_removed_total",
             "counter",
-            "Stale, idle objects removed by expiry sweeps.",
+            "Stale, idle objects removed from the memory tier by expiry sweeps.",
             &one(self.sweep_removed.load(Relaxed)),
         );
         metric(
@@ -156,11 +160,47 @@ impl Metrics {
             "ESI includes that failed (src and alt) and were omitted.",
             &one(self.esi_include_errors.load(Relaxed)),
         );
+        metric(
+            "sluice_sweep_disk_removed_total",
+            "counter",
+            "Stale, idle objects removed from the disk tier by expiry sweeps.",
+            &one(self.sweep_disk_removed.load(Relaxed)),
+        );
         metric("sluice_cache_objects", "gauge", "Objects in the memory tier.", &one(store.objects));
         metric("sluice_cache_bytes", "gauge", "Bytes in the memory tier.", &one(store.bytes));
         metric("sluice_cache_capacity_bytes", "gauge", "Capacity of the memory tier.", &one(store.capacity));
         metric("sluice_cache_insertions_total", "counter", "Objects stored.", &one(store.insertions));
         metric("sluice_cache_evictions_total", "counter", "Objects evicted by the policy.", &one(store.evictions));
+        metric(
+            "sluice_cache_rejected_admission_total",
+            "counter",
+            "New objects the admission rule did not store.",
+            &one(store.rejected_admission),
+        );
+        metric(
+            "sluice_cache_suspended_objects",
+            "gauge",
+            "Suspended entries (metadata without a body) in the memory tier.",
+            &one(store.suspended),
+        );
+        metric(
+            "sluice_cache_suspended_bytes",
+            "gauge",
+            "Bytes charged for suspended entries (part of sluice_cache_bytes).",
+            &one(store.suspended_bytes),
+        );
+        metric(
+            "sluice_cache_suspensions_total",
+            "counter",
+            "Evictions that kept a suspended entry.",
+            &one(store.suspensions),
+        );
+        metric(
+            "sluice_cache_suspended_revalidations_total",
+            "counter",
+            "Suspended entries confirmed by the origin (304) for a conditional client.",
+            &one(self.suspended_revalidations.load(Relaxed)),
+        );
         out
     }
 
@@ -192,6 +232,7 @@ impl Metrics {
             "sweep": {
                 "runs": self.sweep_runs.load(Relaxed),
                 "removed": self.sweep_removed.load(Relaxed),
+                "disk_removed": self.sweep_disk_removed.load(Relaxed),
             },
             "esi": {
                 "pages": self.esi_pages.load(Relaxed),
@@ -205,6 +246,11 @@ impl Metrics {
                 "insertions": store.insertions,
                 "evictions": store.evictions,
                 "rejected_too_large": store.rejected_too_large,
+                "rejected_admission": store.rejected_admission,
+                "suspended": store.suspended,
+                "suspended_bytes": store.suspended_bytes,
+                "suspensions": store.suspensions,
+                "suspended_revalidations": self.suspended_revalidations.load(Relaxed),
             },
         })
     }

@@ -75,9 +75,15 @@ impl State {
         };
         let capacity = config.cache.memory.0;
         let policy = crate::policy::build(&config.cache.policy, capacity).map_err(StateError)?;
-        let memory = MemoryStore::new(capacity, config.cache.max_object.0, policy);
+        let admission = config.cache.admission_rule().map_err(StateError)?;
+        let memory = MemoryStore::new(capacity, config.cache.max_object.0, policy)
+            .with_admission(admission)
+            .with_suspend(config.cache.suspend_entries());
         let disk = crate::tiers_open::open_disk(&config.cache).map_err(StateError)?;
-        let store = Arc::new(Tiers::new(memory, disk, config.cache.disk.promote_max.0));
+        let store = Arc::new(
+            Tiers::new(memory, disk, config.cache.disk.promote_max.0)
+                .with_promote_min_hits(config.cache.disk.promote_min_hits),
+        );
         routes.watch_files(&store).map_err(StateError)?;
         let name = config.cache.name.clone();
         let heuristic =

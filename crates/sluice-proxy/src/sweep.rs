@@ -1,8 +1,7 @@
-//! Expiry processing: the periodic sweep of the memory tier (NICache), its admin trigger
+//! Expiry processing: the periodic sweep of both tiers (NICache), its admin trigger
 //! (`POST /cache/sweep`) and its counters. The rule is [`sluice_store::SweepRule`]; "now" is
-//! the proxy's injected clock, the interval is tokio time. The disk tier is not swept: it
-//! keeps its copies (bounded by its water marks), and a swept object found there again is
-//! revalidated like any stale hit.
+//! the proxy's injected clock, the interval is tokio time. The disk tier is swept first, so
+//! the hits of an object's memory copy still count for its disk copy.
 
 use crate::admin::{reply, AdminResponse};
 use crate::config::CacheConfig;
@@ -19,15 +18,47 @@ pub fn rule(cache: &CacheConfig) -> SweepRule {
     SweepRule { grace: cache.sweep_grace.0, min_hits_per_hour: cache.sweep_min_hits_per_hour }
 }
 
-/// Runs one sweep now and counts it in the metrics.
-pub fn run(state: &State) -> SweepReport {
-    let report = state.store.memory().sweep(state.clock.now(), &rule(&state.config.cache));
+/// What one sweep of both tiers did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Swept {
+    /// The memory tier (objects and suspended entries).
+    pub memory: SweepReport,
+    /// The disk tier; `None` without one.
+    pub disk: Option<SweepReport>,
+}
+
+/// Runs one sweep of both tiers now and counts it in the metrics. Blocking (short locks;
+/// the disk files are deleted in the background).
+pub fn run(state: &State) -> Swept {
+    let now = state.clock.now();
+    let rule = rule(&state.config.cache);
+    let disk = state.store.sweep_disk(now, &rule);
+    let memory = state.store.memory().sweep(now, &rule);
     state.metrics.sweep_runs.fetch_add(1, Relaxed);
-    state.metrics.sweep_removed.fetch_add(report.removed, Relaxed);
-    if report.removed > 0 {
-        tracing::debug!("expiry sweep removed {} objects ({} bytes)", report.removed, report.removed_bytes);
+    state.metrics.sweep_removed.fetch_add(memory.removed, Relaxed);
+    if let Some(disk) = &disk {
+        state.metrics.sweep_disk_removed.fetch_add(disk.removed, Relaxed);
     }
-    report
+    let disk_removed = disk.map_or(0, |d| d.removed);
+    if memory.removed + disk_removed > 0 {
+        tracing::debug!(
+            "expiry sweep removed {} objects ({} bytes) from memory, {disk_removed} from disk",
+            memory.removed,
+            memory.removed_bytes
+        );
+    }
+    Swept { memory, disk }
+}
+
+fn report_json(r: &SweepReport) -> serde_json::Value {
+    serde_json::json!({
+        "examined": r.examined,
+        "removed": r.removed,
+        "removed_bytes": r.removed_bytes,
+        "kept_fresh": r.kept_fresh,
+        "kept_grace": r.kept_grace,
+        "kept_busy": r.kept_busy,
+    })
 }
 
 /// Starts the periodic sweep, unless `cache.sweep_interval` is 0 or the cache is off. The
@@ -56,16 +87,13 @@ pub fn spawn(state: &Arc<State>, shutdown: &watch::Receiver<bool>, tasks: &mut J
     });
 }
 
-/// `POST /cache/sweep`: one sweep now; the report as JSON.
+/// `POST /cache/sweep`: one sweep now; the memory tier's report as JSON, with the disk
+/// tier's under `disk` when there is one.
 pub(crate) fn admin(state: &State) -> AdminResponse {
-    let r = run(state);
-    let json = serde_json::json!({
-        "examined": r.examined,
-        "removed": r.removed,
-        "removed_bytes": r.removed_bytes,
-        "kept_fresh": r.kept_fresh,
-        "kept_grace": r.kept_grace,
-        "kept_busy": r.kept_busy,
-    });
+    let swept = run(state);
+    let mut json = report_json(&swept.memory);
+    if let Some(disk) = &swept.disk {
+        json["disk"] = report_json(disk);
+    }
     reply(StatusCode::OK, "application/json", json.to_string())
 }

@@ -19,7 +19,7 @@
 use bytes::Bytes;
 use parking_lot::Mutex;
 use sluice_store::disk::{DiskBody, DiskLookup, DiskStats, DiskTier, ReadError};
-use sluice_store::{Lookup, MemoryStore, Object, ObjectMeta, StoreStats, StoredBody};
+use sluice_store::{Admit, Lookup, MemoryStore, Object, ObjectMeta, StoreStats, StoredBody, Suspended, SweepReport};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
@@ -30,7 +30,8 @@ pub enum DiskHit {
     /// Found, verified and read into memory (and promoted into the memory tier when it
     /// accepted it).
     Loaded(Arc<Object>),
-    /// Found and verified; too large to promote: stream `body` from its file.
+    /// Found and verified; too large to promote, or not hit often enough yet: stream `body`
+    /// from its file.
     Open { meta: Arc<ObjectMeta>, body: DiskBody },
     /// The key is on disk but no variant matches the request.
     VaryMiss,
@@ -38,15 +39,37 @@ pub enum DiskHit {
     Miss,
 }
 
+/// Where a listed variant is held.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Held {
+    /// In the memory tier (and possibly on disk too).
+    Memory,
+    /// Only in the disk tier (its body is in its file).
+    Disk,
+    /// Suspended: metadata only, no body anywhere (revalidated or fetched on its next
+    /// request).
+    Suspended,
+}
+
+impl Held {
+    /// The name the admin API shows.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Held::Memory => "memory",
+            Held::Disk => "disk",
+            Held::Suspended => "suspended",
+        }
+    }
+}
+
 /// One stored variant as a listing shows it (see [`Tiers::listing`]).
 #[derive(Debug, Clone)]
 pub struct Listed {
     pub meta: Arc<ObjectMeta>,
-    /// Body bytes.
+    /// Body bytes (0 for a suspended entry).
     pub size: u64,
     pub hits: u64,
-    /// Only in the disk tier (its body is in its file).
-    pub disk_only: bool,
+    pub state: Held,
 }
 
 /// Counters of the tiers working together (the tiers count the rest themselves).
@@ -131,10 +154,13 @@ impl Jobs {
 
 /// The memory tier and, when configured, the disk tier. Safe to share between threads.
 pub struct Tiers {
-    memory: MemoryStore,
+    /// Shared with the background disk writes (see [`Tiers::insert`]).
+    memory: Arc<MemoryStore>,
     disk: Option<DiskTier>,
     /// Largest body a disk hit is promoted with.
     promote_max: u64,
+    /// Disk hits (since written or recovered) an object needs before it is promoted.
+    promote_min_hits: u64,
     jobs: Arc<Jobs>,
     counters: Arc<TierCounters>,
 }
@@ -158,9 +184,25 @@ fn run_blocking(job: impl FnOnce() + Send + 'static) {
 
 impl Tiers {
     /// `memory` alone, or over `disk`; disk hits up to `promote_max` body bytes are promoted.
-    pub fn new(memory: MemoryStore, disk: Option<DiskTier>, promote_max: u64) -> Self {
+    /// With a disk tier, objects evicted from memory that have a disk copy are not
+    /// suspended (the disk keeps them: the "morph" from memory to disk).
+    pub fn new(mut memory: MemoryStore, disk: Option<DiskTier>, promote_max: u64) -> Self {
+        if let Some(disk) = &disk {
+            let disk = disk.clone();
+            memory.set_kept_elsewhere(Box::new(move |meta: &ObjectMeta| {
+                disk.variants(&meta.key).iter().any(|e| e.meta.vary_key == meta.vary_key)
+            }));
+        }
         let promote_max = promote_max.min(memory.max_object());
-        Self { memory, disk, promote_max, jobs: Arc::default(), counters: Arc::default() }
+        let memory = Arc::new(memory);
+        Self { memory, disk, promote_max, promote_min_hits: 1, jobs: Arc::default(), counters: Arc::default() }
+    }
+
+    /// Promotes a disk object only from its `hits`-th disk hit on (1, the default: on the
+    /// first); earlier hits stream it from its file.
+    pub fn with_promote_min_hits(mut self, hits: u64) -> Self {
+        self.promote_min_hits = hits.max(1);
+        self
     }
 
     /// The memory tier.
@@ -184,10 +226,23 @@ impl Tiers {
         self.memory.lookup(key, selects)
     }
 
+    /// The suspended entry of `key` matching the request (after a miss in both tiers); counts
+    /// a request on it. It has no body: it lends its validators and its history.
+    pub fn suspended(&self, key: &str, selects: impl Fn(&ObjectMeta) -> bool) -> Option<Arc<Suspended>> {
+        self.memory.lookup_suspended(key, selects)
+    }
+
+    /// Freshens a suspended entry's metadata after a 304 (it stays suspended).
+    pub fn freshen_suspended(&self, meta: Arc<ObjectMeta>) -> bool {
+        self.memory.freshen_suspended(meta)
+    }
+
     /// Looks `key` up in the disk tier (after a memory miss) and opens the body, verified
     /// before any byte of it is handed out. A corrupt entry is dropped by the tier and is a
-    /// [`DiskHit::Miss`]. Bodies up to the promotion limit are read and promoted into
-    /// memory ([`DiskHit::Loaded`]); larger ones are left to stream ([`DiskHit::Open`]).
+    /// [`DiskHit::Miss`]. Bodies up to the promotion limit of objects hit at least
+    /// `promote_min_hits` times on disk are read and promoted into memory
+    /// ([`DiskHit::Loaded`]; the memory tier's admission rule still applies); the others are
+    /// left to stream ([`DiskHit::Open`]).
     pub async fn lookup_disk(&self, key: &str, selects: impl Fn(&ObjectMeta) -> bool) -> DiskHit {
         let Some(disk) = &self.disk else { return DiskHit::Miss };
         let mark = self.jobs.guard(key);
@@ -207,6 +262,7 @@ impl Tiers {
             DiskLookup::Miss => return DiskHit::Miss,
         };
         let meta = Arc::clone(&entry.meta);
+        let hot = entry.hits() >= self.promote_min_hits;
         let body = match disk.open_body_async(entry).await {
             Ok(body) => body,
             Err(e) => {
@@ -219,7 +275,7 @@ impl Tiers {
             }
         };
         self.counters.disk_hits.fetch_add(1, Relaxed);
-        if body.len() > self.promote_max {
+        if body.len() > self.promote_max || !hot {
             return DiskHit::Open { meta, body };
         }
         let read = tokio::task::spawn_blocking(move || body.read_all()).await;
@@ -259,12 +315,18 @@ impl Tiers {
     /// writes it to disk in the background. Returns the stored object, or `None` when
     /// neither tier accepts it.
     pub fn insert(&self, object: Object) -> Option<Arc<Object>> {
-        let Some(disk) = &self.disk else { return self.memory.insert(object) };
+        self.insert_with(object, Admit::Judge)
+    }
+
+    /// [`Tiers::insert`], asking the memory tier's admission rule or not (`Admit::Bypass`
+    /// for content an operator pushes). The disk tier stores what it accepts either way.
+    pub fn insert_with(&self, object: Object, admit: Admit) -> Option<Arc<Object>> {
+        let Some(disk) = &self.disk else { return self.memory.insert_with(object, admit) };
         if object.body.len() > disk.max_object() {
-            return self.memory.insert(object);
+            return self.memory.insert_with(object, admit);
         }
         let spare = object.with_meta(Arc::clone(&object.meta));
-        let stored = self.memory.insert(object).unwrap_or_else(|| Arc::new(spare));
+        let stored = self.memory.insert_with(object, admit).unwrap_or_else(|| Arc::new(spare));
         self.write_through(disk, Arc::clone(&stored));
         Some(stored)
     }
@@ -275,10 +337,18 @@ impl Tiers {
         self.jobs.started();
         self.counters.disk_writes.fetch_add(1, Relaxed);
         let (disk, jobs, counters) = (disk.clone(), Arc::clone(&self.jobs), Arc::clone(&self.counters));
+        let memory = Arc::clone(&self.memory);
         run_blocking(move || {
-            if let Err(why) = disk.insert(&object) {
-                counters.disk_writes_not_stored.fetch_add(1, Relaxed);
-                tracing::debug!("{key} not written to disk: {why:?}");
+            match disk.insert(&object) {
+                // Evicted from memory before the copy landed: it may have been suspended
+                // meanwhile, which the disk copy makes pointless.
+                Ok(_) => {
+                    memory.drop_suspended(&object.meta);
+                }
+                Err(why) => {
+                    counters.disk_writes_not_stored.fetch_add(1, Relaxed);
+                    tracing::debug!("{key} not written to disk: {why:?}");
+                }
             }
             if jobs.unguard(&key, mark) {
                 // Removed while being written: the removal did not see this copy.
@@ -328,21 +398,26 @@ impl Tiers {
         memory.max(self.purge(disk.forget_tag(tag)))
     }
 
-    /// Every variant of `key` in either tier, memory first (metadata only: disk bodies stay
-    /// in their files).
+    /// Every variant of `key` in either tier, memory first, then disk-only ones, then
+    /// suspended ones (metadata only: disk bodies stay in their files).
     pub fn listing(&self, key: &str) -> Vec<Listed> {
         let memory = self.memory.variants(key);
         let mut out: Vec<Listed> = memory
             .iter()
-            .map(|o| Listed { meta: Arc::clone(&o.meta), size: o.body.len(), hits: o.hits(), disk_only: false })
+            .map(|o| Listed { meta: Arc::clone(&o.meta), size: o.body.len(), hits: o.hits(), state: Held::Memory })
             .collect();
         for entry in self.disk_only(key, &memory) {
             out.push(Listed {
                 meta: Arc::clone(&entry.meta),
                 size: entry.body_len(),
                 hits: entry.hits(),
-                disk_only: true,
+                state: Held::Disk,
             });
+        }
+        for entry in self.memory.suspended_variants(key) {
+            if !out.iter().any(|l| l.meta.vary_key == entry.meta.vary_key) {
+                out.push(Listed { meta: Arc::clone(&entry.meta), size: 0, hits: entry.hits(), state: Held::Suspended });
+            }
         }
         out
     }
@@ -364,6 +439,21 @@ impl Tiers {
     fn disk_only(&self, key: &str, memory: &[Arc<Object>]) -> Vec<Arc<sluice_store::disk::DiskEntry>> {
         let Some(disk) = &self.disk else { return Vec::new() };
         disk.variants(key).into_iter().filter(|e| !memory.iter().any(|o| o.meta.vary_key == e.meta.vary_key)).collect()
+    }
+
+    /// Expiry processing for the disk tier (docs/store.md, "Expiry processing"): removes the
+    /// disk objects `rule` judges removable at `now`, counting as hits both the disk entry's
+    /// and its memory copy's, so an object kept busy in memory keeps its disk copy too. The
+    /// index forgets them at once; their files are deleted in the background. `None` without
+    /// a disk tier.
+    pub fn sweep_disk(&self, now: std::time::SystemTime, rule: &sluice_store::SweepRule) -> Option<SweepReport> {
+        let disk = self.disk.as_ref()?;
+        let memory_hits = |meta: &ObjectMeta| -> u64 {
+            self.memory.variants(&meta.key).iter().filter(|o| o.meta.vary_key == meta.vary_key).map(|o| o.hits()).sum()
+        };
+        let (report, purge) = disk.sweep(now, rule, memory_hits);
+        self.purge(purge);
+        Some(report)
     }
 
     /// Every variant of `key` in the memory tier (see [`MemoryStore::variants`]).
@@ -478,6 +568,36 @@ mod tests {
         assert_eq!((disk.stats().objects, tiers.stats().objects), (1, 1));
         assert!(disk.variants("t").is_empty());
         assert_eq!(tiers.pending_disk_jobs(), 0);
+    }
+
+    #[test]
+    fn objects_with_a_disk_copy_are_not_suspended_but_others_are() {
+        let dir = tempfile::tempdir().unwrap();
+        let with_etag = |key: &str| {
+            let o = object(key, &[b'x'; 4000]);
+            let mut meta = (*o.meta).clone();
+            meta.headers.insert(http::header::ETAG, http::HeaderValue::from_static("\"v1\""));
+            Object::new(Arc::new(meta), o.body.clone())
+        };
+        // Room for one object and a suspended entry, not two objects.
+        let capacity = with_etag("a").footprint() * 3 / 2;
+        let memory =
+            MemoryStore::new(capacity, capacity, crate::policy::build("lru", capacity).unwrap()).with_suspend(10);
+        let policy = crate::policy::build("lru", 1 << 24).unwrap();
+        let (disk, _) = DiskTier::open(dir.path(), 1 << 24, 1000, policy, WaterMarks::default()).unwrap();
+        let tiers = Tiers::new(memory, Some(disk), 1 << 20);
+        // No runtime: the write-through runs inline, so "a" is on disk when evicted.
+        tiers.insert(with_etag("a"));
+        tiers.insert(with_etag("b"));
+        assert_eq!(tiers.stats().evictions, 1);
+        assert_eq!(tiers.stats().suspended, 0, "the disk keeps a copy: nothing to suspend");
+        tiers.disk().unwrap().remove("b");
+        tiers.insert(with_etag("c"));
+        assert_eq!(tiers.stats().suspended, 1, "b had no disk copy left");
+        assert_eq!(tiers.listing("b")[0].state, Held::Suspended);
+        assert!(tiers.suspended("b", |_| true).is_some());
+        assert_eq!(tiers.remove("b"), 1);
+        assert_eq!(tiers.stats().suspended, 0);
     }
 
     #[tokio::test]

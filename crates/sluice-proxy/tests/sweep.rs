@@ -113,3 +113,52 @@ async fn the_periodic_sweep_runs_on_its_interval() {
     assert!(!stored(&h, "/old").await);
     assert!(h.proxy.state.metrics.sweep_runs.load(Relaxed) >= 1);
 }
+
+#[tokio::test]
+async fn the_sweep_deletes_stale_idle_disk_objects_and_keeps_busy_ones() {
+    use common::disk::{disk, object_files, on_disk, proxy as disk_proxy, restart};
+    let dir = tempfile::tempdir().unwrap();
+    let h = disk_proxy(dir.path(), |c| {
+        c.cache.sweep_interval.0 = Duration::ZERO;
+        c.cache.sweep_grace.0 = Duration::from_secs(60);
+        c.cache.sweep_min_hits_per_hour = 1.0;
+    })
+    .await;
+    for path in ["/idle", "/busy"] {
+        h.origin.on(path, cacheable(path));
+        assert_eq!(h.get(path).await.status, 200);
+    }
+    on_disk(&h, 2).await;
+    // After a restart both are on disk only; /busy is asked for again (a disk hit, then
+    // memory hits of its promoted copy: both count).
+    let h = restart(h).await;
+    for _ in 0..3 {
+        assert!(cache_status(&h.get("/busy").await).contains("hit"));
+    }
+
+    h.advance(10 + 61);
+    let report = json(&admin(&h, "POST", "/cache/sweep", &[], None).await);
+    assert_eq!(report["disk"]["examined"], 2, "{report}");
+    assert_eq!(report["disk"]["removed"], 1, "{report}");
+    assert_eq!(report["disk"]["kept_busy"], 1, "{report}");
+    assert!(report["disk"]["removed_bytes"].as_u64().unwrap() >= 4096, "{report}");
+    assert_eq!(disk(&h).objects, 1, "the index forgot it at once");
+    h.eventually("the idle file to be deleted", |h| {
+        h.proxy.state.store.pending_disk_jobs() == 0 && object_files(dir.path()).len() == 1
+    })
+    .await;
+    assert!(!stored(&h, "/idle").await && stored(&h, "/busy").await);
+    let stats = json(&admin(&h, "GET", "/stats", &[], None).await);
+    assert_eq!(stats["sweep"]["disk_removed"], 1, "{stats}");
+    assert_eq!(stats["disk"]["swept"], 1, "{stats}");
+    let metrics = client::send(h.admin(), "GET", "/metrics", &[], None).await.text();
+    assert!(metrics.contains("\nsluice_sweep_disk_removed_total 1\n"), "{metrics}");
+
+    // The busy one is revalidated by its next request; the idle one is gone for good.
+    let busy = h.get("/busy").await;
+    assert!(cache_status(&busy).contains("fwd-status=304"), "{}", cache_status(&busy));
+    let h = restart(h).await;
+    assert_eq!(disk(&h).objects, 1, "only the busy one is recovered");
+    let idle = h.get("/idle").await;
+    assert!(cache_status(&idle).contains("fwd=uri-miss"), "{}", cache_status(&idle));
+}

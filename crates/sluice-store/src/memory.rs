@@ -1,7 +1,10 @@
 //! The memory tier: objects indexed by primary key and variant, bounded in bytes, evicting
-//! by a replacement policy.
+//! by a replacement policy; optionally admitting by an [`AdmissionRule`] and suspending
+//! evicted objects that have validators (see `suspend.rs`).
 
-use crate::{Object, ObjectMeta, SweepReport, SweepRule, Verdict};
+use crate::admission::{key_id, Admitter};
+use crate::suspend::{suspendable, Suspended, SuspendedSet};
+use crate::{AdmissionRule, Object, ObjectMeta, SweepReport, SweepRule, Verdict};
 use parking_lot::Mutex;
 use sluice_policy::{ObjectId, Policy};
 use std::collections::HashMap;
@@ -15,11 +18,19 @@ const SWEEP_BATCH: usize = 256;
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct StoreStats {
     pub objects: u64,
+    /// Bytes charged: objects' bodies and metadata, plus suspended entries' metadata.
     pub bytes: u64,
     pub capacity: u64,
     pub insertions: u64,
     pub evictions: u64,
     pub rejected_too_large: u64,
+    /// New objects the admission rule did not store.
+    pub rejected_admission: u64,
+    /// Suspended entries held, and the bytes charged for them (part of `bytes`).
+    pub suspended: u64,
+    pub suspended_bytes: u64,
+    /// Evictions that left a suspended entry.
+    pub suspensions: u64,
 }
 
 /// The outcome of [`MemoryStore::lookup`].
@@ -33,6 +44,10 @@ pub enum Lookup {
     Miss,
 }
 
+/// Tells the memory tier that another tier keeps a copy of an object, so evicting it from
+/// memory loses nothing and it is not suspended.
+pub type KeptElsewhere = Box<dyn Fn(&ObjectMeta) -> bool + Send + Sync>;
+
 struct Inner {
     /// Primary key to its variants' ids, newest first.
     index: HashMap<String, Vec<ObjectId>>,
@@ -40,6 +55,8 @@ struct Inner {
     /// Cache tag (`Surrogate-Key`, `Cache-Tag`) to the variants carrying it.
     tags: HashMap<String, Vec<ObjectId>>,
     policy: Box<dyn Policy>,
+    admitter: Admitter,
+    suspended: SuspendedSet,
     stats: StoreStats,
 }
 
@@ -56,9 +73,15 @@ fn object_id(meta: &ObjectMeta) -> ObjectId {
 }
 
 /// An in-memory tier. All methods are safe to call from any thread; each holds one short lock.
+///
+/// Accounting contract: `stats().bytes` (objects plus suspended entries) never exceeds the
+/// capacity after any call, and suspended entries never exceed their limit.
 pub struct MemoryStore {
     inner: Mutex<Inner>,
     max_object: u64,
+    /// Most suspended entries held; 0: evicted objects are dropped whole.
+    suspend_max: usize,
+    kept_elsewhere: Option<KeptElsewhere>,
 }
 
 impl std::fmt::Debug for MemoryStore {
@@ -67,13 +90,48 @@ impl std::fmt::Debug for MemoryStore {
     }
 }
 
+/// Whether [`MemoryStore::insert_with`] asks the admission rule.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Admit {
+    /// Ask it (objects from origins, promotions).
+    Judge,
+    /// Store regardless (content pushed by an operator).
+    Bypass,
+}
+
 impl MemoryStore {
     /// A store holding at most `capacity` bytes, objects of at most `max_object` bytes, that
-    /// evicts by `policy`.
+    /// evicts by `policy`, admits everything and suspends nothing.
     pub fn new(capacity: u64, max_object: u64, policy: Box<dyn Policy>) -> Self {
         let stats = StoreStats { capacity, ..StoreStats::default() };
-        let inner = Inner { index: HashMap::new(), objects: HashMap::new(), tags: HashMap::new(), policy, stats };
-        Self { inner: Mutex::new(inner), max_object: max_object.min(capacity) }
+        let inner = Inner {
+            index: HashMap::new(),
+            objects: HashMap::new(),
+            tags: HashMap::new(),
+            policy,
+            admitter: Admitter::new(AdmissionRule::Always),
+            suspended: SuspendedSet::default(),
+            stats,
+        };
+        Self { inner: Mutex::new(inner), max_object: max_object.min(capacity), suspend_max: 0, kept_elsewhere: None }
+    }
+
+    /// Admits new objects by `rule`.
+    pub fn with_admission(self, rule: AdmissionRule) -> Self {
+        self.inner.lock().admitter = Admitter::new(rule);
+        self
+    }
+
+    /// Keeps up to `max_entries` suspended entries (0: none) of evicted objects that have
+    /// validators.
+    pub fn with_suspend(mut self, max_entries: usize) -> Self {
+        self.suspend_max = max_entries;
+        self
+    }
+
+    /// Sets the check that another tier holds a copy (such objects are not suspended).
+    pub fn set_kept_elsewhere(&mut self, check: KeptElsewhere) {
+        self.kept_elsewhere = Some(check);
     }
 
     /// The largest object this store accepts, in bytes.
@@ -85,6 +143,9 @@ impl MemoryStore {
     pub fn lookup(&self, key: &str, selects: impl Fn(&ObjectMeta) -> bool) -> Lookup {
         let mut inner = self.inner.lock();
         let inner = &mut *inner;
+        if inner.admitter.duels() {
+            inner.admitter.record(key_id(key));
+        }
         let Some(ids) = inner.index.get(key) else { return Lookup::Miss };
         for id in ids {
             let object = &inner.objects[id];
@@ -97,9 +158,64 @@ impl MemoryStore {
         Lookup::VaryMiss
     }
 
-    /// Stores `object`, replacing a variant of the same key with the same Vary key, and evicts
-    /// until the total fits. Returns the stored object, or `None` when it is too large.
+    /// The suspended entry of `key` for which `selects` is true, counting a request on it.
+    /// Call after a miss: a suspended entry has no body to serve.
+    pub fn lookup_suspended(&self, key: &str, selects: impl Fn(&ObjectMeta) -> bool) -> Option<Arc<Suspended>> {
+        if self.suspend_max == 0 {
+            return None;
+        }
+        let inner = self.inner.lock();
+        let found = inner
+            .suspended
+            .ids_of(key)
+            .into_iter()
+            .filter_map(|id| inner.suspended.get(id))
+            .find(|s| selects(&s.meta))?;
+        found.record_hit();
+        Some(Arc::clone(found))
+    }
+
+    /// Every suspended entry of `key` (no request is counted).
+    pub fn suspended_variants(&self, key: &str) -> Vec<Arc<Suspended>> {
+        let inner = self.inner.lock();
+        inner.suspended.ids_of(key).into_iter().filter_map(|id| inner.suspended.get(id).cloned()).collect()
+    }
+
+    /// Replaces the metadata of the suspended entry for `meta`'s variant (after a 304
+    /// freshened it), keeping its hits; false when it is no longer suspended. May evict to
+    /// make room when the new metadata is larger.
+    pub fn freshen_suspended(&self, meta: Arc<ObjectMeta>) -> bool {
+        let id = object_id(&meta);
+        let mut inner = self.inner.lock();
+        let Some((before, after)) = inner.suspended.freshen(id, meta) else { return false };
+        inner.stats.bytes = inner.stats.bytes - before + after;
+        inner.make_room(0, self);
+        inner.sync_suspended_stats();
+        true
+    }
+
+    /// Drops the suspended entry of `meta`'s variant, if any (another tier now holds the
+    /// object, e.g. a disk write that finished after the memory tier evicted it); true when
+    /// there was one.
+    pub fn drop_suspended(&self, meta: &ObjectMeta) -> bool {
+        let id = object_id(meta);
+        let mut inner = self.inner.lock();
+        let had = inner.suspended.get(id).is_some();
+        inner.unsuspend(&[id]);
+        had
+    }
+
+    /// Stores `object` if the admission rule admits it (see [`MemoryStore::insert_with`]).
     pub fn insert(&self, object: Object) -> Option<Arc<Object>> {
+        self.insert_with(object, Admit::Judge)
+    }
+
+    /// Stores `object`, replacing a variant of the same key with the same Vary key (or its
+    /// suspended entry, whose hits it inherits), and evicts until the total fits. A new
+    /// object (neither resident nor suspended) is first judged by the admission rule unless
+    /// `admit` is [`Admit::Bypass`]. Returns the stored object, or `None` when it is too
+    /// large or not admitted.
+    pub fn insert_with(&self, object: Object, admit: Admit) -> Option<Arc<Object>> {
         let size = object.footprint();
         let id = object_id(&object.meta);
         let mut inner = self.inner.lock();
@@ -107,16 +223,31 @@ impl MemoryStore {
             inner.stats.rejected_too_large += 1;
             return None;
         }
-        if inner.objects.contains_key(&id) {
+        let resident = inner.objects.contains_key(&id);
+        let suspended = inner.suspended.remove(id);
+        if let Some(s) = &suspended {
+            // Known-popular: it was stored before; its history carries over.
+            inner.stats.bytes -= s.footprint();
+            object.add_hits(s.hits());
+        }
+        let known = resident || suspended.is_some();
+        let candidate = key_id(&object.meta.key);
+        if !known && admit == Admit::Judge && !inner.admitter.passes_doorkeeper(candidate) {
+            inner.stats.rejected_admission += 1;
+            inner.sync_suspended_stats();
+            return None;
+        }
+        if resident {
             inner.policy.on_remove(id);
             inner.forget(id);
         }
-        inner.policy.on_miss(id, size);
-        while inner.stats.bytes + size > inner.stats.capacity {
-            let Some(victim) = inner.policy.evict() else { break };
-            inner.forget(victim);
-            inner.stats.evictions += 1;
+        if !known && admit == Admit::Judge && inner.admitter.duels() && !inner.wins_duel(candidate, size, self) {
+            inner.stats.rejected_admission += 1;
+            inner.sync_suspended_stats();
+            return None;
         }
+        inner.policy.on_miss(id, size);
+        inner.make_room(size, self);
         let object = Arc::new(object);
         inner.index.entry(object.meta.key.clone()).or_default().insert(0, id);
         inner.objects.insert(id, Arc::clone(&object));
@@ -129,10 +260,11 @@ impl MemoryStore {
         inner.stats.objects += 1;
         inner.stats.insertions += 1;
         inner.policy.on_insert(id, size);
+        inner.sync_suspended_stats();
         Some(object)
     }
 
-    /// Removes every variant stored under `key`; returns how many were removed.
+    /// Removes every variant stored or suspended under `key`; returns how many.
     pub fn remove(&self, key: &str) -> usize {
         let mut inner = self.inner.lock();
         let ids = inner.index.get(key).cloned().unwrap_or_default();
@@ -140,7 +272,9 @@ impl MemoryStore {
             inner.policy.on_remove(*id);
             inner.forget(*id);
         }
-        ids.len()
+        let suspended = inner.suspended.ids_of(key);
+        inner.unsuspend(&suspended);
+        ids.len() + suspended.len()
     }
 
     /// Every stored variant of `key`, newest first (no hit is counted).
@@ -153,8 +287,9 @@ impl MemoryStore {
             .unwrap_or_default()
     }
 
-    /// Removes every object whose primary key starts with `prefix`; returns how many.
-    /// Walks the whole index: meant for administration, not the request path.
+    /// Removes every object (stored or suspended) whose primary key starts with `prefix`;
+    /// returns how many. Walks the whole index: meant for administration, not the request
+    /// path.
     pub fn remove_prefix(&self, prefix: &str) -> usize {
         let mut inner = self.inner.lock();
         let ids: Vec<ObjectId> = inner
@@ -167,11 +302,14 @@ impl MemoryStore {
             inner.policy.on_remove(*id);
             inner.forget(*id);
         }
-        ids.len()
+        let suspended = inner.suspended.ids_where(|s| s.meta.key.starts_with(prefix));
+        inner.unsuspend(&suspended);
+        ids.len() + suspended.len()
     }
 
-    /// Removes every object tagged `tag` (by `Surrogate-Key` or `Cache-Tag`); returns how
-    /// many. Costs one lock and the tagged objects, not a walk of the index.
+    /// Removes every object tagged `tag` (by `Surrogate-Key` or `Cache-Tag`), stored or
+    /// suspended; returns how many. Costs one lock and the tagged objects (plus a walk of
+    /// the bounded suspended set), not a walk of the index.
     pub fn remove_tag(&self, tag: &str) -> usize {
         let mut inner = self.inner.lock();
         let ids = inner.tags.get(tag).cloned().unwrap_or_default();
@@ -179,7 +317,12 @@ impl MemoryStore {
             inner.policy.on_remove(*id);
             inner.forget(*id);
         }
-        ids.len()
+        let suspended = inner.suspended.ids_where(|s| {
+            sluice_http::tags::has_tags(&s.meta.headers)
+                && sluice_http::tags::tags(&s.meta.headers).iter().any(|t| t == tag)
+        });
+        inner.unsuspend(&suspended);
+        ids.len() + suspended.len()
     }
 
     /// How many stored objects carry `tag`.
@@ -187,13 +330,16 @@ impl MemoryStore {
         self.inner.lock().tags.get(tag).map_or(0, Vec::len)
     }
 
-    /// Expiry processing: removes every object `rule` judges removable at `now` (see
-    /// [`SweepRule`]) and reports what it saw. Takes one lock to copy the object ids, then
-    /// works through them in batches of 256, one short lock each, so requests
+    /// Expiry processing: removes every object (and suspended entry) `rule` judges removable
+    /// at `now` (see [`SweepRule`]) and reports what it saw. Takes one lock to copy the ids,
+    /// then works through them in batches of 256, one short lock each, so requests
     /// are never held up for a whole walk. Objects stored or replaced during the sweep may
     /// be skipped; a removed object is forgotten by the policy as for [`MemoryStore::remove`].
     pub fn sweep(&self, now: SystemTime, rule: &SweepRule) -> SweepReport {
-        let ids: Vec<ObjectId> = self.inner.lock().objects.keys().copied().collect();
+        let (ids, suspended): (Vec<ObjectId>, Vec<ObjectId>) = {
+            let inner = self.inner.lock();
+            (inner.objects.keys().copied().collect(), inner.suspended.ids())
+        };
         let mut report = SweepReport::default();
         for batch in ids.chunks(SWEEP_BATCH) {
             let mut inner = self.inner.lock();
@@ -204,6 +350,17 @@ impl MemoryStore {
                 if verdict == Verdict::Remove {
                     inner.policy.on_remove(*id);
                     inner.forget(*id);
+                }
+            }
+        }
+        for batch in suspended.chunks(SWEEP_BATCH) {
+            let mut inner = self.inner.lock();
+            for id in batch {
+                let Some(entry) = inner.suspended.get(*id) else { continue };
+                let verdict = rule.judge_meta(&entry.meta, entry.hits(), now);
+                report.count(verdict, entry.footprint());
+                if verdict == Verdict::Remove {
+                    inner.unsuspend(std::slice::from_ref(id));
                 }
             }
         }
@@ -218,8 +375,8 @@ impl MemoryStore {
 
 impl Inner {
     /// Drops object `id` from the index and the accounting (not from the policy).
-    fn forget(&mut self, id: ObjectId) {
-        let Some(object) = self.objects.remove(&id) else { return };
+    fn forget(&mut self, id: ObjectId) -> Option<Arc<Object>> {
+        let object = self.objects.remove(&id)?;
         self.stats.bytes -= object.footprint();
         self.stats.objects -= 1;
         if let Some(ids) = self.index.get_mut(&object.meta.key) {
@@ -238,6 +395,77 @@ impl Inner {
                 }
             }
         }
+        Some(object)
+    }
+
+    /// Drops suspended entries (purge, sweep).
+    fn unsuspend(&mut self, ids: &[ObjectId]) {
+        for id in ids {
+            if let Some(s) = self.suspended.remove(*id) {
+                self.stats.bytes -= s.footprint();
+            }
+        }
+        self.sync_suspended_stats();
+    }
+
+    fn sync_suspended_stats(&mut self) {
+        self.stats.suspended = self.suspended.len() as u64;
+        self.stats.suspended_bytes = self.suspended.bytes();
+    }
+
+    /// Evicts (by policy, then the oldest suspended entries) until `size` more bytes fit.
+    /// Every eviction frees bytes: a suspended entry costs less than the object it replaces
+    /// (its metadata only; bodies are never empty), so this ends.
+    fn make_room(&mut self, size: u64, store: &MemoryStore) {
+        while self.stats.bytes + size > self.stats.capacity {
+            if let Some(victim) = self.policy.evict() {
+                self.evict(victim, store);
+            } else if let Some(oldest) = self.suspended.pop_oldest() {
+                self.stats.bytes -= oldest.footprint();
+            } else {
+                break;
+            }
+        }
+    }
+
+    /// Evicts `victim` (already out of the policy), suspending it when allowed.
+    fn evict(&mut self, victim: ObjectId, store: &MemoryStore) {
+        let Some(object) = self.forget(victim) else { return };
+        self.stats.evictions += 1;
+        if store.suspend_max == 0
+            || !suspendable(&object.meta, object.body.len())
+            || store.kept_elsewhere.as_ref().is_some_and(|kept| kept(&object.meta))
+        {
+            return;
+        }
+        while self.suspended.len() >= store.suspend_max {
+            match self.suspended.pop_oldest() {
+                Some(oldest) => self.stats.bytes -= oldest.footprint(),
+                None => break,
+            }
+        }
+        let entry = Arc::new(Suspended::new(Arc::clone(&object.meta), object.body.len(), object.hits()));
+        self.stats.bytes += entry.footprint();
+        self.stats.suspensions += 1;
+        self.suspended.add(victim, entry);
+    }
+
+    /// TinyLFU's duel against the first victim, when `size` more bytes need room: true to
+    /// admit (the victim is then evicted). A losing candidate leaves the victim resident
+    /// (re-inserted into the policy, which counts as a second chance).
+    fn wins_duel(&mut self, candidate: u64, size: u64, store: &MemoryStore) -> bool {
+        if self.stats.bytes + size <= self.stats.capacity {
+            return true;
+        }
+        let Some(victim) = self.policy.evict() else { return true };
+        let Some(object) = self.objects.get(&victim) else { return true };
+        let (victim_key, victim_size) = (key_id(&object.meta.key), object.footprint());
+        if candidate == victim_key || self.admitter.admit_over(candidate, victim_key) {
+            self.evict(victim, store);
+            return true;
+        }
+        self.policy.on_insert(victim, victim_size);
+        false
     }
 }
 

@@ -73,6 +73,11 @@ impl Object {
         self.hits.fetch_add(1, Ordering::Relaxed);
     }
 
+    /// Adds `n` hits carried over from an earlier copy (a suspended entry).
+    pub fn add_hits(&self, n: u64) {
+        self.hits.fetch_add(n, Ordering::Relaxed);
+    }
+
     /// Hits since stored.
     pub fn hits(&self) -> u64 {
         self.hits.load(Ordering::Relaxed)

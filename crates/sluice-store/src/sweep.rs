@@ -13,7 +13,7 @@
 //! validation the rate leans high: the rule errs towards keeping. A busy stale object is
 //! kept (validators or not): its next request revalidates it.
 
-use crate::Object;
+use crate::{Object, ObjectMeta};
 use std::time::{Duration, SystemTime};
 
 /// What makes a stale object removable. See the module documentation.
@@ -74,7 +74,12 @@ impl SweepReport {
 impl SweepRule {
     /// Judges `object` at `now`.
     pub fn judge(&self, object: &Object, now: SystemTime) -> Verdict {
-        let meta = &object.meta;
+        self.judge_meta(&object.meta, object.hits(), now)
+    }
+
+    /// Judges an object known by its metadata and hit count (a suspended entry, a disk
+    /// entry) at `now`.
+    pub fn judge_meta(&self, meta: &ObjectMeta, hits: u64, now: SystemTime) -> Verdict {
         let age = meta.age(now);
         if age < meta.lifetime {
             return Verdict::Fresh;
@@ -85,7 +90,6 @@ impl SweepRule {
         if stale_for <= window {
             return Verdict::InGrace;
         }
-        let hits = object.hits();
         let since = now.duration_since(meta.response_time).unwrap_or_default();
         let hours = since.as_secs_f64().max(3600.0) / 3600.0;
         if hits > 0 && hits as f64 / hours >= self.min_hits_per_hour {

@@ -37,3 +37,11 @@ pub fn variant(info: &ObjectInfo) -> Value {
         "headers": headers,
     })
 }
+
+/// [`variant`] plus `state`: where it is held (`memory`, `disk`, or `suspended`: metadata
+/// kept without a body, `size` 0, revalidated or fetched by its next request).
+pub fn listed(info: &ObjectInfo, state: &str) -> Value {
+    let mut value = variant(info);
+    value["state"] = Value::String(state.to_owned());
+    value
+}

@@ -133,9 +133,13 @@ fn query_objects(state: &State, query: &Query) -> Answer {
     only(query, &["url"])?;
     let url = url(query, "GET /cache")?;
     let key = crate::content::key_of(url).map_err(failure)?;
-    let variants = state.content.query(url).map_err(failure)?;
-    let status = if variants.is_empty() { StatusCode::NOT_FOUND } else { StatusCode::OK };
-    let variants: Vec<Value> = variants.iter().map(json::variant).collect();
+    let now = state.clock.now();
+    let listing = state.store.listing(&key);
+    let status = if listing.is_empty() { StatusCode::NOT_FOUND } else { StatusCode::OK };
+    let variants: Vec<Value> = listing
+        .iter()
+        .map(|l| json::listed(&crate::content::info_of(&l.meta, l.size, l.hits, now), l.state.as_str()))
+        .collect();
     Ok(json_reply(status, &json!({ "key": key, "variants": variants })))
 }
 

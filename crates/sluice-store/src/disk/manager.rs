@@ -263,6 +263,7 @@ mod tests {
         Hit(u64),
         DiskFull,
         Restore,
+        EvictToLow,
     }
 
     fn op() -> impl Strategy<Value = Op> {
@@ -272,6 +273,7 @@ mod tests {
             2 => (0u64..60).prop_map(Op::Hit),
             1 => Just(Op::DiskFull),
             1 => Just(Op::Restore),
+            1 => Just(Op::EvictToLow),
         ]
     }
 
@@ -333,7 +335,17 @@ mod tests {
                         prop_assert!(m.limits().bytes <= m.configured().bytes);
                     }
                     Op::Restore => m.restore(),
+                    Op::EvictToLow => {
+                        m.evict_to_low(&mut victims);
+                        for v in &victims {
+                            prop_assert!(shadow.remove(v).is_some(), "victim {v} was resident");
+                        }
+                        prop_assert!(m.bytes() <= m.low().bytes && m.entries() <= m.low().entries);
+                    }
                 }
+                // Whatever the interleaving: never above the high marks in force.
+                prop_assert!(m.bytes() <= m.high().bytes, "bytes {} > high {}", m.bytes(), m.high().bytes);
+                prop_assert!(m.entries() <= m.high().entries);
                 check_invariants(&m, &shadow);
             }
         }

@@ -26,6 +26,7 @@ mod layout;
 mod manager;
 mod record;
 mod recovery;
+mod sweep;
 mod writer;
 mod zerocopy;
 
@@ -204,6 +205,8 @@ pub struct DiskStats {
     pub insertions: u64,
     pub evictions: u64,
     pub removals: u64,
+    /// Stale, idle objects removed by expiry sweeps ([`DiskTier::sweep`]).
+    pub swept: u64,
     pub rejected_too_large: u64,
     /// Admissions refused while paused after ENOSPC (or with no room to make).
     pub rejected_full: u64,
@@ -230,6 +233,7 @@ impl DiskStats {
             insertions: self.insertions,
             evictions: self.evictions,
             rejected_too_large: self.rejected_too_large,
+            ..StoreStats::default()
         }
     }
 }
@@ -238,6 +242,7 @@ impl DiskStats {
 struct Counters {
     insertions: u64,
     removals: u64,
+    swept: u64,
     rejected_full: u64,
     rejected_too_large: u64,
     full_events: u64,
@@ -747,6 +752,7 @@ impl DiskTier {
             insertions: c.insertions,
             evictions: m.stats().evictions,
             removals: c.removals,
+            swept: c.swept,
             rejected_too_large: c.rejected_too_large,
             rejected_full: c.rejected_full,
             full_events: c.full_events,

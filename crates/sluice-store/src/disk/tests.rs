@@ -1,5 +1,6 @@
 use super::*;
 use crate::disk::format::HEADER_LEN;
+use crate::SweepRule;
 use http::header::{HeaderValue, CONTENT_LENGTH, CONTENT_TYPE};
 use http::{HeaderMap, StatusCode};
 use http_body_util::BodyExt;
@@ -613,4 +614,36 @@ fn with_checks_at_every_serve_nothing_is_kept_open() {
     served(&tier, "http://a");
     assert_eq!(tier.stats().open_files, 0);
     assert!(tier.kept_open(&found(&tier, "http://a")).is_none());
+}
+
+#[test]
+fn sweep_deletes_stale_idle_entries_and_keeps_busy_ones() {
+    let dir = tempfile::tempdir().unwrap();
+    let (tier, _) = open(dir.path(), 1 << 24);
+    for key in ["http://a/idle", "http://a/busy", "http://a/elsewhere"] {
+        tier.insert(&object(key, 100)).unwrap();
+    }
+    for _ in 0..3 {
+        found(&tier, "http://a/busy");
+    }
+    let rule = SweepRule { grace: Duration::from_secs(60), min_hits_per_hour: 1.0 };
+    // `meta` responses are 3 s old at 1_700_000_000 with a 600 s lifetime.
+    let fresh = UNIX_EPOCH + Duration::from_secs(1_700_000_000 + 100);
+    let (report, purge) = tier.sweep(fresh, &rule, |_| 0);
+    assert_eq!((report.examined, report.kept_fresh, purge.len()), (3, 3, 0));
+    purge.finish();
+    let past_grace = UNIX_EPOCH + Duration::from_secs(1_700_000_000 + 600 + 60 + 10);
+    let elsewhere = |m: &ObjectMeta| if m.key.ends_with("elsewhere") { 5 } else { 0 };
+    let (report, purge) = tier.sweep(past_grace, &rule, elsewhere);
+    assert_eq!((report.examined, report.removed, report.kept_busy), (3, 1, 2));
+    assert!(report.removed_bytes >= 4096);
+    assert!(matches!(tier.lookup("http://a/idle", |_| true), DiskLookup::Miss), "forgotten at once");
+    assert_eq!(object_files(dir.path()).len(), 3, "files go with finish()");
+    assert_eq!(purge.finish(), 1);
+    assert_eq!(object_files(dir.path()).len(), 2);
+    let stats = tier.stats();
+    assert_eq!((stats.objects, stats.swept), (2, 1));
+    drop(tier);
+    let (_, report) = open(dir.path(), 1 << 24);
+    assert_eq!(report.recovered, 2, "nothing comes back after a restart");
 }
