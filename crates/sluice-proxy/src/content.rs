@@ -1,5 +1,6 @@
-//! Content management ([`CacheApi`]) over the store (memory and disk tiers; deletions
-//! remove disk copies too, queries and reads see the memory tier), for modules, the admin API
+//! Content management ([`CacheApi`]) over the store (memory and disk tiers: queries list
+//! both, reads and expiry changes of disk-only objects read their files back, deletions
+//! remove disk copies too), for modules, the admin API
 //! (`admin_content.rs`) and `sluice ctl`. Fetch and validate run through the proxy's own
 //! cache path (`content_fetch.rs`).
 
@@ -57,9 +58,14 @@ impl Content {
     }
 
     /// The stored variant a request without special header fields selects: the one with
-    /// no Vary values, else the newest.
+    /// no Vary values, else the newest; from the memory tier, else read from the disk tier
+    /// (blocking read of the body, which is not promoted).
     fn chosen(&self, url: &str) -> Result<Option<Arc<Object>>, CacheError> {
-        let variants = self.store.variants(&key_of(url)?);
+        let key = key_of(url)?;
+        let mut variants = self.store.variants(&key);
+        if variants.is_empty() {
+            variants = self.store.load_disk_only(&key).into_iter().map(Arc::new).collect();
+        }
         let plain = variants.iter().position(|o| o.meta.vary_key.iter().all(Option::is_none));
         Ok(plain.or((!variants.is_empty()).then_some(0)).map(|i| Arc::clone(&variants[i])))
     }
@@ -142,15 +148,17 @@ impl CacheApi for Content {
             Expiry::In(d) => d,
             Expiry::At(t) => t.duration_since(now).unwrap_or(Duration::ZERO),
         };
-        for object in &variants {
-            let mut meta = (*object.meta).clone();
-            // Freshness is `lifetime > age`: the object stays fresh `fresh_for` from now.
+        // Freshness is `lifetime > age`: the object stays fresh `fresh_for` from now.
+        let change = |old: &ObjectMeta| {
+            let mut meta = old.clone();
             meta.lifetime = if fresh_for.is_zero() { Duration::ZERO } else { meta.age(now) + fresh_for };
-            self.store.insert(object.with_meta(Arc::new(meta)));
+            meta
+        };
+        for object in &variants {
+            self.store.insert(object.with_meta(Arc::new(change(&object.meta))));
         }
-        // Disk-only variants cannot take new metadata without reading their bodies back:
-        // they are dropped (the next request fetches anew).
-        Ok(variants.len() + self.store.remove_disk_only(&key_of(url)?))
+        // Disk-only variants are written again with the new metadata (files are immutable).
+        Ok(variants.len() + self.store.rewrite_disk_only(&key_of(url)?, change))
     }
 
     fn inject(&self, url: &str, status: StatusCode, headers: HeaderMap, body: Bytes) -> Result<(), CacheError> {

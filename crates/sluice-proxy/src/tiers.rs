@@ -427,13 +427,34 @@ impl Tiers {
         !self.memory.variants(key).is_empty() || self.disk.as_ref().is_some_and(|d| !d.variants(key).is_empty())
     }
 
-    /// Removes the variants of `key` that are on disk only (not in memory); returns how many.
-    /// For changes of metadata (expiry) that memory objects take by being inserted again,
-    /// and disk-only ones could only take by reading their bodies back.
-    pub fn remove_disk_only(&self, key: &str) -> usize {
+    /// The variants of `key` that are on disk only (not in memory), read from their files
+    /// (blocking: each body is read, and verified if it was not yet). Unreadable or corrupt
+    /// files are skipped (a corrupt one is dropped by the tier). For content management
+    /// (reads, expiry changes), not the request path.
+    pub fn load_disk_only(&self, key: &str) -> Vec<Object> {
+        let Some(disk) = &self.disk else { return Vec::new() };
+        let mut loaded = Vec::new();
+        for entry in self.disk_only(key, &self.memory.variants(key)) {
+            match disk.load(&entry) {
+                Ok(object) => loaded.push(object),
+                Err(e) => tracing::info!("disk object for {key} not read: {e}"),
+            }
+        }
+        loaded
+    }
+
+    /// Gives the disk-only variants of `key` new metadata (`change` of the old) by writing
+    /// each again with its body read back (blocking read; the write is in the background, as
+    /// every disk write). They stay disk-only: content management does not promote. Returns
+    /// how many were rewritten.
+    pub fn rewrite_disk_only(&self, key: &str, change: impl Fn(&ObjectMeta) -> ObjectMeta) -> usize {
         let Some(disk) = &self.disk else { return 0 };
-        let doomed = self.disk_only(key, &self.memory.variants(key));
-        self.purge(disk.forget_entries(&doomed))
+        let objects = self.load_disk_only(key);
+        for object in &objects {
+            let meta = Arc::new(change(&object.meta));
+            self.write_through(disk, Arc::new(object.with_meta(meta)));
+        }
+        objects.len()
     }
 
     fn disk_only(&self, key: &str, memory: &[Arc<Object>]) -> Vec<Arc<sluice_store::disk::DiskEntry>> {

@@ -158,10 +158,10 @@ async fn a_stale_object_too_large_to_promote_is_revalidated() {
 }
 
 #[tokio::test]
-async fn content_management_sees_and_expires_disk_only_objects() {
+async fn content_management_reads_and_expires_disk_only_objects() {
     let dir = tempfile::tempdir().unwrap();
     let h = proxy(dir.path(), |_| {}).await;
-    h.origin.on("/q", Reply::ok("queried").header("cache-control", FRESH));
+    h.origin.on("/q", Reply::ok("queried").header("cache-control", FRESH).header("etag", "\"q1\""));
     h.get("/q").await;
     on_disk(&h, 1).await;
     let h = restart(h).await;
@@ -171,11 +171,31 @@ async fn content_management_sees_and_expires_disk_only_objects() {
     assert_eq!(query.status, 200, "a disk-only object is listed: {}", query.text());
     let listed: serde_json::Value = serde_json::from_slice(&query.body).unwrap();
     assert_eq!(listed["variants"][0]["size"], 7, "{listed}");
+
+    // Read back from its file (whole and a range), not promoted by the reading.
+    let body = client::send(h.admin(), "GET", &format!("/cache/body?url={url}"), &auth, None).await;
+    assert_eq!(body.status, 200);
+    assert_eq!(body.text(), "queried");
+    assert_eq!(body.header("etag"), "\"q1\"");
+    let part = client::send(h.admin(), "GET", &format!("/cache/body?url={url}&range=bytes=1-3"), &auth, None).await;
+    assert_eq!(part.status, 206);
+    assert_eq!(part.text(), "uer");
+    assert_eq!(h.proxy.state.store.stats().objects, 0, "content reads do not promote");
+
+    // Expiry rewrites the file with the new metadata: still stored, now stale, so the next
+    // request revalidates it (304) instead of fetching it anew.
     let expired = client::send(h.admin(), "POST", &format!("/cache/expire?url={url}"), &auth, None).await;
     assert_eq!(expired.status, 200, "{}", expired.text());
-    assert_eq!(disk(&h).objects, 0, "dropped: it could not take new metadata");
+    h.eventually("the rewritten copy on disk", |h| {
+        disk(h).insertions == 1 && h.proxy.state.store.pending_disk_jobs() == 0
+    })
+    .await;
+    assert_eq!(disk(&h).objects, 1);
+    h.origin.on("/q", Reply::ok("queried").header("cache-control", FRESH).header("etag", "\"q1\"").validating());
     let reply = h.get("/q").await;
     assert_eq!(reply.text(), "queried");
-    assert!(!cache_status(&reply).contains("hit"), "{}", cache_status(&reply));
+    assert!(cache_status(&reply).contains("fwd=stale"), "{}", cache_status(&reply));
     assert_eq!(h.origin.hits("/q"), 2);
+    let asked = h.origin.last_request("/q").unwrap();
+    assert_eq!(asked.header("if-none-match"), Some("\"q1\""), "a conditional request");
 }

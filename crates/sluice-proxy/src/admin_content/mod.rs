@@ -44,8 +44,8 @@ pub async fn handle(state: &Arc<State>, req: Request<Incoming>) -> Response<Prox
         (Method::GET | Method::HEAD, "/cache") => query_objects(state, &query),
         (Method::DELETE, "/cache") => delete(state, &query),
         (Method::PUT, "/cache") => push(state, &query, req).await,
-        (Method::GET | Method::HEAD, "/cache/body") => read(state, &query, &req),
-        (Method::POST, "/cache/expire") => expire(state, &query),
+        (Method::GET | Method::HEAD, "/cache/body") => read(state, &query, &req).await,
+        (Method::POST, "/cache/expire") => expire(state, &query).await,
         (Method::POST, "/cache/validate") => validate(state, &query).await,
         (Method::POST, "/fetch") => fetch(state, query, req, false).await,
         (Method::POST, "/prefetch") => fetch(state, query, req, true).await,
@@ -62,6 +62,16 @@ pub async fn handle(state: &Arc<State>, req: Request<Incoming>) -> Response<Prox
             response.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
             response
         }
+    }
+}
+
+/// Runs content-management work that may block (reading a disk-only object's body back) on
+/// the blocking pool, off the runtime's workers.
+async fn off_runtime<T: Send + 'static>(state: &Arc<State>, work: impl FnOnce(&State) -> T + Send + 'static) -> T {
+    let state = Arc::clone(state);
+    match tokio::task::spawn_blocking(move || work(&state)).await {
+        Ok(done) => done,
+        Err(e) => std::panic::resume_unwind(e.into_panic()),
     }
 }
 
@@ -229,13 +239,14 @@ async fn push(state: &State, query: &Query, req: Request<Incoming>) -> Answer {
 /// `GET /cache/body?url=[&range=]`: the stored response's header fields and body (200, or
 /// 206 for a range, with `Content-Range`); its stored status in `Sluice-Stored-Status`.
 /// The range may also come as a `Range: bytes=` header field.
-fn read(state: &State, query: &Query, req: &Request<Incoming>) -> Answer {
+async fn read(state: &Arc<State>, query: &Query, req: &Request<Incoming>) -> Answer {
     only(query, &["url", "range"])?;
     let url = url(query, "GET /cache/body")?;
-    let reader =
-        state.content.open(url).map_err(failure)?.ok_or_else(|| {
-            failure(CacheError::NotFound(crate::content::key_of(url).unwrap_or_else(|_| url.to_owned())))
-        })?;
+    let owned = url.to_owned();
+    let reader = off_runtime(state, move |state| state.content.open(&owned))
+        .await
+        .map_err(failure)?
+        .ok_or_else(|| failure(CacheError::NotFound(crate::content::key_of(url).unwrap_or_else(|_| url.to_owned()))))?;
     let range = query
         .get("range")
         .map(str::to_owned)
@@ -277,11 +288,12 @@ fn read(state: &State, query: &Query, req: &Request<Incoming>) -> Answer {
 }
 
 /// `POST /cache/expire?url=[&ttl=|&at=]`: 200 with the updated variants, 404 when none.
-fn expire(state: &State, query: &Query) -> Answer {
+async fn expire(state: &Arc<State>, query: &Query) -> Answer {
     only(query, &["url", "ttl", "at"])?;
     let url = url(query, "POST /cache/expire")?;
     let expiry = params::expiry(query).map_err(|why| text(StatusCode::BAD_REQUEST, why))?;
-    let updated = state.content.set_expiry(url, expiry).map_err(failure)?;
+    let owned = url.to_owned();
+    let updated = off_runtime(state, move |state| state.content.set_expiry(&owned, expiry)).await.map_err(failure)?;
     let key = crate::content::key_of(url).map_err(failure)?;
     let variants: Vec<Value> = state.content.query(url).map_err(failure)?.iter().map(json::variant).collect();
     let status = if updated > 0 { StatusCode::OK } else { StatusCode::NOT_FOUND };
