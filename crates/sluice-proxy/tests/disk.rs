@@ -291,3 +291,49 @@ async fn an_object_too_large_for_memory_is_kept_on_disk_and_streamed() {
     assert_eq!(h.origin.hits("/large"), 1);
     assert_eq!(h.proxy.state.store.counters().promotions.load(std::sync::atomic::Ordering::Relaxed), 0);
 }
+
+/// Collapsing works across tiers: concurrent misses wait on one origin fetch whether the
+/// object will live in both tiers or on disk only, and concurrent first hits after a
+/// restart are all served from disk.
+#[tokio::test]
+async fn concurrent_misses_collapse_and_concurrent_disk_hits_are_served_with_a_disk_tier() {
+    let dir = tempfile::tempdir().unwrap();
+    let h = proxy(dir.path(), |c| {
+        c.cache.max_object = Size(64 << 10);
+        c.cache.disk.max_object = Some(Size(1 << 20));
+    })
+    .await;
+    let slow = |body: String| Reply::ok(body).header("cache-control", FRESH).delay(std::time::Duration::from_millis(300));
+    let (small, large) = ("s".repeat(10_000), "L".repeat(300_000));
+    h.origin.on("/small", slow(small.clone()));
+    h.origin.on("/large", slow(large.clone()));
+    let burst = |h: &Harness, path: &str| {
+        let (addr, target) = (h.addr(), h.target(path));
+        (0..8)
+            .map(|_| {
+                let (addr, target) = (addr, target.clone());
+                tokio::spawn(async move { sluice_testkit::client::get(addr, &target, &[]).await })
+            })
+            .collect::<Vec<_>>()
+    };
+    for (path, body) in [("/small", &small), ("/large", &large)] {
+        for task in burst(&h, path) {
+            let reply = task.await.unwrap();
+            assert_eq!(reply.status, 200);
+            assert!(reply.text() == *body, "{path}: the body differs");
+        }
+        assert_eq!(h.origin.hits(path), 1, "{path}: one origin fetch for the burst");
+    }
+    assert!(h.proxy.state.metrics.collapsed.load(std::sync::atomic::Ordering::Relaxed) >= 2);
+    on_disk(&h, 2).await;
+
+    let h = restart(h).await;
+    for (path, body) in [("/small", &small), ("/large", &large)] {
+        for task in burst(&h, path) {
+            let reply = task.await.unwrap();
+            assert!(reply.text() == *body, "{path}: the body differs");
+            assert!(cache_status(&reply).contains("hit"), "{path}: {}", cache_status(&reply));
+        }
+        assert_eq!(h.origin.hits(path), 1, "{path}: no origin request after the restart");
+    }
+}
