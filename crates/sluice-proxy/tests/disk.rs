@@ -303,7 +303,8 @@ async fn concurrent_misses_collapse_and_concurrent_disk_hits_are_served_with_a_d
         c.cache.disk.max_object = Some(Size(1 << 20));
     })
     .await;
-    let slow = |body: String| Reply::ok(body).header("cache-control", FRESH).delay(std::time::Duration::from_millis(300));
+    let slow =
+        |body: String| Reply::ok(body).header("cache-control", FRESH).delay(std::time::Duration::from_millis(300));
     let (small, large) = ("s".repeat(10_000), "L".repeat(300_000));
     h.origin.on("/small", slow(small.clone()));
     h.origin.on("/large", slow(large.clone()));

@@ -474,24 +474,12 @@ mod tests {
     use super::*;
     use crate::{ObjectMeta, StoredBody};
     use bytes::Bytes;
-    use http::{HeaderMap, StatusCode};
-    use sluice_http::freshness::LifetimeSource;
+    use http::HeaderMap;
+
     use std::time::{Duration, SystemTime};
 
     fn object(key: &str, size: usize) -> Object {
-        let meta = ObjectMeta {
-            key: key.to_owned(),
-            status: StatusCode::OK,
-            headers: HeaderMap::new(),
-            vary: Vec::new(),
-            vary_key: Vec::new(),
-            request_time: SystemTime::UNIX_EPOCH,
-            response_time: SystemTime::UNIX_EPOCH,
-            initial_age: Duration::ZERO,
-            lifetime: Duration::from_secs(60),
-            lifetime_source: LifetimeSource::MaxAge,
-            cc: Default::default(),
-        };
+        let meta = ObjectMeta::ok(key, HeaderMap::new(), Duration::from_secs(60));
         Object::new(Arc::new(meta), StoredBody::new(vec![Bytes::from(vec![b'x'; size])]))
     }
 

@@ -37,6 +37,24 @@ pub struct ObjectMeta {
 }
 
 impl ObjectMeta {
+    /// A `200 OK` with `headers`, no `Vary`, received at the Unix epoch with no age, fresh for
+    /// `lifetime` (from `max-age`): the plain object tests, examples and tools start from.
+    pub fn ok(key: &str, headers: HeaderMap, lifetime: Duration) -> Self {
+        Self {
+            key: key.to_owned(),
+            status: StatusCode::OK,
+            headers,
+            vary: Vec::new(),
+            vary_key: Vec::new(),
+            request_time: SystemTime::UNIX_EPOCH,
+            response_time: SystemTime::UNIX_EPOCH,
+            initial_age: Duration::ZERO,
+            lifetime,
+            lifetime_source: LifetimeSource::MaxAge,
+            cc: CacheControl::default(),
+        }
+    }
+
     /// Current age at `now` (RFC 9111 §4.2.3).
     pub fn age(&self, now: SystemTime) -> Duration {
         sluice_http::age::current_age(self.initial_age, self.response_time, now)

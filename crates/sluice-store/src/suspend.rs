@@ -142,28 +142,16 @@ impl SuspendedSet {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use http::{HeaderMap, StatusCode};
-    use sluice_http::freshness::LifetimeSource;
-    use std::time::{Duration, SystemTime};
+    use http::HeaderMap;
+
+    use std::time::Duration;
 
     fn meta(key: &str, etag: bool) -> Arc<ObjectMeta> {
         let mut headers = HeaderMap::new();
         if etag {
             headers.insert(http::header::ETAG, http::HeaderValue::from_static("\"v1\""));
         }
-        Arc::new(ObjectMeta {
-            key: key.to_owned(),
-            status: StatusCode::OK,
-            headers,
-            vary: Vec::new(),
-            vary_key: Vec::new(),
-            request_time: SystemTime::UNIX_EPOCH,
-            response_time: SystemTime::UNIX_EPOCH,
-            initial_age: Duration::ZERO,
-            lifetime: Duration::from_secs(60),
-            lifetime_source: LifetimeSource::MaxAge,
-            cc: Default::default(),
-        })
+        Arc::new(ObjectMeta::ok(key, headers, Duration::from_secs(60)))
     }
 
     #[test]

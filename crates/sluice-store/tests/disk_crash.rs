@@ -9,10 +9,8 @@
 
 use bytes::Bytes;
 use http::header::{HeaderMap, HeaderValue};
-use http::StatusCode;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use sluice_http::freshness::LifetimeSource;
 use sluice_policy::{Capacity, PolicyConfig};
 use sluice_store::disk::{DiskConfig, DiskLookup, DiskTier, NotStored};
 use sluice_store::{Object, ObjectMeta, StoredBody};
@@ -70,17 +68,9 @@ fn meta(key: &str, round: u64, i: u64) -> Arc<ObjectMeta> {
     let mut headers = HeaderMap::new();
     headers.insert("x-write", HeaderValue::from_str(&format!("{round}:{i}")).unwrap());
     Arc::new(ObjectMeta {
-        key: key.to_owned(),
-        status: StatusCode::OK,
-        headers,
-        vary: Vec::new(),
-        vary_key: Vec::new(),
         request_time: UNIX_EPOCH + Duration::from_secs(round),
         response_time: UNIX_EPOCH + Duration::from_secs(i),
-        initial_age: Duration::ZERO,
-        lifetime: Duration::from_secs(60),
-        lifetime_source: LifetimeSource::MaxAge,
-        cc: Default::default(),
+        ..ObjectMeta::ok(key, headers, Duration::from_secs(60))
     })
 }
 

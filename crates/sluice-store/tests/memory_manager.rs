@@ -2,9 +2,8 @@
 //! admission rules, and the byte and entry bounds under random load (property test).
 
 use bytes::Bytes;
-use http::{HeaderMap, HeaderValue, StatusCode};
+use http::{HeaderMap, HeaderValue};
 use proptest::prelude::*;
-use sluice_http::freshness::LifetimeSource;
 use sluice_store::{AdmissionRule, Lookup, MemoryStore, Object, ObjectMeta, StoredBody, SweepRule};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -14,19 +13,7 @@ fn object(key: &str, size: usize, etag: bool) -> Object {
     if etag {
         headers.insert(http::header::ETAG, HeaderValue::from_static("\"v1\""));
     }
-    let meta = ObjectMeta {
-        key: key.to_owned(),
-        status: StatusCode::OK,
-        headers,
-        vary: Vec::new(),
-        vary_key: Vec::new(),
-        request_time: SystemTime::UNIX_EPOCH,
-        response_time: SystemTime::UNIX_EPOCH,
-        initial_age: Duration::ZERO,
-        lifetime: Duration::from_secs(60),
-        lifetime_source: LifetimeSource::MaxAge,
-        cc: Default::default(),
-    };
+    let meta = ObjectMeta::ok(key, headers, Duration::from_secs(60));
     Object::new(Arc::new(meta), StoredBody::new(vec![Bytes::from(vec![b'x'; size])]))
 }
 
