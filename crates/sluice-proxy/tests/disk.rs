@@ -337,4 +337,6 @@ async fn concurrent_misses_collapse_and_concurrent_disk_hits_are_served_with_a_d
         }
         assert_eq!(h.origin.hits(path), 1, "{path}: no origin request after the restart");
     }
+    // Concurrent first serves of a recovered object open and verify its file once.
+    assert_eq!(disk(&h).verified_at_read, 2, "one verification per object");
 }

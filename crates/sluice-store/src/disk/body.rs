@@ -36,6 +36,9 @@ pub struct DiskEntry {
     /// allows (see [`OpenFiles`]). Object files are never rewritten (a new version is a new
     /// file and a new entry), so a descriptor stays right for the entry's whole life.
     open: OnceLock<KeptOpen>,
+    /// Held while the body is opened and checked, so concurrent first serves of one entry
+    /// open and verify it once (the others then find it kept open, or verified).
+    pub(crate) opening: parking_lot::Mutex<()>,
 }
 
 impl DiskEntry {
@@ -48,6 +51,7 @@ impl DiskEntry {
             verified: AtomicBool::new(verified),
             hits: AtomicU64::new(0),
             open: OnceLock::new(),
+            opening: parking_lot::Mutex::new(()),
         }
     }
 

@@ -605,6 +605,12 @@ impl DiskTier {
         if let Some(body) = self.kept_open(entry) {
             return Ok(body);
         }
+        // One opener at a time per entry: a concurrent first serve waits here, then finds
+        // the file kept open or the body verified (see `DiskEntry::opening`).
+        let _opening = entry.opening.lock();
+        if let Some(body) = self.kept_open(entry) {
+            return Ok(body);
+        }
         let file = match File::open(&entry.path) {
             Ok(file) => file,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Err(ReadError::Gone),
