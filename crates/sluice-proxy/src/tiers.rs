@@ -189,8 +189,10 @@ impl Tiers {
     pub fn new(mut memory: MemoryStore, disk: Option<DiskTier>, promote_max: u64) -> Self {
         if let Some(disk) = &disk {
             let disk = disk.clone();
+            // An object leaving memory was in use there: its disk copy becomes the most
+            // recently used, and it is not suspended.
             memory.set_kept_elsewhere(Box::new(move |meta: &ObjectMeta| {
-                disk.variants(&meta.key).iter().any(|e| e.meta.vary_key == meta.vary_key)
+                disk.touch(&meta.key, |e| e.vary_key == meta.vary_key)
             }));
         }
         let promote_max = promote_max.min(memory.max_object());

@@ -44,8 +44,10 @@ pub enum Lookup {
     Miss,
 }
 
-/// Tells the memory tier that another tier keeps a copy of an object, so evicting it from
-/// memory loses nothing and it is not suspended.
+/// Called for every object the memory tier evicts: true when another tier keeps a copy, so
+/// evicting it from memory loses nothing and it is not suspended. (The disk tier also takes
+/// the call as a use of its copy, so an object kept hot in memory does not age out of the
+/// disk tier first.)
 pub type KeptElsewhere = Box<dyn Fn(&ObjectMeta) -> bool + Send + Sync>;
 
 struct Inner {
@@ -129,7 +131,7 @@ impl MemoryStore {
         self
     }
 
-    /// Sets the check that another tier holds a copy (such objects are not suspended).
+    /// Sets the call made for each evicted object (see [`KeptElsewhere`]).
     pub fn set_kept_elsewhere(&mut self, check: KeptElsewhere) {
         self.kept_elsewhere = Some(check);
     }
@@ -432,10 +434,8 @@ impl Inner {
     fn evict(&mut self, victim: ObjectId, store: &MemoryStore) {
         let Some(object) = self.forget(victim) else { return };
         self.stats.evictions += 1;
-        if store.suspend_max == 0
-            || !suspendable(&object.meta, object.body.len())
-            || store.kept_elsewhere.as_ref().is_some_and(|kept| kept(&object.meta))
-        {
+        let kept = store.kept_elsewhere.as_ref().is_some_and(|kept| kept(&object.meta));
+        if kept || store.suspend_max == 0 || !suspendable(&object.meta, object.body.len()) {
             return;
         }
         while self.suspended.len() >= store.suspend_max {

@@ -500,6 +500,18 @@ impl DiskTier {
         self.shared.inner.lock().manager.max_object()
     }
 
+    /// Marks the variant of `key` that `selects` as used in the replacement policy, without
+    /// counting a hit (for a copy whose object was being used in another tier); false when
+    /// there is none.
+    pub fn touch(&self, key: &str, selects: impl Fn(&ObjectMeta) -> bool) -> bool {
+        let mut inner = self.shared.inner.lock();
+        let inner = &mut *inner;
+        let Some(ids) = inner.index.get(key) else { return false };
+        let Some(id) = ids.iter().find(|id| selects(&inner.entries[*id].meta)).copied() else { return false };
+        inner.manager.hit(id);
+        true
+    }
+
     /// Finds the newest variant of `key` for which `selects` is true and counts a hit on
     /// it. Memory only.
     pub fn lookup(&self, key: &str, selects: impl Fn(&ObjectMeta) -> bool) -> DiskLookup {

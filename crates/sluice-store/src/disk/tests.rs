@@ -647,3 +647,18 @@ fn sweep_deletes_stale_idle_entries_and_keeps_busy_ones() {
     let (_, report) = open(dir.path(), 1 << 24);
     assert_eq!(report.recovered, 2, "nothing comes back after a restart");
 }
+
+#[test]
+fn a_touched_copy_is_evicted_after_untouched_ones() {
+    let dir = tempfile::tempdir().unwrap();
+    // Room for two 12 KiB files below the high-water mark, not three.
+    let (tier, _) = open(dir.path(), 30 << 10);
+    tier.insert(&object("http://a", 10_000)).unwrap();
+    tier.insert(&object("http://b", 10_000)).unwrap();
+    assert!(tier.touch("http://a", |_| true), "a is there to touch");
+    assert!(!tier.touch("http://missing", |_| true));
+    let hits_before = found(&tier, "http://a").hits();
+    tier.insert(&object("http://c", 10_000)).unwrap();
+    assert!(matches!(tier.lookup("http://b", |_| true), DiskLookup::Miss), "b was the least recently used");
+    assert_eq!(found(&tier, "http://a").hits(), hits_before + 1, "a touch is not a hit");
+}
