@@ -28,6 +28,12 @@ pub fn prometheus(tiers: &Tiers) -> String {
         c.zero_copy_hits.load(Relaxed),
     );
     metric(
+        "sluice_disk_demotions_total",
+        "counter",
+        "Objects over promote_max moved from memory to disk once their disk copy was durable.",
+        c.demotions.load(Relaxed),
+    );
+    metric(
         "sluice_disk_promotions_total",
         "counter",
         "Disk hits promoted into the memory tier.",
@@ -76,6 +82,7 @@ pub fn json(tiers: &Tiers) -> Option<serde_json::Value> {
         "zero_copy_hits": c.zero_copy_hits.load(Relaxed),
         "open_files": d.open_files,
         "promotions": c.promotions.load(Relaxed),
+        "demotions": c.demotions.load(Relaxed),
         "read_failures": c.disk_read_failures.load(Relaxed),
         "corrupt_at_read": d.corrupt_at_read,
         "verified_at_read": d.verified_at_read,

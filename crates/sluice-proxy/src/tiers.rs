@@ -79,6 +79,9 @@ pub struct TierCounters {
     pub disk_hits: AtomicU64,
     /// Disk hits sent with `sendfile` (see [`crate::zero_copy`]).
     pub zero_copy_hits: AtomicU64,
+    /// Objects moved from memory to disk once their disk copy was durable (bodies larger
+    /// than the promotion limit).
+    pub demotions: AtomicU64,
     /// Disk hits read into memory and promoted into the memory tier.
     pub promotions: AtomicU64,
     /// Disk entries found but not served (corrupt, gone, unreadable).
@@ -340,12 +343,18 @@ impl Tiers {
         self.counters.disk_writes.fetch_add(1, Relaxed);
         let (disk, jobs, counters) = (disk.clone(), Arc::clone(&self.jobs), Arc::clone(&self.counters));
         let memory = Arc::clone(&self.memory);
+        let promote_max = self.promote_max;
         run_blocking(move || {
             match disk.insert(&object) {
-                // Evicted from memory before the copy landed: it may have been suspended
-                // meanwhile, which the disk copy makes pointless.
                 Ok(_) => {
+                    // Evicted from memory before the copy landed: it may have been
+                    // suspended meanwhile, which the disk copy makes pointless.
                     memory.drop_suspended(&object.meta);
+                    // Morph: a body too large to promote is served from disk (zero-copy)
+                    // like every later disk hit on it, and leaves memory to smaller ones.
+                    if object.body.len() > promote_max && memory.remove_object(&object) {
+                        counters.demotions.fetch_add(1, Relaxed);
+                    }
                 }
                 Err(why) => {
                     counters.disk_writes_not_stored.fetch_add(1, Relaxed);

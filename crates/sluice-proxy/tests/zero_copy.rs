@@ -143,3 +143,27 @@ async fn head_and_promoted_hits_do_not_use_sendfile() {
     assert_eq!(h.get("/big").await.body.len(), 3_500_000);
     assert_eq!(zero_copy_hits(&h), 1);
 }
+
+#[tokio::test]
+async fn a_large_object_moves_to_disk_once_durable_and_its_hits_use_sendfile() {
+    let dir = tempfile::tempdir().unwrap();
+    // The defaults but a memory tier that accepts large objects: promote_max is 1 MiB.
+    let h = proxy(dir.path(), |c| c.cache.max_object = Size(8 << 20)).await;
+    let body = numbered(3_000_000);
+    h.origin.on("/big", Reply::ok(body.clone()).header("cache-control", FRESH));
+    h.origin.on("/small", Reply::ok("stays in memory").header("cache-control", FRESH));
+    assert!(h.get("/big").await.body == body);
+    h.get("/small").await;
+    on_disk(&h, 2).await;
+    let counters = h.proxy.state.store.counters();
+    assert_eq!(counters.demotions.load(Relaxed), 1, "only the body over promote_max left memory");
+    assert_eq!(h.proxy.state.store.stats().objects, 1);
+
+    let reply = h.get("/big").await;
+    assert!(reply.body == body);
+    assert!(cache_status(&reply).contains("detail=disk"), "{}", cache_status(&reply));
+    assert_eq!(zero_copy_hits(&h), 1);
+    let small = h.get("/small").await;
+    assert!(!cache_status(&small).contains("detail=disk"), "{}", cache_status(&small));
+    assert_eq!(h.origin.hits("/big"), 1);
+}

@@ -279,6 +279,19 @@ impl MemoryStore {
         ids.len() + suspended.len()
     }
 
+    /// Removes `object` if it is still the stored copy of its variant (not a newer one);
+    /// true when it was. For moving an object to another tier once its copy there is safe.
+    pub fn remove_object(&self, object: &Arc<Object>) -> bool {
+        let mut inner = self.inner.lock();
+        let id = object_id(&object.meta);
+        if !inner.objects.get(&id).is_some_and(|stored| Arc::ptr_eq(stored, object)) {
+            return false;
+        }
+        inner.policy.on_remove(id);
+        inner.forget(id);
+        true
+    }
+
     /// Every stored variant of `key`, newest first (no hit is counted).
     pub fn variants(&self, key: &str) -> Vec<Arc<Object>> {
         let inner = self.inner.lock();
