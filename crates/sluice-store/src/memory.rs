@@ -572,6 +572,18 @@ mod tests {
     }
 
     #[test]
+    fn remove_object_removes_only_that_copy() {
+        let store = store(1 << 20);
+        let first = store.insert(object("k", 100)).unwrap();
+        let newer = store.insert(object("k", 200)).unwrap();
+        assert!(!store.remove_object(&first), "a newer copy replaced it: left alone");
+        assert_eq!(store.stats().objects, 1);
+        assert!(store.remove_object(&newer));
+        assert_eq!((store.stats().objects, store.stats().bytes), (0, 0));
+        assert!(!store.remove_object(&newer), "already gone");
+    }
+
+    #[test]
     fn prefix_removal_only_touches_matching_keys() {
         let s = store(1 << 20);
         for key in ["http://a/x/1", "http://a/x/2", "http://a/y/1"] {
