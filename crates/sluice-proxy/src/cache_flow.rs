@@ -536,7 +536,7 @@ async fn fetch(
     let cc = directives(state, spec).cache_control(&parts.headers);
     // Modules that may change the stored body run in the pump; readers of the fill then get
     // it without the origin's length (the stored object gets the true one).
-    let editors = txn.as_deref_mut().and_then(Txn::origin_body_editors);
+    let editors = txn.and_then(Txn::origin_body_editors);
     let verdict = storability(state, spec, &parts, &cc).and_then(|()| {
         let mut headers = parts.headers.clone();
         if editors.is_some() {

@@ -98,6 +98,16 @@ struct Deferred {
     deadline: std::time::Duration,
 }
 
+/// `None` for `Continue`, the common verdict, which is consumed here without a call to
+/// `Flow`'s (out-of-line) drop glue: it owns nothing. Any other verdict is passed on.
+fn unless_continue(flow: Flow) -> Option<Flow> {
+    if let Flow::Continue = flow {
+        std::mem::forget(flow);
+        return None;
+    }
+    Some(flow)
+}
+
 /// How a header phase started (see [`SharedChain::start_phase`]).
 pub enum PhaseStart<'a> {
     /// The phase is over: every active module answered at once.
@@ -139,15 +149,16 @@ impl ModuleChain {
         self.slots.is_empty()
     }
 
-    /// Which bodies the active modules may change.
-    pub fn edits(&self) -> BodyEdits {
-        self.slots.iter().filter(|s| s.active).fold(BodyEdits::default(), |acc, s| {
+    /// Which bodies the active modules may change; `None` when no module is active.
+    fn active_edits(&self) -> Option<BodyEdits> {
+        self.slots.iter().filter(|s| s.active).fold(None, |acc, s| {
+            let acc: BodyEdits = acc.unwrap_or_default();
             let e = s.state.edits_body();
-            BodyEdits {
+            Some(BodyEdits {
                 request: acc.request || e.request,
                 origin_response: acc.origin_response || e.origin_response,
                 client_response: acc.client_response || e.client_response,
-            }
+            })
         })
     }
 
@@ -167,14 +178,20 @@ impl ModuleChain {
         outcome: &mut PhaseOutcome,
     ) -> Result<Progress, ModuleFailure> {
         for i in start..self.slots.len() {
-            match self.call(i, call) {
-                // The common answer, handled first: nothing to fold in, nothing to drop.
-                None | Some(Ok(Flow::Continue)) => {}
-                Some(Err(())) => self.fail(i, "panicked")?,
-                Some(Ok(Flow::Defer { work, deadline })) => {
+            let flow = match self.call(i, call) {
+                None => continue,
+                Some(Err(())) => {
+                    self.fail(i, "panicked")?;
+                    continue;
+                }
+                Some(Ok(flow)) => flow,
+            };
+            match unless_continue(flow) {
+                None => {}
+                Some(Flow::Defer { work, deadline }) => {
                     return Ok(Progress::Deferred(Deferred { index: i, work, deadline }))
                 }
-                Some(Ok(flow)) => {
+                Some(flow) => {
                     let step = self.step(i, flow, allow_respond);
                     if outcome.record(step) {
                         break;
@@ -197,9 +214,10 @@ impl ModuleChain {
             }
             let slot = &mut self.slots[i];
             match std::panic::catch_unwind(AssertUnwindSafe(|| call(slot.state.as_mut(), chunk))) {
-                Ok(Flow::Continue) => {}
                 Ok(flow) => {
-                    self.step(i, flow, false);
+                    if let Some(flow) = unless_continue(flow) {
+                        self.step(i, flow, false);
+                    }
                 }
                 Err(_) => self.fail(i, "panicked in a body phase")?,
             }
@@ -336,7 +354,7 @@ impl SharedChain {
     /// Which bodies the active modules may change; `None` when no module is active any
     /// more (each answered `Done` or failed open), so no body phase needs to run.
     pub fn edits(&mut self) -> Option<BodyEdits> {
-        self.with(|chain| chain.slots.iter().any(|s| s.active).then(|| chain.edits())).flatten()
+        self.with(|chain| chain.active_edits()).flatten()
     }
 
     /// Runs a header phase on every active module in order. `allow_respond` is true for
