@@ -158,7 +158,7 @@ pub async fn serve(
         };
         let mut decision = LookupOverride::Keep;
         if let Some(local) = txn.phase(true, |m, info| m.cache_lookup(info, outcome, &mut decision)).await?.respond {
-            return Ok(respond::local(state, local));
+            return Ok(respond::local(state, *local));
         }
         match decision {
             LookupOverride::Keep => {}
@@ -465,7 +465,7 @@ async fn fetch(
         let mut parts = origin_request(&spec.uri, Method::GET, headers)?;
         if let Some(txn) = txn.as_mut() {
             if let Some(local) = txn.phase(true, |m, info| m.req_out(info, &mut parts)).await?.respond {
-                return Ok(Fetched::Local(Box::new(local)));
+                return Ok(Fetched::Local(local));
             }
         }
         let request_time = state.clock.now();
@@ -536,7 +536,7 @@ async fn fetch(
     let cc = directives(state, spec).cache_control(&parts.headers);
     // Modules that may change the stored body run in the pump; readers of the fill then get
     // it without the origin's length (the stored object gets the true one).
-    let editors = txn.as_deref().and_then(Txn::origin_body_editors);
+    let editors = txn.and_then(Txn::origin_body_editors);
     let verdict = storability(state, spec, &parts, &cc).and_then(|()| {
         let mut headers = parts.headers.clone();
         if editors.is_some() {
@@ -631,13 +631,14 @@ async fn pump(
     fill: Arc<Fill>,
     meta: Arc<ObjectMeta>,
     leader: Option<Leader>,
-    editors: Option<(SharedChain, TxnInfo)>,
+    mut editors: Option<(SharedChain, TxnInfo)>,
 ) {
     let max = state.store.max_object();
     let mut too_large = false;
     let mut modules_saw_end = false;
-    let edit = |data: Bytes, end: bool| -> Result<Bytes, String> {
-        let Some((chain, info)) = &editors else { return Ok(data) };
+    let editing = editors.is_some();
+    let mut edit = |data: Bytes, end: bool| -> Result<Bytes, String> {
+        let Some((chain, info)) = &mut editors else { return Ok(data) };
         let mut chunk = sluice_module::BodyChunk::new(data, end);
         chain.body_phase(&mut chunk, |m, c| m.origin_resp_body(info, c)).map_err(|e| e.to_string())?;
         Ok(chunk.into_data())
@@ -666,7 +667,7 @@ async fn pump(
         }
         too_large |= fill.len() > max;
     }
-    if editors.is_some() && !modules_saw_end {
+    if editing && !modules_saw_end {
         match edit(Bytes::new(), true) {
             Ok(data) => fill.push(data),
             Err(e) => {

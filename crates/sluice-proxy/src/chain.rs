@@ -2,8 +2,10 @@
 //! their failures: a panic, a missed `Defer` deadline or an oversized `Buffer` fails the
 //! transaction open (the module is skipped from then on) or closed (an error), as configured.
 
+use futures_util::future::BoxFuture;
 use futures_util::FutureExt;
 use sluice_module::{BodyChunk, BodyEdits, FailurePolicy, Flow, LocalResponse, Module, Txn as ModuleTxn, TxnInfo};
+use smallvec::SmallVec;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 
@@ -40,8 +42,9 @@ struct Slot {
 /// What a header phase asks of the host, besides going on.
 #[derive(Debug, Default)]
 pub struct PhaseOutcome {
-    /// A module answered locally (request phases only).
-    pub respond: Option<LocalResponse>,
+    /// A module answered locally (request phases only). Boxed: local answers are rare, and
+    /// a small outcome keeps every phase's result cheap to move.
+    pub respond: Option<Box<LocalResponse>>,
     /// Some module asked to buffer the body, at most this many bytes.
     pub buffer: Option<usize>,
 }
@@ -52,7 +55,7 @@ impl PhaseOutcome {
         match step {
             Step::Go => false,
             Step::Respond(response) => {
-                self.respond = Some(response);
+                self.respond = Some(Box::new(response));
                 true
             }
             Step::Buffer(max) => {
@@ -63,11 +66,15 @@ impl PhaseOutcome {
     }
 }
 
+/// The slots of the modules taking part. A few fit inline, so that setting up a chain costs
+/// one allocation (its shared cell), not two.
+type Slots = SmallVec<[Slot; 2]>;
+
 /// The per-transaction states of the modules taking part, in order. Dropping the chain drops
 /// each state exactly once (the last [`SharedChain`] handle to go drops it).
 #[derive(Default)]
 pub struct ModuleChain {
-    slots: Vec<Slot>,
+    slots: Slots,
 }
 
 impl std::fmt::Debug for ModuleChain {
@@ -87,8 +94,26 @@ enum Progress {
 /// One module's deferred work in a header phase.
 struct Deferred {
     index: usize,
-    work: futures_util::future::BoxFuture<'static, Flow>,
+    work: BoxFuture<'static, Flow>,
     deadline: std::time::Duration,
+}
+
+/// `None` for `Continue`, the common verdict, which is consumed here without a call to
+/// `Flow`'s (out-of-line) drop glue: it owns nothing. Any other verdict is passed on.
+fn unless_continue(flow: Flow) -> Option<Flow> {
+    if let Flow::Continue = flow {
+        std::mem::forget(flow);
+        return None;
+    }
+    Some(flow)
+}
+
+/// How a header phase started (see [`SharedChain::start_phase`]).
+pub enum PhaseStart<'a> {
+    /// The phase is over: every active module answered at once.
+    Ready(Result<PhaseOutcome, ModuleFailure>),
+    /// A module deferred: the rest of the phase, to await.
+    Waiting(BoxFuture<'a, Result<PhaseOutcome, ModuleFailure>>),
 }
 
 enum Step {
@@ -100,7 +125,7 @@ enum Step {
 impl ModuleChain {
     /// Asks every module for its state; modules answering `None` sit the transaction out.
     pub fn new(modules: &[LoadedModule], info: &TxnInfo) -> Self {
-        let mut slots = Vec::with_capacity(modules.len());
+        let mut slots = Slots::new();
         for loaded in modules {
             let created = std::panic::catch_unwind(AssertUnwindSafe(|| loaded.module.new_txn(info)));
             match created {
@@ -124,15 +149,16 @@ impl ModuleChain {
         self.slots.is_empty()
     }
 
-    /// Which bodies the active modules may change.
-    pub fn edits(&self) -> BodyEdits {
-        self.slots.iter().filter(|s| s.active).fold(BodyEdits::default(), |acc, s| {
+    /// Which bodies the active modules may change; `None` when no module is active.
+    fn active_edits(&self) -> Option<BodyEdits> {
+        self.slots.iter().filter(|s| s.active).fold(None, |acc, s| {
+            let acc: BodyEdits = acc.unwrap_or_default();
             let e = s.state.edits_body();
-            BodyEdits {
+            Some(BodyEdits {
                 request: acc.request || e.request,
                 origin_response: acc.origin_response || e.origin_response,
                 client_response: acc.client_response || e.client_response,
-            }
+            })
         })
     }
 
@@ -152,13 +178,20 @@ impl ModuleChain {
         outcome: &mut PhaseOutcome,
     ) -> Result<Progress, ModuleFailure> {
         for i in start..self.slots.len() {
-            match self.call(i, call) {
+            let flow = match self.call(i, call) {
+                None => continue,
+                Some(Err(())) => {
+                    self.fail(i, "panicked")?;
+                    continue;
+                }
+                Some(Ok(flow)) => flow,
+            };
+            match unless_continue(flow) {
                 None => {}
-                Some(Err(())) => self.fail(i, "panicked")?,
-                Some(Ok(Flow::Defer { work, deadline })) => {
+                Some(Flow::Defer { work, deadline }) => {
                     return Ok(Progress::Deferred(Deferred { index: i, work, deadline }))
                 }
-                Some(Ok(flow)) => {
+                Some(flow) => {
                     let step = self.step(i, flow, allow_respond);
                     if outcome.record(step) {
                         break;
@@ -182,7 +215,9 @@ impl ModuleChain {
             let slot = &mut self.slots[i];
             match std::panic::catch_unwind(AssertUnwindSafe(|| call(slot.state.as_mut(), chunk))) {
                 Ok(flow) => {
-                    self.step(i, flow, false);
+                    if let Some(flow) = unless_continue(flow) {
+                        self.step(i, flow, false);
+                    }
                 }
                 Err(_) => self.fail(i, "panicked in a body phase")?,
             }
@@ -252,18 +287,31 @@ impl ModuleChain {
     }
 }
 
-/// The module chain of one transaction, shared between the client side of the transaction
-/// and the fetch that fills the cache for it (which runs `origin_resp_body`). Calls are
-/// serialized by a lock that is never held across an await, so a module's methods are never
-/// called concurrently. Free when no module takes part.
-#[derive(Clone, Default)]
+/// The module chain of one transaction. The transaction owns it alone (no allocation, no
+/// lock) until a fetch that fills the cache for it needs it too, to run `origin_resp_body`
+/// ([`SharedChain::share`]); from then on both hold it behind a lock that is never held across
+/// an await, so a module's methods are never called concurrently. Free when no module takes
+/// part.
+#[derive(Default)]
 pub struct SharedChain {
-    chain: Option<Arc<parking_lot::Mutex<ModuleChain>>>,
+    chain: Holder,
+}
+
+/// Where a chain lives.
+#[derive(Default)]
+enum Holder {
+    /// No module takes part.
+    #[default]
+    Empty,
+    /// Held by one transaction alone.
+    Own(ModuleChain),
+    /// Held by a transaction and the fetch filling the cache for it.
+    Shared(Arc<parking_lot::Mutex<ModuleChain>>),
 }
 
 impl std::fmt::Debug for SharedChain {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SharedChain").field("modules", &self.chain.is_some()).finish()
+        f.debug_struct("SharedChain").field("modules", &!self.is_empty()).finish()
     }
 }
 
@@ -274,48 +322,68 @@ impl SharedChain {
             return Self::default();
         }
         let chain = ModuleChain::new(modules, info);
-        Self { chain: (!chain.is_empty()).then(|| Arc::new(parking_lot::Mutex::new(chain))) }
+        Self { chain: if chain.is_empty() { Holder::Empty } else { Holder::Own(chain) } }
     }
 
     /// True when no module takes part.
     pub fn is_empty(&self) -> bool {
-        self.chain.is_none()
+        matches!(self.chain, Holder::Empty)
+    }
+
+    /// A handle on the same chain, for a fetch that runs `origin_resp_body` for this
+    /// transaction; both handles then share the chain, which is dropped with the last one.
+    pub fn share(&mut self) -> SharedChain {
+        let shared = match std::mem::take(&mut self.chain) {
+            Holder::Empty => return Self::default(),
+            Holder::Own(chain) => Arc::new(parking_lot::Mutex::new(chain)),
+            Holder::Shared(shared) => shared,
+        };
+        self.chain = Holder::Shared(Arc::clone(&shared));
+        Self { chain: Holder::Shared(shared) }
+    }
+
+    /// Runs `f` on the chain (under the lock when shared); `None` when no module takes part.
+    fn with<R>(&mut self, f: impl FnOnce(&mut ModuleChain) -> R) -> Option<R> {
+        match &mut self.chain {
+            Holder::Empty => None,
+            Holder::Own(chain) => Some(f(chain)),
+            Holder::Shared(shared) => Some(f(&mut shared.lock())),
+        }
     }
 
     /// Which bodies the active modules may change; `None` when no module is active any
     /// more (each answered `Done` or failed open), so no body phase needs to run.
-    pub fn edits(&self) -> Option<BodyEdits> {
-        let chain = self.chain.as_ref()?.lock();
-        chain.slots.iter().any(|s| s.active).then(|| chain.edits())
+    pub fn edits(&mut self) -> Option<BodyEdits> {
+        self.with(|chain| chain.active_edits()).flatten()
     }
 
     /// Runs a header phase on every active module in order. `allow_respond` is true for
-    /// request phases: the first local answer stops the phase. `Defer`red work is awaited
-    /// here (without the lock), within its deadline.
+    /// request phases: the first local answer stops the phase.
     ///
-    /// Modules that answer at once are called synchronously under one lock; only a `Defer`
-    /// enters the (boxed) waiting path, so the common case adds no timer and keeps the
-    /// futures of the phases that await this one small.
-    pub async fn phase(
-        &self,
-        allow_respond: bool,
-        mut call: impl FnMut(&mut dyn ModuleTxn) -> Flow,
-    ) -> Result<PhaseOutcome, ModuleFailure> {
+    /// Modules that answer at once are called synchronously (under one lock when shared)
+    /// before this returns: the common case constructs no future and adds no timer. Only
+    /// when a module answers `Defer` is the rest of the phase returned as a (boxed) future,
+    /// which awaits the deferred work (without the lock) within its deadline and calls the
+    /// modules after it; the caller must await it before the transaction goes on.
+    pub fn start_phase<'a, F>(&'a mut self, allow_respond: bool, mut call: F) -> PhaseStart<'a>
+    where
+        F: FnMut(&mut dyn ModuleTxn) -> Flow + Send + 'a,
+    {
         let mut outcome = PhaseOutcome::default();
-        let Some(chain) = &self.chain else { return Ok(outcome) };
-        let progress = chain.lock().run_from(0, allow_respond, &mut call, &mut outcome)?;
+        let progress = self.with(|chain| chain.run_from(0, allow_respond, &mut call, &mut outcome));
         match progress {
-            Progress::Finished => Ok(outcome),
-            Progress::Deferred(deferred) => {
-                Box::pin(Self::wait_and_resume(chain, deferred, allow_respond, call, outcome)).await
+            None | Some(Ok(Progress::Finished)) => PhaseStart::Ready(Ok(outcome)),
+            Some(Err(failure)) => PhaseStart::Ready(Err(failure)),
+            Some(Ok(Progress::Deferred(deferred))) => {
+                PhaseStart::Waiting(Box::pin(self.wait_and_resume(deferred, allow_respond, call, outcome)))
             }
         }
     }
 
-    /// The waiting path of [`Self::phase`]: awaits the deferred work of one module, applies
-    /// its verdict, and calls the modules after it, as often as they defer.
+    /// The waiting path of [`Self::start_phase`]: awaits the deferred work of one module,
+    /// applies its verdict, and calls the modules after it, as often as they defer.
     async fn wait_and_resume(
-        chain: &parking_lot::Mutex<ModuleChain>,
+        &mut self,
         mut deferred: Deferred,
         allow_respond: bool,
         mut call: impl FnMut(&mut dyn ModuleTxn) -> Flow,
@@ -329,58 +397,53 @@ impl SharedChain {
                 Ok(Err(_)) => Err("deferred work panicked".to_owned()),
                 Err(_) => Err(format!("deferred work missed its {deadline:?} deadline")),
             };
-            let progress = {
-                let mut locked = chain.lock();
+            let resumed = self.with(|chain| {
                 match flow {
                     Ok(flow) => {
-                        if outcome.record(locked.step(index, flow, allow_respond)) {
-                            return Ok(outcome);
+                        if outcome.record(chain.step(index, flow, allow_respond)) {
+                            return Ok(Progress::Finished);
                         }
                     }
-                    Err(what) => locked.fail(index, &what)?,
+                    Err(what) => chain.fail(index, &what)?,
                 }
-                locked.run_from(index + 1, allow_respond, &mut call, &mut outcome)?
-            };
-            match progress {
-                Progress::Finished => return Ok(outcome),
-                Progress::Deferred(next) => deferred = next,
+                chain.run_from(index + 1, allow_respond, &mut call, &mut outcome)
+            });
+            match resumed {
+                None | Some(Ok(Progress::Finished)) => return Ok(outcome),
+                Some(Ok(Progress::Deferred(next))) => deferred = next,
+                Some(Err(failure)) => return Err(failure),
             }
         }
     }
 
     /// Runs a body phase on `chunk` (see [`ModuleChain::body_phase`]).
     pub fn body_phase(
-        &self,
+        &mut self,
         chunk: &mut BodyChunk,
         call: impl FnMut(&mut dyn ModuleTxn, &mut BodyChunk) -> Flow,
     ) -> Result<(), ModuleFailure> {
-        match &self.chain {
-            Some(chain) => chain.lock().body_phase(chunk, call),
-            None => Ok(()),
-        }
+        self.with(|chain| chain.body_phase(chunk, call)).unwrap_or(Ok(()))
     }
 
-    /// Runs a notification on every active module.
-    pub fn notify(&self, call: impl FnMut(&mut dyn ModuleTxn)) {
-        if let Some(chain) = &self.chain {
-            chain.lock().notify(call);
-        }
+    /// Runs two notifications in one go: `first` on every active module, then `second` on
+    /// every module still active (one that panicked in `first` is skipped).
+    pub fn notify_both(&mut self, first: impl FnMut(&mut dyn ModuleTxn), second: impl FnMut(&mut dyn ModuleTxn)) {
+        self.with(|chain| {
+            chain.notify(first);
+            chain.notify(second);
+        });
     }
 
     /// See [`ModuleChain::fail_buffering`].
-    pub fn fail_buffering(&self, what: &str) -> Result<(), ModuleFailure> {
-        match &self.chain {
-            Some(chain) => chain.lock().fail_buffering(what),
-            None => Ok(()),
-        }
+    pub fn fail_buffering(&mut self, what: &str) -> Result<(), ModuleFailure> {
+        self.with(|chain| chain.fail_buffering(what)).unwrap_or(Ok(()))
     }
 }
 
 impl Drop for ModuleChain {
     fn drop(&mut self) {
-        for slot in self.slots.drain(..) {
-            let module = Arc::clone(&slot.module);
-            if std::panic::catch_unwind(AssertUnwindSafe(move || drop(slot))).is_err() {
+        for Slot { state, module, .. } in self.slots.drain(..) {
+            if std::panic::catch_unwind(AssertUnwindSafe(move || drop(state))).is_err() {
                 tracing::error!("module {} panicked while its state was dropped", module.name());
             }
         }

@@ -78,7 +78,7 @@ pub async fn fetch_as(state: &Arc<State>, request: Request<()>, mode: Mode) -> F
     let (mut parts, ()) = request.into_parts();
     let result = async {
         if let Some(local) = txn.phase(true, |m, info| m.req_headers(info, &mut parts)).await?.respond {
-            return Ok(respond::local(state, local));
+            return Ok(respond::local(state, *local));
         }
         let conn = ConnInfo { client: INTERNAL, mode, tls: false, allowed: true, zero_copy: None };
         let resolved = crate::service::resolve_target(state, &conn, &parts)?;

@@ -149,7 +149,7 @@ async fn route(
     check_host(&req)?;
     let (mut parts, body) = req.into_parts();
     if let Some(local) = txn.phase(true, |m, info| m.req_headers(info, &mut parts)).await?.respond {
-        return Ok(Routed::Response(respond::local(state, local)));
+        return Ok(Routed::Response(respond::local(state, *local)));
     }
     if parts.method == Method::CONNECT {
         if !conn.mode.forwards() {
@@ -389,7 +389,7 @@ async fn pass(
     }
     let mut parts = origin_request(&forward.uri, forward.client.method.clone(), headers)?;
     if let Some(local) = txn.phase(true, |m, info| m.req_out(info, &mut parts)).await?.respond {
-        return Ok(respond::local(state, local));
+        return Ok(respond::local(state, *local));
     }
     let out_body = if http_body::Body::is_end_stream(&body) { OutBody::Empty } else { OutBody::Client(body) };
     let origin = crate::source::send(state, &forward.target, Request::from_parts(parts, out_body)).await?;

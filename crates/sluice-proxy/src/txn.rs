@@ -5,14 +5,18 @@
 //! once, in its `Drop`, whether the response completed, failed, or was never produced.
 
 use crate::access_log::LogRecord;
-use crate::chain::{ModuleFailure, PhaseOutcome, SharedChain};
+use crate::chain::{ModuleFailure, PhaseOutcome, PhaseStart, SharedChain};
 use crate::error::{Kind, ProxyError, Side};
 use crate::outcome::ResultCode;
 use crate::state::State;
+use futures_util::future::BoxFuture;
 use http::{header, HeaderValue, Method, Request, Version};
 use sluice_module::{Flow, LogFields, Txn as ModuleTxn, TxnInfo, TxnOutcome};
+use std::future::Future;
 use std::net::{IpAddr, SocketAddr};
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::Instant;
 
 /// A transaction in progress.
@@ -109,32 +113,59 @@ impl Txn {
 
     /// Runs a header phase of the modules taking part; free when none does. A module
     /// failure that is closed becomes a 500.
-    pub async fn phase(
-        &mut self,
+    ///
+    /// The modules are called before this returns; the returned future only yields the
+    /// outcome, unless a module deferred, in which case it runs the rest of the phase. Await
+    /// it at once.
+    pub fn phase<'a>(
+        &'a mut self,
         allow_respond: bool,
-        mut call: impl FnMut(&mut dyn ModuleTxn, &TxnInfo) -> Flow,
-    ) -> Result<PhaseOutcome, ProxyError> {
+        mut call: impl FnMut(&mut dyn ModuleTxn, &TxnInfo) -> Flow + Send + 'a,
+    ) -> Phase<'a> {
         if self.modules.is_empty() {
-            return Ok(PhaseOutcome::default());
+            return Phase::Ready(Some(Ok(PhaseOutcome::default())));
         }
-        let info = &self.info;
-        self.modules.phase(allow_respond, |m| call(m, info)).await.map_err(module_error)
+        let Self { modules, info, .. } = self;
+        match modules.start_phase(allow_respond, move |m| call(m, info)) {
+            PhaseStart::Ready(result) => Phase::Ready(Some(result.map_err(module_error))),
+            PhaseStart::Waiting(rest) => Phase::Waiting(rest),
+        }
     }
 
     /// The module chain and transaction info, for a fetch that runs `origin_resp_body` on the
     /// body it stores; `None` when no module may change that body.
-    pub fn origin_body_editors(&self) -> Option<(SharedChain, TxnInfo)> {
-        self.modules.edits().is_some_and(|e| e.origin_response).then(|| (self.modules.clone(), self.info.clone()))
+    pub fn origin_body_editors(&mut self) -> Option<(SharedChain, TxnInfo)> {
+        self.modules.edits().is_some_and(|e| e.origin_response).then(|| (self.modules.share(), self.info.clone()))
     }
 
     /// Runs a body phase of the modules taking part on `chunk`.
     pub fn body_phase(
-        &self,
+        &mut self,
         chunk: &mut sluice_module::BodyChunk,
         mut call: impl FnMut(&mut dyn ModuleTxn, &TxnInfo, &mut sluice_module::BodyChunk) -> Flow,
     ) -> Result<(), ModuleFailure> {
-        let info = &self.info;
-        self.modules.body_phase(chunk, |m, c| call(m, info, c))
+        let Self { modules, info, .. } = self;
+        modules.body_phase(chunk, |m, c| call(m, info, c))
+    }
+}
+
+/// A header phase under way (see [`Txn::phase`]): its outcome, ready at once unless a module
+/// deferred.
+pub enum Phase<'a> {
+    /// Every module answered at once (taken when polled).
+    Ready(Option<Result<PhaseOutcome, ProxyError>>),
+    /// A module deferred: the rest of the phase.
+    Waiting(BoxFuture<'a, Result<PhaseOutcome, ModuleFailure>>),
+}
+
+impl Future for Phase<'_> {
+    type Output = Result<PhaseOutcome, ProxyError>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        match self.get_mut() {
+            Phase::Ready(result) => Poll::Ready(result.take().expect("a phase is polled after it completed")),
+            Phase::Waiting(rest) => rest.as_mut().poll(cx).map_err(module_error),
+        }
     }
 }
 
@@ -151,8 +182,7 @@ impl Drop for Txn {
         if !self.modules.is_empty() {
             let outcome = self.outcome();
             let info = &self.info;
-            self.modules.notify(|m| m.resp_done(info, &outcome));
-            self.modules.notify(|m| m.log(info, &outcome, &mut fields));
+            self.modules.notify_both(|m| m.resp_done(info, &outcome), |m| m.log(info, &outcome, &mut fields));
         }
         if let Some(log) = &state.access_log {
             log.log(LogRecord {
