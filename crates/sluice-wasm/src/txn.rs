@@ -62,8 +62,8 @@ impl std::fmt::Display for PluginFailure {
 /// What a callback asked for besides its return value.
 #[derive(Default)]
 struct Signals {
-    /// `proxy_send_local_response`.
-    local_response: Option<LocalResponse>,
+    /// `proxy_send_local_response` (boxed, see `Call::local_response`).
+    local_response: Option<Box<LocalResponse>>,
     /// `sluice.no_more_callbacks`.
     no_more_callbacks: bool,
 }
@@ -213,7 +213,7 @@ impl WasmTxn {
     /// The verdict after a headers or body callback that returned `action`.
     fn verdict(&mut self, action: Action, signals: Signals, end: bool, headers: bool) -> Flow {
         if let Some(response) = signals.local_response {
-            return Flow::Respond(response);
+            return Flow::Respond(*response);
         }
         if signals.no_more_callbacks {
             self.state = State::Quiet;

@@ -217,12 +217,20 @@ impl PluginVm {
             },
             Callback::Log => unit(&exports.log, store),
             Callback::Delete => {
-                store.data_mut().properties.remove(&context);
+                forget_properties(store.data_mut(), context);
                 unit(&exports.delete, store)
             }
             Callback::Tick => unit(&exports.tick, store),
         };
         result.map_err(|err| classify(&mut self.store, err))
+    }
+}
+
+/// Drops the properties context `context` set. Most plugins set none: the map is then
+/// empty and the lookup (a SipHash of the id) is skipped.
+fn forget_properties(state: &mut HostState, context: u32) {
+    if !state.properties.is_empty() {
+        state.properties.remove(&context);
     }
 }
 

@@ -62,7 +62,7 @@ fn send_local_response(
             let value = HeaderValue::from_bytes(value).map_err(|_| Status::BadArgument)?;
             headers.append(name, value);
         }
-        state.call.local_response = Some(LocalResponse { status, headers, body });
+        state.call.local_response = Some(Box::new(LocalResponse { status, headers, body }));
         Ok(Status::Ok)
     })())
 }

@@ -95,8 +95,9 @@ pub(crate) struct Call {
     pub response_writable: bool,
     pub body: Option<BodyBuf>,
     pub lookup: Option<LookupOutcome>,
-    /// Set by `proxy_send_local_response`.
-    pub local_response: Option<LocalResponse>,
+    /// Set by `proxy_send_local_response`. Boxed: it is rare, and a small `Call` (and
+    /// `Signals` in `txn.rs`) is cheaper to move on every callback.
+    pub local_response: Option<Box<LocalResponse>>,
     /// Set by the `sluice.no_more_callbacks` foreign function.
     pub no_more_callbacks: bool,
 }
