@@ -25,37 +25,13 @@ configs=("$@")
 
 command -v valgrind >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq valgrind >/dev/null; }
 [ -x "$SLUICE" ] || cargo build --release -p sluice
-plugins=$PWD/target/sluice-wasm-plugins/wasm32-wasip1/release
-if [[ " ${configs[*]} " == *" wasm-"* ]]; then
-  cargo build --release --locked --target wasm32-wasip1 --manifest-path crates/sluice-wasm/plugins/Cargo.toml \
-    --target-dir "$PWD/target/sluice-wasm-plugins" -q
-fi
-
+# $work, pids, cleanup, start_origin, module_entry, build_plugins.
+source bench/modules/common.sh
+plugins=""
+if [[ " ${configs[*]} " == *" wasm-"* ]]; then plugins=$(build_plugins); fi
 mkdir -p "$OUT"
-work=$(mktemp -d)
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$work"; }
-trap cleanup EXIT
-
-mkdir -p "$work/www"
-head -c 1024 /dev/zero | tr '\0' 'x' > "$work/www/1k"
-touch -d '10 days ago' "$work/www/1k"
-python3 -m http.server "$PORT_BASE" --bind 127.0.0.1 -d "$work/www" >/dev/null 2>&1 &
-pids+=($!)
+start_origin "$PORT_BASE"
 proxy=127.0.0.1:$((PORT_BASE + 1))
-for _ in $(seq 100); do curl -sf -o /dev/null "http://127.0.0.1:$PORT_BASE/1k" && break; sleep 0.1; done
-
-module_entry() {
-  case $1 in
-    none) ;;
-    wasm-empty) printf '[[module]]\nname = "%s"\nkind = "wasm"\nsettings = { path = "%s" }\n' "$1" "$plugins/empty.wasm" ;;
-    wasm-empty-lean)
-      printf '[[module]]\nname = "%s"\nkind = "wasm"\nsettings = { path = "%s", request_headers_in_response = false, response_headers_in_body = false }\n' \
-        "$1" "$plugins/empty.wasm" ;;
-    wasm-add-headers) printf '[[module]]\nname = "%s"\nkind = "wasm"\nsettings = { path = "%s" }\n' "$1" "$plugins/add_headers.wasm" ;;
-    *) printf '[[module]]\nname = "%s"\n' "$1" ;;
-  esac
-}
 
 urls=$(for _ in $(seq "$N"); do printf 'http://%s/1k ' "$proxy"; done)
 echo "| configuration | instructions per hit | over none |"
@@ -65,7 +41,7 @@ for c in "${configs[@]}"; do
   {
     printf '[[listener]]\naddr = "%s"\nmode = "reverse"\nh2c = false\n\n' "$proxy"
     printf '[[route]]\norigin = "http://127.0.0.1:%s"\n\n[admin]\nenabled = false\n\n' "$PORT_BASE"
-    module_entry "$c"
+    module_entry "$c" "$plugins"
   } > "$work/$c.toml"
   rm -f "$OUT/$c.out"*
   valgrind --tool=callgrind --callgrind-out-file="$OUT/$c.out" --instr-atstart=no \

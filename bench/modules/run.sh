@@ -28,45 +28,17 @@ WASM=${WASM:-1}
 command -v wrk >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk >/dev/null; }
 [ -x "$SLUICE" ] || cargo build --release -p sluice
 
-work=$(mktemp -d)
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$work"; }
-trap cleanup EXIT
-
-# Origin: a 1 KiB object, heuristically fresh for a day (modified ten days ago).
-mkdir -p "$work/www"
-head -c 1024 /dev/zero | tr '\0' 'x' > "$work/www/1k"
-touch -d "10 days ago" "$work/www/1k"
-python3 -m http.server "$PORT_BASE" --bind 127.0.0.1 -d "$work/www" >/dev/null 2>&1 &
-pids+=($!)
-for _ in $(seq 100); do curl -sf -o /dev/null "http://127.0.0.1:$PORT_BASE/1k" && break; sleep 0.1; done
+# $work, pids, cleanup, start_origin, module_entry, build_plugins.
+source bench/modules/common.sh
+start_origin "$PORT_BASE"
 
 configs=(none noop add-headers body-copy)
 if [ "$WASM" = 1 ]; then
   # The test plugins of crates/sluice-wasm, built for wasm32-wasip1 (the target is installed by
   # scripts/install-deps.sh).
-  plugins=$PWD/target/sluice-wasm-plugins
-  cargo build --release --locked --target wasm32-wasip1 --manifest-path crates/sluice-wasm/plugins/Cargo.toml \
-    --target-dir "$plugins" -q
-  wasm_dir=$plugins/wasm32-wasip1/release
+  wasm_dir=$(build_plugins)
   configs+=(wasm-empty wasm-empty-lean wasm-add-headers wasm-body-copy)
 fi
-
-# The [[module]] entry of configuration $1 (none for the baseline).
-module_entry() {
-  case $1 in
-    none) ;;
-    wasm-empty) printf '[[module]]\nname = "%s"\nkind = "wasm"\nsettings = { path = "%s" }\n' "$1" "$wasm_dir/empty.wasm" ;;
-    wasm-empty-lean) # the same plugin, with the request and response heads not kept for later callbacks
-      printf '[[module]]\nname = "%s"\nkind = "wasm"\nsettings = { path = "%s", request_headers_in_response = false, response_headers_in_body = false }\n' \
-        "$1" "$wasm_dir/empty.wasm" ;;
-    wasm-add-headers) printf '[[module]]\nname = "%s"\nkind = "wasm"\nsettings = { path = "%s" }\n' "$1" "$wasm_dir/add_headers.wasm" ;;
-    wasm-body-copy)
-      printf '[[module]]\nname = "%s"\nkind = "wasm"\nsettings = { path = "%s", plugin_config = "copy", edits_response_body = true }\n' \
-        "$1" "$wasm_dir/body_transform.wasm" ;;
-    *) printf '[[module]]\nname = "%s"\n' "$1" ;;
-  esac
-}
 
 declare -A port
 i=1
@@ -76,7 +48,7 @@ for c in "${configs[@]}"; do
     printf '[[listener]]\naddr = "127.0.0.1:%s"\nmode = "reverse"\nh2c = false\n\n' "${port[$c]}"
     printf '[[route]]\norigin = "http://127.0.0.1:%s"\n\n' "$PORT_BASE"
     printf '[admin]\nenabled = false\n\n'
-    module_entry "$c"
+    module_entry "$c" "${wasm_dir:-}"
   } > "$work/$c.toml"
   "$SLUICE" serve --config "$work/$c.toml" --threads "$THREADS" >"$work/$c.log" 2>&1 &
   pids+=($!)

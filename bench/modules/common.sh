@@ -1,0 +1,46 @@
+# Shared by run.sh and callgrind.sh (sourced): the temporary directory, process cleanup, the
+# origin, and the [[module]] entry of each configuration.
+#
+# After sourcing: $work (removed at exit), pids (killed at exit); start_origin PORT serves a
+# 1 KiB object at http://127.0.0.1:PORT/1k, heuristically fresh for a day (modified ten days
+# ago); module_entry NAME PLUGIN_DIR prints NAME's [[module]] entry (nothing for `none`).
+
+work=$(mktemp -d)
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$work"; }
+trap cleanup EXIT
+
+start_origin() {
+  mkdir -p "$work/www"
+  head -c 1024 /dev/zero | tr '\0' 'x' > "$work/www/1k"
+  touch -d "10 days ago" "$work/www/1k"
+  python3 -m http.server "$1" --bind 127.0.0.1 -d "$work/www" >/dev/null 2>&1 &
+  pids+=($!)
+  for _ in $(seq 100); do curl -sf -o /dev/null "http://127.0.0.1:$1/1k" && break; sleep 0.1; done
+}
+
+# Configurations: none; a built-in module name (noop, add-headers, body-copy); wasm-empty,
+# wasm-empty-lean (the request and response heads not kept for later callbacks),
+# wasm-add-headers, wasm-body-copy (the test plugins of crates/sluice-wasm/plugins).
+module_entry() {
+  case $1 in
+    none) ;;
+    wasm-empty) printf '[[module]]\nname = "%s"\nkind = "wasm"\nsettings = { path = "%s" }\n' "$1" "$2/empty.wasm" ;;
+    wasm-empty-lean)
+      printf '[[module]]\nname = "%s"\nkind = "wasm"\nsettings = { path = "%s", request_headers_in_response = false, response_headers_in_body = false }\n' \
+        "$1" "$2/empty.wasm" ;;
+    wasm-add-headers) printf '[[module]]\nname = "%s"\nkind = "wasm"\nsettings = { path = "%s" }\n' "$1" "$2/add_headers.wasm" ;;
+    wasm-body-copy)
+      printf '[[module]]\nname = "%s"\nkind = "wasm"\nsettings = { path = "%s", plugin_config = "copy", edits_response_body = true }\n' \
+        "$1" "$2/body_transform.wasm" ;;
+    *) printf '[[module]]\nname = "%s"\n' "$1" ;;
+  esac
+}
+
+# Builds the test plugins for wasm32-wasip1 (the target is installed by
+# scripts/install-deps.sh) and prints their directory.
+build_plugins() {
+  cargo build --release --locked --target wasm32-wasip1 --manifest-path crates/sluice-wasm/plugins/Cargo.toml \
+    --target-dir "$PWD/target/sluice-wasm-plugins" -q
+  echo "$PWD/target/sluice-wasm-plugins/wasm32-wasip1/release"
+}
