@@ -143,6 +143,22 @@ pub struct RouteConfig {
     pub esi_hosts: Vec<String>,
 }
 
+impl Default for RouteConfig {
+    /// What an empty `[[route]]` table means: any host, prefix `/`, nothing else set (so
+    /// neither `origin` nor `files` yet: add one).
+    fn default() -> Self {
+        Self {
+            host: None,
+            path_prefix: default_prefix(),
+            origin: None,
+            preserve_host: false,
+            files: None,
+            esi: false,
+            esi_hosts: Vec::new(),
+        }
+    }
+}
+
 /// A route's file data source: the files under `root`, named by the request path after the
 /// route's prefix.
 #[derive(Debug, Clone, Deserialize, Serialize)]

@@ -147,10 +147,7 @@ mod tests {
             host: host.map(Into::into),
             path_prefix: prefix.into(),
             origin: Some(origin.into()),
-            preserve_host: false,
-            files: None,
-            esi: false,
-            esi_hosts: Vec::new(),
+            ..RouteConfig::default()
         }
     }
 

@@ -74,15 +74,7 @@ async fn a_changed_file_is_removed_from_disk_too() {
     };
     let h = Harness::build(Mode::Reverse, |c| {
         c.cache.disk.dir = Some(cache.clone());
-        c.route.push(RouteConfig {
-            host: None,
-            path_prefix: "/static/".into(),
-            origin: None,
-            preserve_host: false,
-            files: Some(files),
-            esi: false,
-            esi_hosts: Vec::new(),
-        });
+        c.route.push(RouteConfig { path_prefix: "/static/".into(), files: Some(files), ..RouteConfig::default() });
     })
     .await;
     assert_eq!(h.get("/static/f.txt").await.text(), "first");

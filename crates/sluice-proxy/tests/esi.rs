@@ -246,13 +246,9 @@ async fn esi_needs_the_cache() {
     let mut config = sluice_proxy::config::Config::default();
     config.cache.enabled = false;
     config.route.push(sluice_proxy::config::RouteConfig {
-        host: None,
-        path_prefix: "/".into(),
         origin: Some("http://127.0.0.1:1".into()),
-        preserve_host: false,
-        files: None,
         esi: true,
-        esi_hosts: Vec::new(),
+        ..sluice_proxy::config::RouteConfig::default()
     });
     let err = config.validate().unwrap_err().to_string();
     assert!(err.contains("esi"), "{err}");

@@ -19,15 +19,7 @@ async fn serving(dir: &Path, tweak: impl FnOnce(&mut FilesConfig, &mut Config)) 
     };
     Harness::build(Mode::Reverse, |config| {
         tweak(&mut files, config);
-        config.route.push(RouteConfig {
-            host: None,
-            path_prefix: "/static/".into(),
-            origin: None,
-            preserve_host: false,
-            files: Some(files),
-            esi: false,
-            esi_hosts: Vec::new(),
-        });
+        config.route.push(RouteConfig { path_prefix: "/static/".into(), files: Some(files), ..RouteConfig::default() });
     })
     .await
 }
@@ -352,18 +344,13 @@ fn a_route_needs_exactly_one_of_origin_and_files() {
 fn a_missing_directory_fails_at_start() {
     let mut config = Config::default();
     config.route.push(RouteConfig {
-        host: None,
-        path_prefix: "/".into(),
-        origin: None,
-        preserve_host: false,
         files: Some(FilesConfig {
             root: "/nonexistent/sluice-test".into(),
             cache_control: "max-age=60".into(),
             follow_outside_symlinks: false,
             watch: false,
         }),
-        esi: false,
-        esi_hosts: Vec::new(),
+        ..RouteConfig::default()
     });
     let clock = std::sync::Arc::new(sluice_proxy::clock::SystemClock);
     let err = sluice_proxy::State::new(config, clock, vec![]).unwrap_err();

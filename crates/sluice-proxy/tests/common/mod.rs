@@ -64,15 +64,8 @@ impl Harness {
         config.admin.addr = "127.0.0.1:0".parse().unwrap();
         config.admin.token = Some("test-token".into());
         if mode.reverses() {
-            config.route = vec![RouteConfig {
-                host: None,
-                path_prefix: "/".into(),
-                origin: Some(format!("http://{}", origin.addr)),
-                preserve_host: false,
-                files: None,
-                esi: false,
-                esi_hosts: Vec::new(),
-            }];
+            config.route =
+                vec![RouteConfig { origin: Some(format!("http://{}", origin.addr)), ..RouteConfig::default() }];
         }
         tweak(&mut config, origin.addr);
         config.validate().expect("valid test config");
