@@ -4,6 +4,7 @@
 #
 #   PIDS+=("$!")        after starting a process: stopped (TERM, then KILL) on exit
 #   wait_port PORT      until something accepts on 127.0.0.1:PORT (10 s at most)
+#   sluice_binary       sets SLUICE_BIN (built from SLUICE_SRC unless given) and SLUICE_DESC
 #   KEEP_TMP=1          keep $TMP instead of removing it on exit
 
 PIDS=() # every process this script started, stopped by PID on exit
@@ -33,4 +34,25 @@ wait_port() { # port
     local i
     for i in $(seq 100); do can_connect "$1" && return 0; sleep 0.1; done
     return 1
+}
+
+# The binary to bench: SLUICE_BIN when given, else a release build of SLUICE_SRC (default: this
+# repository, $ROOT) into its own target/. Sets SLUICE_BIN and SLUICE_DESC (what was benched,
+# for the report). Uses the sourcing script's die().
+sluice_binary() {
+    local rev
+    SLUICE_SRC=${SLUICE_SRC:-$ROOT}
+    if [[ -z ${SLUICE_BIN:-} ]]; then
+        log "building sluice in $SLUICE_SRC (cargo build --release -p sluice)"
+        (cd "$SLUICE_SRC" && CARGO_TARGET_DIR="$SLUICE_SRC/target" cargo build --release -p sluice --quiet) ||
+            die "cargo build --release -p sluice failed in $SLUICE_SRC (SLUICE_SRC=<a clean checkout> or SLUICE_BIN=<binary> to bench another build)"
+        SLUICE_BIN=$SLUICE_SRC/target/release/sluice
+        rev=$(git -C "$SLUICE_SRC" rev-parse --short HEAD 2>/dev/null || echo unknown)
+        git -C "$SLUICE_SRC" diff --quiet HEAD -- crates 2>/dev/null || rev="$rev with uncommitted changes under crates/"
+        SLUICE_DESC="sluice $rev (built from $SLUICE_SRC)"
+    else
+        rev=$(git -C "$(dirname "$SLUICE_BIN")" rev-parse --short HEAD 2>/dev/null || true)
+        SLUICE_DESC="sluice prebuilt $SLUICE_BIN${rev:+ (tree at $rev)}"
+    fi
+    [[ -x $SLUICE_BIN ]] || die "no sluice binary at $SLUICE_BIN"
 }

@@ -98,21 +98,8 @@ if ((${#missing[@]})); then
     [[ -n $GO ]] || GO=$(command -v go)
 fi
 
-SLUICE_SRC=${SLUICE_SRC:-$ROOT}
 SLUICE_BIN_GIVEN=${SLUICE_BIN:-}
-if [[ -z ${SLUICE_BIN:-} ]]; then
-    log "building sluice in $SLUICE_SRC (cargo build --release -p sluice)"
-    (cd "$SLUICE_SRC" && CARGO_TARGET_DIR="$SLUICE_SRC/target" cargo build --release -p sluice --quiet) ||
-        die "cargo build --release -p sluice failed in $SLUICE_SRC (SLUICE_SRC=<a clean checkout> or SLUICE_BIN=<binary> to bench another build)"
-    SLUICE_BIN=$SLUICE_SRC/target/release/sluice
-    rev=$(git -C "$SLUICE_SRC" rev-parse --short HEAD 2>/dev/null || echo unknown)
-    git -C "$SLUICE_SRC" diff --quiet HEAD -- crates 2>/dev/null || rev="$rev with uncommitted changes under crates/"
-    SLUICE_DESC="sluice $rev (built from $SLUICE_SRC)"
-else
-    rev=$(git -C "$(dirname "$SLUICE_BIN")" rev-parse --short HEAD 2>/dev/null || true)
-    SLUICE_DESC="sluice prebuilt $SLUICE_BIN${rev:+ (tree at $rev)}"
-fi
-[[ -x $SLUICE_BIN ]] || die "no sluice binary at $SLUICE_BIN"
+sluice_binary
 
 for p in "$SLUICE_PORT" "$SLUICE_ADMIN" "$ORIGIN_PORT"; do
     can_connect "$p" && die "port $p is in use (set PORT_BASE)"
