@@ -62,12 +62,16 @@ impl Content {
     /// (blocking read of the body, which is not promoted).
     fn chosen(&self, url: &str) -> Result<Option<Arc<Object>>, CacheError> {
         let key = key_of(url)?;
-        let mut variants = self.store.variants(&key);
-        if variants.is_empty() {
-            variants = self.store.load_disk_only(&key).into_iter().map(Arc::new).collect();
+        let variants = self.store.variants(&key);
+        if let Some(i) = preferred(variants.iter().map(|o| &*o.meta)) {
+            return Ok(Some(Arc::clone(&variants[i])));
         }
-        let plain = variants.iter().position(|o| o.meta.vary_key.iter().all(Option::is_none));
-        Ok(plain.or((!variants.is_empty()).then_some(0)).map(|i| Arc::clone(&variants[i])))
+        // Only the chosen disk-only variant is read back.
+        let on_disk = self.store.disk_only_metas(&key);
+        let Some(i) = preferred(on_disk.iter().map(|m| &**m)) else { return Ok(None) };
+        let chosen = &on_disk[i];
+        let loaded = self.store.load_disk_only(&key, |m| m.vary_key == chosen.vary_key);
+        Ok(loaded.into_iter().next().map(Arc::new))
     }
 
     fn meta_for(&self, url: &str, status: StatusCode, headers: HeaderMap) -> Result<ObjectMeta, CacheError> {
@@ -80,6 +84,13 @@ impl Content {
         let received = Received { key, status, headers, request: &request, request_time: now, response_time: now };
         Ok(crate::meta::describe(received, Directives { cdn: false }, &self.heuristic))
     }
+}
+
+/// Which of a key's variants (newest first) a request without special header fields selects:
+/// the one with no Vary values, else the newest.
+fn preferred<'a>(metas: impl Iterator<Item = &'a ObjectMeta> + Clone) -> Option<usize> {
+    let plain = metas.clone().position(|m| m.vary_key.iter().all(Option::is_none));
+    plain.or_else(|| metas.clone().next().map(|_| 0))
 }
 
 /// The primary key of an absolute http(s) URL.

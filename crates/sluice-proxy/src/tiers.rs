@@ -438,20 +438,26 @@ impl Tiers {
         !self.memory.variants(key).is_empty() || self.disk.as_ref().is_some_and(|d| !d.variants(key).is_empty())
     }
 
-    /// The variants of `key` that are on disk only (not in memory), read from their files
-    /// (blocking: each body is read, and verified if it was not yet). Unreadable or corrupt
-    /// files are skipped (a corrupt one is dropped by the tier). For content management
-    /// (reads, expiry changes), not the request path.
-    pub fn load_disk_only(&self, key: &str) -> Vec<Object> {
+    /// The variants of `key` that are on disk only (not in memory), `pick`ed among their
+    /// metadata (all of them: `|_| true`), read from their files (blocking: each body is
+    /// read, and verified if it was not yet). Unreadable or corrupt files are skipped (a
+    /// corrupt one is dropped by the tier). For content management (reads, expiry changes),
+    /// not the request path.
+    pub fn load_disk_only(&self, key: &str, pick: impl Fn(&ObjectMeta) -> bool) -> Vec<Object> {
         let Some(disk) = &self.disk else { return Vec::new() };
         let mut loaded = Vec::new();
-        for entry in self.disk_only(key, &self.memory.variants(key)) {
-            match disk.load(&entry) {
+        for entry in self.disk_only(key, &self.memory.variants(key)).iter().filter(|e| pick(&e.meta)) {
+            match disk.load(entry) {
                 Ok(object) => loaded.push(object),
                 Err(e) => tracing::info!("disk object for {key} not read: {e}"),
             }
         }
         loaded
+    }
+
+    /// Metadata of the variants of `key` on disk only (nothing is read).
+    pub fn disk_only_metas(&self, key: &str) -> Vec<Arc<ObjectMeta>> {
+        self.disk_only(key, &self.memory.variants(key)).iter().map(|e| Arc::clone(&e.meta)).collect()
     }
 
     /// Gives the disk-only variants of `key` new metadata (`change` of the old) by writing
@@ -460,7 +466,7 @@ impl Tiers {
     /// how many were rewritten.
     pub fn rewrite_disk_only(&self, key: &str, change: impl Fn(&ObjectMeta) -> ObjectMeta) -> usize {
         let Some(disk) = &self.disk else { return 0 };
-        let objects = self.load_disk_only(key);
+        let objects = self.load_disk_only(key, |_| true);
         for object in &objects {
             let meta = Arc::new(change(&object.meta));
             self.write_through(disk, Arc::new(object.with_meta(meta)));
