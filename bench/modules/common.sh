@@ -24,7 +24,7 @@ start_origin() {
 # wasm-add-headers, wasm-body-copy (the test plugins of crates/sluice-wasm/plugins).
 module_entry() {
   case $1 in
-    none) ;;
+    none | none-*) ;;
     wasm-empty) printf '[[module]]\nname = "%s"\nkind = "wasm"\nsettings = { path = "%s" }\n' "$1" "$2/empty.wasm" ;;
     wasm-empty-lean)
       printf '[[module]]\nname = "%s"\nkind = "wasm"\nsettings = { path = "%s", request_headers_in_response = false, response_headers_in_body = false }\n' \

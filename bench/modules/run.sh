@@ -9,11 +9,14 @@
 # second of the Sluice process (utime+stime from /proc before and after), the stable figure on
 # shared machines. Rounds are interleaved so drift in machine load hits every configuration
 # alike, and the overhead is the median over rounds of each round's ratio to that same round's
-# no-module run (paired, so a slow minute moves both sides of a ratio).
+# no-module run (paired, so a slow minute moves both sides of a ratio); each round starts with
+# the next configuration, so none always runs first. The user share of CPU tells how much of a
+# request is user space (what bench/modules/callgrind.sh counts) rather than kernel.
 #
 #   bench/modules/run.sh                   # defaults below
 #   DURATION=2s ROUNDS=15 bench/modules/run.sh
 #   WASM=0 bench/modules/run.sh            # native modules only (no wasm32-wasip1 build)
+#   CONFIGS="none noop none-2" bench/modules/run.sh   # chosen ones; none-2: an A/A check
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -33,11 +36,14 @@ source bench/modules/common.sh
 start_origin "$PORT_BASE"
 
 configs=(none noop add-headers body-copy)
-if [ "$WASM" = 1 ]; then
+if [ "$WASM" = 1 ]; then configs+=(wasm-empty wasm-empty-lean wasm-add-headers wasm-body-copy); fi
+# CONFIGS="none noop none-2" picks configurations (the first is the baseline; none-2 is a
+# second no-module instance, an A/A check of the method).
+if [ -n "${CONFIGS:-}" ]; then read -ra configs <<<"$CONFIGS"; fi
+if [[ " ${configs[*]} " == *" wasm-"* ]]; then
   # The test plugins of crates/sluice-wasm, built for wasm32-wasip1 (the target is installed by
   # scripts/install-deps.sh).
   wasm_dir=$(build_plugins)
-  configs+=(wasm-empty wasm-empty-lean wasm-add-headers wasm-body-copy)
 fi
 
 declare -A port
@@ -63,38 +69,47 @@ for c in "${configs[@]}"; do
   case "$status" in *"; hit"*) ;; *) echo "warning: $c is not serving hits: $status" >&2 ;; esac
 done
 
-cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+# utime and stime of a process, in clock ticks.
+ticks() { awk '{print $14, $15}' "/proc/$1/stat"; }
 hz=$(getconf CLK_TCK)
-declare -A results ratios
+declare -A results ratios user_shares
+n=${#configs[@]}
 for round in $(seq "$ROUNDS"); do
   declare -A this_round=()
-  for c in "${configs[@]}"; do
+  # Each round starts one configuration later, so no configuration always runs first (an A/A
+  # run showed a couple of percent of position bias).
+  for k in $(seq 0 $((n - 1))); do
+    c=${configs[$(((k + round - 1) % n))]}
     pid_var="pid_${c//-/_}"; pid=${!pid_var}
-    before=$(cpu_ticks "$pid")
+    read -r user_before sys_before < <(ticks "$pid")
     out=$(wrk -t1 -c"$CONNECTIONS" -d"$DURATION" "http://127.0.0.1:${port[$c]}/1k")
-    after=$(cpu_ticks "$pid")
+    read -r user_after sys_after < <(ticks "$pid")
+    user=$((user_after - user_before))
+    total=$((user + sys_after - sys_before))
     requests=$(echo "$out" | awk '/requests in/ {print $1}')
     rps=$(echo "$out" | awk '/Requests\/sec/ {print $2}')
-    per_cpu=$(awk -v r="$requests" -v t=$((after - before)) -v hz="$hz" 'BEGIN { printf "%.0f", (t > 0) ? r / (t / hz) : 0 }')
+    per_cpu=$(awk -v r="$requests" -v t="$total" -v hz="$hz" 'BEGIN { printf "%.0f", (t > 0) ? r / (t / hz) : 0 }')
     results[$c]+="$per_cpu "
+    user_shares[$c]+="$(awk -v u="$user" -v t="$total" 'BEGIN { printf "%.3f", (t > 0) ? u / t : 0 }') "
     this_round[$c]=$per_cpu
     echo "round $round  $c: $rps req/s, $per_cpu req/CPU-s" >&2
   done
   for c in "${configs[@]}"; do
-    ratios[$c]+="$(awk -v m="${this_round[$c]}" -v b="${this_round[none]}" 'BEGIN { printf "%.4f", (b > 0) ? m / b : 0 }') "
+    ratios[$c]+="$(awk -v m="${this_round[$c]}" -v b="${this_round[${configs[0]}]}" 'BEGIN { printf "%.4f", (b > 0) ? m / b : 0 }') "
   done
 done
 
 median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END {print a[int((NR + 1) / 2)]}'; }
 range() { tr ' ' '\n' | grep -v '^$' | sort -g | awk 'NR == 1 {lo=$1} {hi=$1} END {printf "%+.1f%% .. %+.1f%%", (lo - 1) * 100, (hi - 1) * 100}'; }
 echo
-echo "| configuration | req/CPU-s (median of $ROUNDS) | overhead (median of paired ratios) | range over rounds |"
-echo "|---|---:|---:|---:|"
+echo "| configuration | req/CPU-s (median of $ROUNDS) | overhead (median of paired ratios) | range over rounds | user share of CPU |"
+echo "|---|---:|---:|---:|---:|"
 for c in "${configs[@]}"; do
   m=$(echo "${results[$c]}" | median)
   r=$(echo "${ratios[$c]}" | median)
   span=$(echo "${ratios[$c]}" | range)
-  awk -v c="$c" -v m="$m" -v r="$r" -v s="$span" 'BEGIN { printf "| %s | %d | %+.1f%% | %s |\n", c, m, (r - 1) * 100, s }'
+  u=$(echo "${user_shares[$c]}" | median)
+  awk -v c="$c" -v m="$m" -v r="$r" -v s="$span" -v u="$u" 'BEGIN { printf "| %s | %d | %+.1f%% | %s | %.0f%% |\n", c, m, (r - 1) * 100, s, u * 100 }'
 done
 echo
 echo "1 KiB hits, wrk -t1 -c$CONNECTIONS -d$DURATION, sluice --threads $THREADS, $(git rev-parse --short HEAD)"
