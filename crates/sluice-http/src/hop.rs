@@ -4,7 +4,8 @@ use crate::parse::list_members;
 use http::header::{HeaderMap, HeaderName, CONNECTION};
 
 /// The fields that are always hop-by-hop (besides those `Connection` names), as lowercase
-/// names (`HeaderName` constants would carry interior mutability into a `const`).
+/// names (`HeaderName` constants would carry interior mutability into a `const`);
+/// `connection` first ([`remove_hop_by_hop`] reads it before removing anything).
 pub(crate) const HOP_BY_HOP: [&str; 9] = [
     "connection",
     "keep-alive",
@@ -32,20 +33,31 @@ pub(crate) fn is_hop_by_hop(name: &HeaderName, connection_listed: &[HeaderName])
 /// `Proxy-Connection`, `TE`, `Trailer`, `Transfer-Encoding`, `Upgrade`,
 /// `Proxy-Authenticate`, `Proxy-Authorization`) from a message being forwarded.
 ///
-/// Runs on every forwarded message, so the common case (no hop-by-hop field at all) is one
-/// pass over the names with no hashing and no allocation.
+/// Runs on every forwarded message, so it makes one pass over the names (no hashing, no
+/// allocation) and then removes only the fields present: the common cases (none at all, or
+/// just `Connection: keep-alive`) cost no lookups of absent names.
 pub fn remove_hop_by_hop(headers: &mut HeaderMap) {
-    if !headers.keys().any(|name| HOP_BY_HOP.contains(&name.as_str())) {
+    let mut present = [false; HOP_BY_HOP.len()];
+    let mut any = false;
+    for name in headers.keys() {
+        if let Some(i) = HOP_BY_HOP.iter().position(|hop| *hop == name.as_str()) {
+            present[i] = true;
+            any = true;
+        }
+    }
+    if !any {
         return;
     }
-    // Read Connection before removing it.
-    if headers.contains_key(CONNECTION) {
+    // Read Connection before removing it (HOP_BY_HOP[0]).
+    if present[0] {
         for name in connection_listed(headers) {
             headers.remove(&name);
         }
     }
-    for name in HOP_BY_HOP {
-        headers.remove(name);
+    for (name, present) in HOP_BY_HOP.iter().zip(present) {
+        if present {
+            headers.remove(*name);
+        }
     }
 }
 
