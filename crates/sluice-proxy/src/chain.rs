@@ -192,6 +192,8 @@ impl ModuleChain {
 
     /// Calls the active modules from `start` on, in order, folding their verdicts into
     /// `outcome`, until the phase ends (all called, or a local answer) or one defers.
+    /// Inlined into [`SharedChain::start_phase`]: a phase is one call deep.
+    #[inline(always)]
     fn run_from(
         &mut self,
         start: usize,
@@ -404,7 +406,7 @@ impl SharedChain {
         let progress = match &mut self.chain {
             Holder::Empty => Progress::Finished,
             Holder::Own(chain) => chain.run_from(0, allow_respond, &mut call, &mut outcome),
-            Holder::Shared(shared) => shared.lock().run_from(0, allow_respond, &mut call, &mut outcome),
+            Holder::Shared(shared) => run_locked(shared, allow_respond, &mut call, &mut outcome),
         };
         match progress {
             Progress::Finished => PhaseStart::Ready(Ok(outcome)),
@@ -481,6 +483,18 @@ impl SharedChain {
     pub fn fail_buffering(&mut self, what: &str) -> Result<(), ModuleFailure> {
         self.with(|chain| chain.fail_buffering(what)).unwrap_or(Ok(()))
     }
+}
+
+/// [`ModuleChain::run_from`] on a shared chain, under its lock; out of line, so that only the
+/// common unshared case is inlined.
+#[inline(never)]
+fn run_locked(
+    shared: &parking_lot::Mutex<ModuleChain>,
+    allow_respond: bool,
+    call: &mut impl FnMut(&mut dyn ModuleTxn) -> Flow,
+    outcome: &mut PhaseOutcome,
+) -> Progress {
+    shared.lock().run_from(0, allow_respond, call, outcome)
 }
 
 /// Stands in for a state while it is dropped (a zero-sized box costs no allocation).
