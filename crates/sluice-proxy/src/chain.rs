@@ -231,6 +231,8 @@ impl ModuleChain {
     }
 
     /// Runs a body phase on `chunk`: each active module sees the previous one's output.
+    /// Inlined into [`SharedChain::body_phase`]: a body phase is one call deep.
+    #[inline(always)]
     pub fn body_phase(
         &mut self,
         chunk: &mut BodyChunk,
@@ -254,6 +256,7 @@ impl ModuleChain {
     }
 
     /// Runs a notification (no verdict) on every active module; panics are contained.
+    #[inline(always)]
     pub fn notify(&mut self, mut call: impl FnMut(&mut dyn ModuleTxn)) {
         for slot in self.slots.iter_mut().filter(|s| s.active) {
             if std::panic::catch_unwind(AssertUnwindSafe(|| call(slot.state.as_mut()))).is_err() {
@@ -466,17 +469,25 @@ impl SharedChain {
         match &mut self.chain {
             Holder::Empty => Ok(()),
             Holder::Own(chain) => chain.body_phase(chunk, call),
-            Holder::Shared(shared) => shared.lock().body_phase(chunk, call),
+            Holder::Shared(shared) => body_phase_locked(shared, chunk, call),
         }
     }
 
     /// Runs two notifications in one go: `first` on every active module, then `second` on
     /// every module still active (one that panicked in `first` is skipped).
     pub fn notify_both(&mut self, first: impl FnMut(&mut dyn ModuleTxn), second: impl FnMut(&mut dyn ModuleTxn)) {
-        self.with(|chain| {
-            chain.notify(first);
-            chain.notify(second);
-        });
+        match &mut self.chain {
+            Holder::Empty => {}
+            Holder::Own(chain) => {
+                chain.notify(first);
+                chain.notify(second);
+            }
+            Holder::Shared(shared) => {
+                let mut chain = shared.lock();
+                chain.notify(first);
+                chain.notify(second);
+            }
+        }
     }
 
     /// See [`ModuleChain::fail_buffering`].
@@ -495,6 +506,17 @@ fn run_locked(
     outcome: &mut PhaseOutcome,
 ) -> Progress {
     shared.lock().run_from(0, allow_respond, call, outcome)
+}
+
+/// [`ModuleChain::body_phase`] on a shared chain (a fill storing for its transaction), under
+/// its lock; out of line, so that only the common unshared case is inlined.
+#[inline(never)]
+fn body_phase_locked(
+    shared: &parking_lot::Mutex<ModuleChain>,
+    chunk: &mut BodyChunk,
+    call: impl FnMut(&mut dyn ModuleTxn, &mut BodyChunk) -> Flow,
+) -> Result<(), ModuleFailure> {
+    shared.lock().body_phase(chunk, call)
 }
 
 /// Stands in for a state while it is dropped (a zero-sized box costs no allocation).
