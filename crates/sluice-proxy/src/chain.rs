@@ -201,8 +201,9 @@ impl ModuleChain {
         call: &mut impl FnMut(&mut dyn ModuleTxn) -> Flow,
         outcome: &mut PhaseOutcome,
     ) -> Progress {
-        for i in start..self.slots.len() {
-            let slot = &mut self.slots[i];
+        // One pass over the slots (the verdicts touch only their own slot), so that the
+        // inline-or-spilled check of the storage runs once per phase, not per module.
+        for (i, slot) in self.slots.iter_mut().enumerate().skip(start) {
             if !slot.active {
                 continue;
             }
@@ -214,14 +215,13 @@ impl ModuleChain {
                         return Progress::Deferred(Box::new(Deferred { index: i, work, deadline }))
                     }
                     flow => {
-                        let step = self.step(i, flow, allow_respond);
-                        if outcome.record(step) {
+                        if outcome.record(slot.step(flow, allow_respond)) {
                             break;
                         }
                     }
                 },
                 Verdict::Panicked => {
-                    if let Err(failure) = self.fail(i, "panicked") {
+                    if let Err(failure) = slot.fail("panicked") {
                         return Progress::Failed(failure);
                     }
                 }
@@ -238,18 +238,17 @@ impl ModuleChain {
         chunk: &mut BodyChunk,
         mut call: impl FnMut(&mut dyn ModuleTxn, &mut BodyChunk) -> Flow,
     ) -> Result<(), ModuleFailure> {
-        for i in 0..self.slots.len() {
-            if !self.slots[i].active {
+        for slot in self.slots.iter_mut() {
+            if !slot.active {
                 continue;
             }
-            let slot = &mut self.slots[i];
             match guarded(|| call(slot.state.as_mut(), chunk)) {
                 Verdict::Continue => {}
                 Verdict::Done => slot.active = false,
                 Verdict::Other(flow) => {
-                    self.step(i, *flow, false);
+                    slot.step(*flow, false);
                 }
-                Verdict::Panicked => self.fail(i, "panicked in a body phase")?,
+                Verdict::Panicked => slot.fail("panicked in a body phase")?,
             }
         }
         Ok(())
@@ -266,46 +265,14 @@ impl ModuleChain {
         }
     }
 
-    /// Applies module `i`'s verdict (the loops consume `Continue` and `Done` themselves);
-    /// out of line, to keep the loops small.
-    #[inline(never)]
+    /// Applies module `i`'s verdict (see [`Slot::step`]).
     fn step(&mut self, i: usize, flow: Flow, allow_respond: bool) -> Step {
-        match flow {
-            Flow::Continue => Step::Go,
-            Flow::Done => {
-                self.slots[i].active = false;
-                Step::Go
-            }
-            Flow::Respond(response) if allow_respond => Step::Respond(response),
-            Flow::Respond(_) => {
-                tracing::warn!("module {} answered Respond where it cannot; ignored", self.slots[i].module.name());
-                Step::Go
-            }
-            Flow::Buffer { max } => Step::Buffer(max),
-            Flow::Defer { .. } => {
-                tracing::warn!(
-                    "module {} deferred in a body phase, where it cannot; ignored",
-                    self.slots[i].module.name()
-                );
-                Step::Go
-            }
-        }
+        self.slots[i].step(flow, allow_respond)
     }
 
-    /// Applies module `i`'s failure policy: open skips it from now on, closed fails the
-    /// transaction.
-    #[cold]
+    /// Applies module `i`'s failure policy (see [`Slot::fail`]).
     pub fn fail(&mut self, i: usize, what: &str) -> Result<(), ModuleFailure> {
-        let slot = &mut self.slots[i];
-        slot.active = false;
-        tracing::error!("module {} {what}", slot.module.name());
-        match slot.on_error {
-            FailurePolicy::Open => Ok(()),
-            FailurePolicy::Closed => Err(ModuleFailure(Box::new(FailureDetail {
-                module: slot.module.name().to_owned(),
-                what: what.to_owned(),
-            }))),
-        }
+        self.slots[i].fail(what)
     }
 
     /// Fails the transaction on behalf of whichever active module asked to buffer more than
@@ -517,6 +484,46 @@ fn body_phase_locked(
     call: impl FnMut(&mut dyn ModuleTxn, &mut BodyChunk) -> Flow,
 ) -> Result<(), ModuleFailure> {
     shared.lock().body_phase(chunk, call)
+}
+
+impl Slot {
+    /// Applies this module's verdict (the loops consume `Continue` and `Done` themselves);
+    /// out of line, to keep the loops small.
+    #[inline(never)]
+    fn step(&mut self, flow: Flow, allow_respond: bool) -> Step {
+        match flow {
+            Flow::Continue => Step::Go,
+            Flow::Done => {
+                self.active = false;
+                Step::Go
+            }
+            Flow::Respond(response) if allow_respond => Step::Respond(response),
+            Flow::Respond(_) => {
+                tracing::warn!("module {} answered Respond where it cannot; ignored", self.module.name());
+                Step::Go
+            }
+            Flow::Buffer { max } => Step::Buffer(max),
+            Flow::Defer { .. } => {
+                tracing::warn!("module {} deferred in a body phase, where it cannot; ignored", self.module.name());
+                Step::Go
+            }
+        }
+    }
+
+    /// Applies this module's failure policy: open skips it from now on, closed fails the
+    /// transaction.
+    #[cold]
+    fn fail(&mut self, what: &str) -> Result<(), ModuleFailure> {
+        self.active = false;
+        tracing::error!("module {} {what}", self.module.name());
+        match self.on_error {
+            FailurePolicy::Open => Ok(()),
+            FailurePolicy::Closed => Err(ModuleFailure(Box::new(FailureDetail {
+                module: self.module.name().to_owned(),
+                what: what.to_owned(),
+            }))),
+        }
+    }
 }
 
 /// Stands in for a state while it is dropped (a zero-sized box costs no allocation).
