@@ -23,7 +23,7 @@ use crate::service::{origin_request, Forward};
 use crate::source::{Dest, SourceBody};
 use crate::state::State;
 use crate::tiers::{DiskHit, Tiers};
-use crate::txn::Txn;
+use crate::txn::{module_phase, Txn};
 use bytes::Bytes;
 use http::header::{self, HeaderMap, HeaderValue};
 use http::{request, response, Method, Request, Response, StatusCode, Uri};
@@ -157,7 +157,7 @@ pub async fn serve(
             None => LookupOutcome::Miss,
         };
         let mut decision = LookupOverride::Keep;
-        if let Some(local) = txn.phase(true, |m, info| m.cache_lookup(info, outcome, &mut decision)).await?.respond {
+        if let Some(local) = module_phase!(txn, true, |m, info| m.cache_lookup(info, outcome, &mut decision))?.respond {
             return Ok(respond::local(state, *local));
         }
         match decision {
@@ -464,7 +464,7 @@ async fn fetch(
         }
         let mut parts = origin_request(&spec.uri, Method::GET, headers)?;
         if let Some(txn) = txn.as_mut() {
-            if let Some(local) = txn.phase(true, |m, info| m.req_out(info, &mut parts)).await?.respond {
+            if let Some(local) = module_phase!(txn, true, |m, info| m.req_out(info, &mut parts))?.respond {
                 return Ok(Fetched::Local(local));
             }
         }
@@ -503,7 +503,7 @@ async fn fetch(
     let (mut parts, body) = origin.response.into_parts();
     sluice_http::hop::remove_hop_by_hop(&mut parts.headers);
     if let Some(txn) = txn.as_mut() {
-        txn.phase(false, |m, info| m.origin_resp_headers(info, &mut parts)).await?;
+        module_phase!(txn, false, |m, info| m.origin_resp_headers(info, &mut parts))?;
     }
     if let Some(validated) = validating {
         if parts.status == StatusCode::NOT_MODIFIED {

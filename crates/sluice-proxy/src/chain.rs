@@ -22,15 +22,21 @@ impl std::fmt::Debug for LoadedModule {
     }
 }
 
-/// A module failed a transaction that it guards closed.
+/// A module failed a transaction that it guards closed. One pointer wide: failures are
+/// rare, and a small error keeps the `Result` of every phase cheap to return.
 #[derive(Debug, Clone, thiserror::Error)]
-#[error("module {module} failed: {what}")]
-pub struct ModuleFailure {
-    pub module: String,
-    pub what: String,
+#[error("module {} failed: {}", .0.module, .0.what)]
+pub struct ModuleFailure(Box<FailureDetail>);
+
+/// Which module failed, and how.
+#[derive(Debug, Clone)]
+struct FailureDetail {
+    module: String,
+    what: String,
 }
 
 struct Slot {
+    /// Dropped by `Slot`'s `Drop`, which contains a panic in the module's drop.
     state: Box<dyn ModuleTxn>,
     /// The module (for its name in failure reports; cloning the `Arc` costs no allocation).
     module: Arc<dyn Module>,
@@ -83,12 +89,14 @@ impl std::fmt::Debug for ModuleChain {
     }
 }
 
-/// How far a header phase got without waiting.
+/// How far a header phase got without waiting. Two words: returned in registers.
 enum Progress {
     /// Every active module was called, or one answered locally.
     Finished,
     /// A module deferred; the modules after it wait for its work.
-    Deferred(Deferred),
+    Deferred(Box<Deferred>),
+    /// A module that guards the transaction closed failed.
+    Failed(ModuleFailure),
 }
 
 /// One module's deferred work in a header phase.
@@ -98,14 +106,33 @@ struct Deferred {
     deadline: std::time::Duration,
 }
 
-/// `None` for `Continue`, the common verdict, which is consumed here without a call to
-/// `Flow`'s (out-of-line) drop glue: it owns nothing. Any other verdict is passed on.
-fn unless_continue(flow: Flow) -> Option<Flow> {
-    if let Flow::Continue = flow {
-        std::mem::forget(flow);
-        return None;
-    }
-    Some(flow)
+/// A module's verdict as it leaves the panic guard: two words, so that the common verdicts
+/// (`Continue`, `Done`) cost neither a copy of the large [`Flow`] nor its drop glue. The
+/// rarer verdicts, which carry a response, a limit or a future, are boxed.
+enum Verdict {
+    Continue,
+    Done,
+    Other(Box<Flow>),
+    /// The call panicked.
+    Panicked,
+}
+
+/// Calls `call`, containing a panic, and sorts its verdict.
+#[inline(always)]
+fn guarded(call: impl FnOnce() -> Flow) -> Verdict {
+    let verdict = std::panic::catch_unwind(AssertUnwindSafe(|| {
+        let flow = call();
+        if let Flow::Continue = flow {
+            std::mem::forget(flow); // owns nothing
+            return Verdict::Continue;
+        }
+        if let Flow::Done = flow {
+            std::mem::forget(flow); // owns nothing
+            return Verdict::Done;
+        }
+        Verdict::Other(Box::new(flow))
+    }));
+    verdict.unwrap_or(Verdict::Panicked)
 }
 
 /// How a header phase started (see [`SharedChain::start_phase`]).
@@ -151,81 +178,84 @@ impl ModuleChain {
 
     /// Which bodies the active modules may change; `None` when no module is active.
     fn active_edits(&self) -> Option<BodyEdits> {
-        self.slots.iter().filter(|s| s.active).fold(None, |acc, s| {
-            let acc: BodyEdits = acc.unwrap_or_default();
-            let e = s.state.edits_body();
-            Some(BodyEdits {
-                request: acc.request || e.request,
-                origin_response: acc.origin_response || e.origin_response,
-                client_response: acc.client_response || e.client_response,
-            })
-        })
-    }
-
-    /// Calls module `i` if it is active; `None` when it is not, `Some(Err)` when it panicked.
-    fn call(&mut self, i: usize, call: &mut impl FnMut(&mut dyn ModuleTxn) -> Flow) -> Option<Result<Flow, ()>> {
-        let slot = self.slots.get_mut(i).filter(|s| s.active)?;
-        Some(std::panic::catch_unwind(AssertUnwindSafe(|| call(slot.state.as_mut()))).map_err(|_| ()))
+        let mut any_active = false;
+        let mut all = BodyEdits::default();
+        for slot in self.slots.iter().filter(|s| s.active) {
+            any_active = true;
+            let edits = slot.state.edits_body();
+            all.request |= edits.request;
+            all.origin_response |= edits.origin_response;
+            all.client_response |= edits.client_response;
+        }
+        any_active.then_some(all)
     }
 
     /// Calls the active modules from `start` on, in order, folding their verdicts into
     /// `outcome`, until the phase ends (all called, or a local answer) or one defers.
+    /// Inlined into [`SharedChain::start_phase`]: a phase is one call deep.
+    #[inline(always)]
     fn run_from(
         &mut self,
         start: usize,
         allow_respond: bool,
         call: &mut impl FnMut(&mut dyn ModuleTxn) -> Flow,
         outcome: &mut PhaseOutcome,
-    ) -> Result<Progress, ModuleFailure> {
-        for i in start..self.slots.len() {
-            let flow = match self.call(i, call) {
-                None => continue,
-                Some(Err(())) => {
-                    self.fail(i, "panicked")?;
-                    continue;
-                }
-                Some(Ok(flow)) => flow,
-            };
-            match unless_continue(flow) {
-                None => {}
-                Some(Flow::Defer { work, deadline }) => {
-                    return Ok(Progress::Deferred(Deferred { index: i, work, deadline }))
-                }
-                Some(flow) => {
-                    let step = self.step(i, flow, allow_respond);
-                    if outcome.record(step) {
-                        break;
+    ) -> Progress {
+        // One pass over the slots (the verdicts touch only their own slot), so that the
+        // inline-or-spilled check of the storage runs once per phase, not per module.
+        for (i, slot) in self.slots.iter_mut().enumerate().skip(start) {
+            if !slot.active {
+                continue;
+            }
+            match guarded(|| call(slot.state.as_mut())) {
+                Verdict::Continue => {}
+                Verdict::Done => slot.active = false,
+                Verdict::Other(flow) => match *flow {
+                    Flow::Defer { work, deadline } => {
+                        return Progress::Deferred(Box::new(Deferred { index: i, work, deadline }))
+                    }
+                    flow => {
+                        if outcome.record(slot.step(flow, allow_respond)) {
+                            break;
+                        }
+                    }
+                },
+                Verdict::Panicked => {
+                    if let Err(failure) = slot.fail("panicked") {
+                        return Progress::Failed(failure);
                     }
                 }
             }
         }
-        Ok(Progress::Finished)
+        Progress::Finished
     }
 
     /// Runs a body phase on `chunk`: each active module sees the previous one's output.
+    /// Inlined into [`SharedChain::body_phase`]: a body phase is one call deep.
+    #[inline(always)]
     pub fn body_phase(
         &mut self,
         chunk: &mut BodyChunk,
         mut call: impl FnMut(&mut dyn ModuleTxn, &mut BodyChunk) -> Flow,
     ) -> Result<(), ModuleFailure> {
-        for i in 0..self.slots.len() {
-            if !self.slots[i].active {
+        for slot in self.slots.iter_mut() {
+            if !slot.active {
                 continue;
             }
-            let slot = &mut self.slots[i];
-            match std::panic::catch_unwind(AssertUnwindSafe(|| call(slot.state.as_mut(), chunk))) {
-                Ok(flow) => {
-                    if let Some(flow) = unless_continue(flow) {
-                        self.step(i, flow, false);
-                    }
+            match guarded(|| call(slot.state.as_mut(), chunk)) {
+                Verdict::Continue => {}
+                Verdict::Done => slot.active = false,
+                Verdict::Other(flow) => {
+                    slot.step(*flow, false);
                 }
-                Err(_) => self.fail(i, "panicked in a body phase")?,
+                Verdict::Panicked => slot.fail("panicked in a body phase")?,
             }
         }
         Ok(())
     }
 
     /// Runs a notification (no verdict) on every active module; panics are contained.
+    #[inline(always)]
     pub fn notify(&mut self, mut call: impl FnMut(&mut dyn ModuleTxn)) {
         for slot in self.slots.iter_mut().filter(|s| s.active) {
             if std::panic::catch_unwind(AssertUnwindSafe(|| call(slot.state.as_mut()))).is_err() {
@@ -235,41 +265,14 @@ impl ModuleChain {
         }
     }
 
+    /// Applies module `i`'s verdict (see [`Slot::step`]).
     fn step(&mut self, i: usize, flow: Flow, allow_respond: bool) -> Step {
-        match flow {
-            Flow::Continue => Step::Go,
-            Flow::Done => {
-                self.slots[i].active = false;
-                Step::Go
-            }
-            Flow::Respond(response) if allow_respond => Step::Respond(response),
-            Flow::Respond(_) => {
-                tracing::warn!("module {} answered Respond where it cannot; ignored", self.slots[i].module.name());
-                Step::Go
-            }
-            Flow::Buffer { max } => Step::Buffer(max),
-            Flow::Defer { .. } => {
-                tracing::warn!(
-                    "module {} deferred in a body phase, where it cannot; ignored",
-                    self.slots[i].module.name()
-                );
-                Step::Go
-            }
-        }
+        self.slots[i].step(flow, allow_respond)
     }
 
-    /// Applies module `i`'s failure policy: open skips it from now on, closed fails the
-    /// transaction.
+    /// Applies module `i`'s failure policy (see [`Slot::fail`]).
     pub fn fail(&mut self, i: usize, what: &str) -> Result<(), ModuleFailure> {
-        let slot = &mut self.slots[i];
-        slot.active = false;
-        tracing::error!("module {} {what}", slot.module.name());
-        match slot.on_error {
-            FailurePolicy::Open => Ok(()),
-            FailurePolicy::Closed => {
-                Err(ModuleFailure { module: slot.module.name().to_owned(), what: what.to_owned() })
-            }
-        }
+        self.slots[i].fail(what)
     }
 
     /// Fails the transaction on behalf of whichever active module asked to buffer more than
@@ -370,12 +373,16 @@ impl SharedChain {
         F: FnMut(&mut dyn ModuleTxn) -> Flow + Send + 'a,
     {
         let mut outcome = PhaseOutcome::default();
-        let progress = self.with(|chain| chain.run_from(0, allow_respond, &mut call, &mut outcome));
+        let progress = match &mut self.chain {
+            Holder::Empty => Progress::Finished,
+            Holder::Own(chain) => chain.run_from(0, allow_respond, &mut call, &mut outcome),
+            Holder::Shared(shared) => run_locked(shared, allow_respond, &mut call, &mut outcome),
+        };
         match progress {
-            None | Some(Ok(Progress::Finished)) => PhaseStart::Ready(Ok(outcome)),
-            Some(Err(failure)) => PhaseStart::Ready(Err(failure)),
-            Some(Ok(Progress::Deferred(deferred))) => {
-                PhaseStart::Waiting(Box::pin(self.wait_and_resume(deferred, allow_respond, call, outcome)))
+            Progress::Finished => PhaseStart::Ready(Ok(outcome)),
+            Progress::Failed(failure) => PhaseStart::Ready(Err(failure)),
+            Progress::Deferred(deferred) => {
+                PhaseStart::Waiting(Box::pin(self.wait_and_resume(*deferred, allow_respond, call, outcome)))
             }
         }
     }
@@ -401,17 +408,21 @@ impl SharedChain {
                 match flow {
                     Ok(flow) => {
                         if outcome.record(chain.step(index, flow, allow_respond)) {
-                            return Ok(Progress::Finished);
+                            return Progress::Finished;
                         }
                     }
-                    Err(what) => chain.fail(index, &what)?,
+                    Err(what) => {
+                        if let Err(failure) = chain.fail(index, &what) {
+                            return Progress::Failed(failure);
+                        }
+                    }
                 }
                 chain.run_from(index + 1, allow_respond, &mut call, &mut outcome)
             });
             match resumed {
-                None | Some(Ok(Progress::Finished)) => return Ok(outcome),
-                Some(Ok(Progress::Deferred(next))) => deferred = next,
-                Some(Err(failure)) => return Err(failure),
+                None | Some(Progress::Finished) => return Ok(outcome),
+                Some(Progress::Deferred(next)) => deferred = *next,
+                Some(Progress::Failed(failure)) => return Err(failure),
             }
         }
     }
@@ -422,16 +433,28 @@ impl SharedChain {
         chunk: &mut BodyChunk,
         call: impl FnMut(&mut dyn ModuleTxn, &mut BodyChunk) -> Flow,
     ) -> Result<(), ModuleFailure> {
-        self.with(|chain| chain.body_phase(chunk, call)).unwrap_or(Ok(()))
+        match &mut self.chain {
+            Holder::Empty => Ok(()),
+            Holder::Own(chain) => chain.body_phase(chunk, call),
+            Holder::Shared(shared) => body_phase_locked(shared, chunk, call),
+        }
     }
 
     /// Runs two notifications in one go: `first` on every active module, then `second` on
     /// every module still active (one that panicked in `first` is skipped).
     pub fn notify_both(&mut self, first: impl FnMut(&mut dyn ModuleTxn), second: impl FnMut(&mut dyn ModuleTxn)) {
-        self.with(|chain| {
-            chain.notify(first);
-            chain.notify(second);
-        });
+        match &mut self.chain {
+            Holder::Empty => {}
+            Holder::Own(chain) => {
+                chain.notify(first);
+                chain.notify(second);
+            }
+            Holder::Shared(shared) => {
+                let mut chain = shared.lock();
+                chain.notify(first);
+                chain.notify(second);
+            }
+        }
     }
 
     /// See [`ModuleChain::fail_buffering`].
@@ -440,12 +463,79 @@ impl SharedChain {
     }
 }
 
-impl Drop for ModuleChain {
-    fn drop(&mut self) {
-        for Slot { state, module, .. } in self.slots.drain(..) {
-            if std::panic::catch_unwind(AssertUnwindSafe(move || drop(state))).is_err() {
-                tracing::error!("module {} panicked while its state was dropped", module.name());
+/// [`ModuleChain::run_from`] on a shared chain, under its lock; out of line, so that only the
+/// common unshared case is inlined.
+#[inline(never)]
+fn run_locked(
+    shared: &parking_lot::Mutex<ModuleChain>,
+    allow_respond: bool,
+    call: &mut impl FnMut(&mut dyn ModuleTxn) -> Flow,
+    outcome: &mut PhaseOutcome,
+) -> Progress {
+    shared.lock().run_from(0, allow_respond, call, outcome)
+}
+
+/// [`ModuleChain::body_phase`] on a shared chain (a fill storing for its transaction), under
+/// its lock; out of line, so that only the common unshared case is inlined.
+#[inline(never)]
+fn body_phase_locked(
+    shared: &parking_lot::Mutex<ModuleChain>,
+    chunk: &mut BodyChunk,
+    call: impl FnMut(&mut dyn ModuleTxn, &mut BodyChunk) -> Flow,
+) -> Result<(), ModuleFailure> {
+    shared.lock().body_phase(chunk, call)
+}
+
+impl Slot {
+    /// Applies this module's verdict (the loops consume `Continue` and `Done` themselves);
+    /// out of line, to keep the loops small.
+    #[inline(never)]
+    fn step(&mut self, flow: Flow, allow_respond: bool) -> Step {
+        match flow {
+            Flow::Continue => Step::Go,
+            Flow::Done => {
+                self.active = false;
+                Step::Go
             }
+            Flow::Respond(response) if allow_respond => Step::Respond(response),
+            Flow::Respond(_) => {
+                tracing::warn!("module {} answered Respond where it cannot; ignored", self.module.name());
+                Step::Go
+            }
+            Flow::Buffer { max } => Step::Buffer(max),
+            Flow::Defer { .. } => {
+                tracing::warn!("module {} deferred in a body phase, where it cannot; ignored", self.module.name());
+                Step::Go
+            }
+        }
+    }
+
+    /// Applies this module's failure policy: open skips it from now on, closed fails the
+    /// transaction.
+    #[cold]
+    fn fail(&mut self, what: &str) -> Result<(), ModuleFailure> {
+        self.active = false;
+        tracing::error!("module {} {what}", self.module.name());
+        match self.on_error {
+            FailurePolicy::Open => Ok(()),
+            FailurePolicy::Closed => Err(ModuleFailure(Box::new(FailureDetail {
+                module: self.module.name().to_owned(),
+                what: what.to_owned(),
+            }))),
+        }
+    }
+}
+
+/// Stands in for a state while it is dropped (a zero-sized box costs no allocation).
+struct Dropped;
+
+impl ModuleTxn for Dropped {}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        let state = std::mem::replace(&mut self.state, Box::new(Dropped));
+        if std::panic::catch_unwind(AssertUnwindSafe(move || drop(state))).is_err() {
+            tracing::error!("module {} panicked while its state was dropped", self.module.name());
         }
     }
 }

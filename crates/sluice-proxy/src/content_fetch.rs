@@ -18,7 +18,7 @@ use crate::outcome::ResultCode;
 use crate::respond;
 use crate::service::{ConnInfo, Forward};
 use crate::state::State;
-use crate::txn::Txn;
+use crate::txn::{module_phase, Txn};
 use bytes::{Bytes, BytesMut};
 use http::header::{self, HeaderValue};
 use http::{Method, Request, Response, StatusCode, Uri};
@@ -77,7 +77,7 @@ pub async fn fetch_as(state: &Arc<State>, request: Request<()>, mode: Mode) -> F
     let mut txn = Txn::start(state, INTERNAL, &request);
     let (mut parts, ()) = request.into_parts();
     let result = async {
-        if let Some(local) = txn.phase(true, |m, info| m.req_headers(info, &mut parts)).await?.respond {
+        if let Some(local) = module_phase!(txn, true, |m, info| m.req_headers(info, &mut parts))?.respond {
             return Ok(respond::local(state, *local));
         }
         let conn = ConnInfo { client: INTERNAL, mode, tls: false, allowed: true, zero_copy: None };

@@ -4,7 +4,7 @@
 use crate::body::{BodyPhases, ProxyBody};
 use crate::error::{Kind, ProxyError, Side};
 use crate::state::State;
-use crate::txn::Txn;
+use crate::txn::{module_phase, Txn};
 use bytes::Bytes;
 use http::header::{self, HeaderMap, HeaderValue};
 use http::{request, Method, Response, StatusCode, Version};
@@ -32,14 +32,14 @@ pub async fn finalize(
     }
     let mut phases = BodyPhases::default();
     if !txn.modules.is_empty() {
-        match txn.phase(false, |m, info| m.client_resp_headers(info, &mut parts)).await {
+        match module_phase!(txn, false, |m, info| m.client_resp_headers(info, &mut parts)) {
             Ok(outcome) => {
                 let has_body = *method != Method::HEAD
                     && !parts.status.is_informational()
                     && parts.status != StatusCode::NO_CONTENT
                     && parts.status != StatusCode::NOT_MODIFIED;
                 // No body phase without a body, or once every module is done.
-                if let Some(edits) = txn.modules.edits().filter(|_| has_body) {
+                if let Some(edits) = if has_body { txn.modules.edits() } else { None } {
                     let origin = edits.origin_response && body.is_from_origin();
                     phases = BodyPhases { origin, client: true, may_change: edits.client_response || origin };
                     if let Some(max) = outcome.buffer {

@@ -8,7 +8,7 @@ use crate::outcome::ResultCode;
 use crate::respond;
 use crate::source::Dest;
 use crate::state::State;
-use crate::txn::Txn;
+use crate::txn::{module_phase, Txn};
 use crate::upstream::Target;
 use http::header::{self, HeaderMap, HeaderValue};
 use http::{request, Method, Request, Response, StatusCode, Uri, Version};
@@ -148,7 +148,7 @@ async fn route(
     }
     check_host(&req)?;
     let (mut parts, body) = req.into_parts();
-    if let Some(local) = txn.phase(true, |m, info| m.req_headers(info, &mut parts)).await?.respond {
+    if let Some(local) = module_phase!(txn, true, |m, info| m.req_headers(info, &mut parts))?.respond {
         return Ok(Routed::Response(respond::local(state, *local)));
     }
     if parts.method == Method::CONNECT {
@@ -388,7 +388,7 @@ async fn pass(
         }
     }
     let mut parts = origin_request(&forward.uri, forward.client.method.clone(), headers)?;
-    if let Some(local) = txn.phase(true, |m, info| m.req_out(info, &mut parts)).await?.respond {
+    if let Some(local) = module_phase!(txn, true, |m, info| m.req_out(info, &mut parts))?.respond {
         return Ok(respond::local(state, *local));
     }
     let out_body = if http_body::Body::is_end_stream(&body) { OutBody::Empty } else { OutBody::Client(body) };
@@ -397,7 +397,7 @@ async fn pass(
     txn.code = ResultCode::Miss;
     let (mut parts, body) = origin.response.into_parts();
     sluice_http::hop::remove_hop_by_hop(&mut parts.headers);
-    txn.phase(false, |m, info| m.origin_resp_headers(info, &mut parts)).await?;
+    module_phase!(txn, false, |m, info| m.origin_resp_headers(info, &mut parts))?;
     for uri in sluice_http::invalidation::targets(&forward.client.method, &forward.uri, parts.status, &parts.headers) {
         if let Some(key) = sluice_http::key::primary_key(&uri) {
             state.store.remove(&key);

@@ -12,11 +12,8 @@ use crate::state::State;
 use futures_util::future::BoxFuture;
 use http::{header, HeaderValue, Method, Request, Version};
 use sluice_module::{Flow, LogFields, Txn as ModuleTxn, TxnInfo, TxnOutcome};
-use std::future::Future;
 use std::net::{IpAddr, SocketAddr};
-use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
 use std::time::Instant;
 
 /// A transaction in progress.
@@ -111,23 +108,22 @@ impl Txn {
         self.completed = completed;
     }
 
-    /// Runs a header phase of the modules taking part; free when none does. A module
-    /// failure that is closed becomes a 500.
+    /// Runs a header phase of the modules taking part; free when none does. Use it through
+    /// [`module_phase!`], which turns a closed module failure into a 500.
     ///
-    /// The modules are called before this returns; the returned future only yields the
-    /// outcome, unless a module deferred, in which case it runs the rest of the phase. Await
-    /// it at once.
+    /// The modules are called before this returns: the outcome is ready, unless a module
+    /// deferred, and then the rest of the phase is returned, to await at once.
     pub fn phase<'a>(
         &'a mut self,
         allow_respond: bool,
         mut call: impl FnMut(&mut dyn ModuleTxn, &TxnInfo) -> Flow + Send + 'a,
     ) -> Phase<'a> {
         if self.modules.is_empty() {
-            return Phase::Ready(Some(Ok(PhaseOutcome::default())));
+            return Phase::Ready(Ok(PhaseOutcome::default()));
         }
         let Self { modules, info, .. } = self;
         match modules.start_phase(allow_respond, move |m| call(m, info)) {
-            PhaseStart::Ready(result) => Phase::Ready(Some(result.map_err(module_error))),
+            PhaseStart::Ready(result) => Phase::Ready(result),
             PhaseStart::Waiting(rest) => Phase::Waiting(rest),
         }
     }
@@ -152,24 +148,30 @@ impl Txn {
 /// A header phase under way (see [`Txn::phase`]): its outcome, ready at once unless a module
 /// deferred.
 pub enum Phase<'a> {
-    /// Every module answered at once (taken when polled).
-    Ready(Option<Result<PhaseOutcome, ProxyError>>),
-    /// A module deferred: the rest of the phase.
+    /// Every module answered at once.
+    Ready(Result<PhaseOutcome, ModuleFailure>),
+    /// A module deferred: the rest of the phase, to await.
     Waiting(BoxFuture<'a, Result<PhaseOutcome, ModuleFailure>>),
 }
 
-impl Future for Phase<'_> {
-    type Output = Result<PhaseOutcome, ProxyError>;
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        match self.get_mut() {
-            Phase::Ready(result) => Poll::Ready(result.take().expect("a phase is polled after it completed")),
-            Phase::Waiting(rest) => rest.as_mut().poll(cx).map_err(module_error),
-        }
-    }
+/// `module_phase!(txn, allow_respond, |m, info| m.some_phase(info, ...))`: runs a header
+/// phase ([`Txn::phase`]) and evaluates to its `Result<PhaseOutcome, ProxyError>` (a closed
+/// module failure is a 500). Use it in an async fn: it awaits only when a module deferred, so
+/// the common case polls no future and keeps none in the caller's state.
+macro_rules! module_phase {
+    ($txn:expr, $allow_respond:expr, $call:expr) => {{
+        let phase = $txn.phase($allow_respond, $call);
+        let result = match phase {
+            $crate::txn::Phase::Ready(result) => result,
+            $crate::txn::Phase::Waiting(rest) => rest.await,
+        };
+        result.map_err($crate::txn::module_error)
+    }};
 }
+pub(crate) use module_phase;
 
 /// A closed module failure, as a transaction error (500).
+#[cold]
 pub fn module_error(failure: ModuleFailure) -> ProxyError {
     ProxyError::new(Kind::Internal, Side::Module, failure.to_string())
 }
