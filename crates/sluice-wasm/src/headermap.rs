@@ -10,7 +10,7 @@
 
 use crate::abi::Status;
 use crate::host::RequestView;
-use crate::kept::{KeptRequest, KeptResponse};
+use crate::kept::{HeaderListIter, KeptRequest, KeptResponse};
 use bytes::Bytes;
 use http::header::{HeaderName, HeaderValue, HOST};
 use http::uri::{Authority, PathAndQuery, Scheme};
@@ -30,19 +30,19 @@ pub(crate) const MAX_HEAD_BYTES: usize = 256 << 10;
 
 const REQUEST_PSEUDO: [&str; 4] = [":method", ":scheme", ":authority", ":path"];
 
-/// The headers of a [`Head`], in order.
+/// The headers of a [`Head`] in order, as `(name, value)` byte strings.
 enum Pairs<'a> {
     Map(http::header::Iter<'a, HeaderValue>),
-    Kept(std::slice::Iter<'a, (HeaderName, HeaderValue)>),
+    Kept(HeaderListIter<'a>),
 }
 
 impl<'a> Iterator for Pairs<'a> {
-    type Item = (&'a HeaderName, &'a HeaderValue);
+    type Item = (&'a [u8], &'a [u8]);
 
     fn next(&mut self) -> Option<Self::Item> {
         match self {
-            Pairs::Map(iter) => iter.next(),
-            Pairs::Kept(iter) => iter.next().map(|(name, value)| (name, value)),
+            Pairs::Map(iter) => iter.next().map(|(name, value)| (name.as_str().as_bytes(), value.as_bytes())),
+            Pairs::Kept(iter) => iter.next(),
         }
     }
 }
@@ -104,12 +104,12 @@ impl Head<'_> {
             return self.pseudo(name);
         }
         let value = match self {
-            Head::Request(parts) => parts.headers.get(std::str::from_utf8(name).ok()?),
-            Head::Response(parts) => parts.headers.get(std::str::from_utf8(name).ok()?),
+            Head::Request(parts) => parts.headers.get(std::str::from_utf8(name).ok()?).map(HeaderValue::as_bytes),
+            Head::Response(parts) => parts.headers.get(std::str::from_utf8(name).ok()?).map(HeaderValue::as_bytes),
             Head::KeptRequest(kept) => kept.headers.get(&HeaderName::from_bytes(name).ok()?),
             Head::KeptResponse(kept) => kept.headers.get(&HeaderName::from_bytes(name).ok()?),
         };
-        value.map(|value| Bytes::copy_from_slice(value.as_bytes()))
+        value.map(Bytes::copy_from_slice)
     }
 
     /// All pairs in the ABI wire format.
@@ -119,7 +119,7 @@ impl Head<'_> {
             names.iter().filter_map(|name| Some((name.as_bytes(), self.pseudo(name.as_bytes())?))).collect();
         let pairs = || {
             let pseudo = pseudo.iter().map(|(name, value)| (*name, value.as_ref()));
-            pseudo.chain(self.pairs().map(|(name, value)| (name.as_str().as_bytes(), value.as_bytes())))
+            pseudo.chain(self.pairs())
         };
         let size = pairs().fold(4, |size, (name, value)| size + 10 + name.len() + value.len());
         let mut out = Vec::with_capacity(size);
@@ -196,7 +196,7 @@ impl Head<'_> {
 
     /// `BadArgument` when adding `name: value` would take the map past [`MAX_HEAD_BYTES`].
     fn check_room(&self, name: &HeaderName, value: &HeaderValue) -> Result<(), Status> {
-        let used: usize = self.pairs().map(|(n, v)| n.as_str().len() + v.len()).sum();
+        let used: usize = self.pairs().map(|(n, v)| n.len() + v.len()).sum();
         if used + name.as_str().len() + value.len() > MAX_HEAD_BYTES {
             return Err(Status::BadArgument);
         }
@@ -254,7 +254,7 @@ pub(crate) fn request_scheme(request: RequestView<'_>) -> &str {
 pub(crate) fn request_authority(request: RequestView<'_>) -> Bytes {
     match request.uri().authority() {
         Some(authority) => Bytes::copy_from_slice(authority.as_str().as_bytes()),
-        None => request.header(&HOST).map(|host| Bytes::copy_from_slice(host.as_bytes())).unwrap_or_default(),
+        None => request.header(&HOST).map(Bytes::copy_from_slice).unwrap_or_default(),
     }
 }
 

@@ -219,16 +219,16 @@ impl PluginVm {
     pub(crate) fn recycle(&mut self, lists: impl IntoIterator<Item = HeaderList>) {
         let spare = &mut self.store.data_mut().spare_lists;
         for list in lists {
-            if spare.len() < MAX_SPARE_LISTS && list.len() <= MAX_SPARE_PAIRS {
+            if spare.len() < MAX_SPARE_LISTS && list.capacity() <= MAX_SPARE_BYTES {
                 spare.extend(list.recycle());
             }
         }
     }
 }
 
-/// Most spare header lists an instance keeps, and most pairs one may have held.
+/// Most spare header lists an instance keeps, and the most storage each may hold on to.
 const MAX_SPARE_LISTS: usize = 64;
-const MAX_SPARE_PAIRS: usize = 64;
+const MAX_SPARE_BYTES: usize = 16 << 10;
 
 /// Calls the export for `callback` (absent ones answer as `Continue`).
 fn call(exports: &Exports, store: &mut Store<HostState>, ctx: i32, callback: Callback) -> wasmtime::Result<i32> {

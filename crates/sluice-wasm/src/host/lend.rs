@@ -165,9 +165,9 @@ impl<'a> RequestView<'a> {
     }
 
     /// The first value of header `name`.
-    pub(crate) fn header(self, name: &http::HeaderName) -> Option<&'a http::HeaderValue> {
+    pub(crate) fn header(self, name: &http::HeaderName) -> Option<&'a [u8]> {
         match self {
-            RequestView::Live(parts) => parts.headers.get(name),
+            RequestView::Live(parts) => parts.headers.get(name).map(http::HeaderValue::as_bytes),
             RequestView::Kept(kept) => kept.headers.get(name),
         }
     }
