@@ -406,6 +406,25 @@ mod tests {
     }
 
     #[test]
+    fn kept_copies_read_like_the_live_heads_and_refuse_changes() {
+        let mut parts = request();
+        let kept = KeptRequest::copy(&parts, Default::default());
+        let live = Head::Request(&mut parts).serialize();
+        let mut head = Head::KeptRequest(&kept);
+        assert_eq!(head.serialize(), live);
+        assert_eq!(head.get(b"X-One").as_deref(), Some(&b"1"[..]));
+        assert_eq!(head.get(b":authority").as_deref(), Some(&b"example.com"[..]));
+        assert_eq!(head.get(b"bad name"), None);
+        assert_eq!(head.add(b"x-new", b"v"), Err(Status::BadArgument));
+        assert_eq!(head.replace(b":path", b"/p"), Err(Status::BadArgument));
+        assert_eq!(head.set_all(&serialize_pairs(&[("a", "b")])), Err(Status::BadArgument));
+        let (mut resp, ()) = http::Response::builder().status(404).header("a", "b").body(()).unwrap().into_parts();
+        let kept = KeptResponse::copy(&resp, Default::default());
+        assert_eq!(Head::KeptResponse(&kept).serialize(), Head::Response(&mut resp).serialize());
+        assert_eq!(Head::KeptResponse(&kept).len(), 2);
+    }
+
+    #[test]
     fn responses_expose_status() {
         let (mut parts, ()) = http::Response::builder().status(404).header("a", "b").body(()).unwrap().into_parts();
         let mut head = Head::Response(&mut parts);
