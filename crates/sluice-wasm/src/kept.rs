@@ -3,93 +3,83 @@
 //! callbacks).
 //!
 //! They hold only what a plugin can read there (method, URL, version, status, the header
-//! list). The header list keeps the names as `HeaderName`s (nearly all are standard ones:
-//! a copy is a small enum) and the values as flat bytes: copying a header is one small
-//! `memcpy`, without reference counts to bump and drop. Its storage is reused by the next
-//! transaction of the same instance ([`HeaderList::recycle`]), so a copy normally allocates
-//! nothing.
+//! list), the header list as flat bytes (names and values back to back, and their
+//! lengths): copying it is a few small `memcpy`s per header, with no reference counts to
+//! bump and drop, and its storage is reused by the next transaction of the same instance
+//! ([`HeaderList::recycle`]), so a copy normally allocates nothing.
 
 use http::header::HeaderName;
 use http::{request, response, HeaderMap, Method, StatusCode, Uri, Version};
 
 /// A header list in the order of the map it was copied from (each name's values together),
-/// names repeated per value.
+/// names (lower case, as `HeaderName` has them) repeated per value.
 #[derive(Debug, Default)]
 pub(crate) struct HeaderList {
-    names: Vec<HeaderName>,
-    /// The values back to back.
-    values: Vec<u8>,
-    /// Each value's length.
-    lengths: Vec<u32>,
+    /// Each pair's name then value.
+    bytes: Vec<u8>,
+    /// Each pair's name length and value length, in order.
+    lengths: Vec<(u32, u32)>,
 }
 
 impl HeaderList {
     /// Copies `headers` into this list (emptied first), reusing its storage.
     fn fill(&mut self, headers: &HeaderMap) {
-        self.clear();
-        self.names.reserve(headers.len());
+        self.bytes.clear();
+        self.lengths.clear();
         self.lengths.reserve(headers.len());
         for (name, value) in headers {
-            let value = value.as_bytes();
-            self.names.push(name.clone());
-            self.values.extend_from_slice(value);
-            // Header values are far shorter than 4 GiB.
-            self.lengths.push(value.len() as u32);
+            let (name, value) = (name.as_str().as_bytes(), value.as_bytes());
+            self.bytes.extend_from_slice(name);
+            self.bytes.extend_from_slice(value);
+            // Header maps hold far less than 4 GiB.
+            self.lengths.push((name.len() as u32, value.len() as u32));
         }
-    }
-
-    fn clear(&mut self) {
-        self.names.clear();
-        self.values.clear();
-        self.lengths.clear();
     }
 
     /// The first value of `name`.
     pub(crate) fn get(&self, name: &HeaderName) -> Option<&[u8]> {
-        let at = self.names.iter().position(|n| n == name)?;
-        self.iter().nth(at).map(|(_, value)| value)
+        let name = name.as_str().as_bytes();
+        self.iter().find(|(n, _)| *n == name).map(|(_, value)| value)
     }
 
-    /// The pairs in order, as `(name, value)` byte strings.
+    /// The pairs in order.
     pub(crate) fn iter(&self) -> HeaderListIter<'_> {
-        HeaderListIter { names: self.names.iter(), values: &self.values, lengths: self.lengths.iter() }
+        HeaderListIter { bytes: &self.bytes, lengths: self.lengths.iter() }
     }
 
     #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
-        self.names.len()
+        self.lengths.len()
     }
 
     /// Empties the list, keeping its storage for the next copy (`None` if it has none).
     pub(crate) fn recycle(mut self) -> Option<Self> {
-        self.clear();
-        (self.names.capacity() > 0).then_some(self)
+        self.bytes.clear();
+        self.lengths.clear();
+        (self.lengths.capacity() > 0).then_some(self)
     }
 
     /// Bytes of storage it holds on to.
     pub(crate) fn capacity(&self) -> usize {
-        self.values.capacity()
-            + self.names.capacity() * std::mem::size_of::<HeaderName>()
-            + self.lengths.capacity() * std::mem::size_of::<u32>()
+        self.bytes.capacity() + self.lengths.capacity() * std::mem::size_of::<(u32, u32)>()
     }
 }
 
-/// The pairs of a [`HeaderList`].
+/// The pairs of a [`HeaderList`] as `(name, value)` byte strings.
 pub(crate) struct HeaderListIter<'a> {
-    names: std::slice::Iter<'a, HeaderName>,
-    values: &'a [u8],
-    lengths: std::slice::Iter<'a, u32>,
+    bytes: &'a [u8],
+    lengths: std::slice::Iter<'a, (u32, u32)>,
 }
 
 impl<'a> Iterator for HeaderListIter<'a> {
     type Item = (&'a [u8], &'a [u8]);
 
     fn next(&mut self) -> Option<Self::Item> {
-        let name = self.names.next()?;
-        let &len = self.lengths.next()?;
-        let (value, rest) = self.values.split_at(len as usize);
-        self.values = rest;
-        Some((name.as_str().as_bytes(), value))
+        let &(name_len, value_len) = self.lengths.next()?;
+        let (name, rest) = self.bytes.split_at(name_len as usize);
+        let (value, rest) = rest.split_at(value_len as usize);
+        self.bytes = rest;
+        Some((name, value))
     }
 }
 
