@@ -59,6 +59,11 @@ impl HeaderList {
         (self.lengths.capacity() > 0).then_some(self)
     }
 
+    /// Whether it holds storage worth recycling.
+    pub(crate) fn has_storage(&self) -> bool {
+        self.lengths.capacity() > 0
+    }
+
     /// Bytes of storage it holds on to.
     pub(crate) fn capacity(&self) -> usize {
         self.bytes.capacity() + self.lengths.capacity() * std::mem::size_of::<(u32, u32)>()

@@ -440,10 +440,14 @@ impl Drop for WasmTxn {
         }
         drop(lend);
         if fault.is_none() {
-            let storage = std::mem::take(&mut self.storage);
-            let request = self.request.take().map(|kept| kept.headers);
-            let response = self.response.take().map(|kept| kept.headers);
-            vm.recycle([storage.request, storage.response].into_iter().chain(request).chain(response));
+            vm.recycle(&mut self.storage.request);
+            vm.recycle(&mut self.storage.response);
+            if let Some(kept) = &mut self.request {
+                vm.recycle(&mut kept.headers);
+            }
+            if let Some(kept) = &mut self.response {
+                vm.recycle(&mut kept.headers);
+            }
             Stats::bump(&core.shared().stats.contexts_deleted);
         }
         match fault {

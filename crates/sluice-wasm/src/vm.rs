@@ -214,14 +214,15 @@ impl PluginVm {
         self.store.data_mut().spare_lists.pop().unwrap_or_default()
     }
 
-    /// Takes back the header lists of an ended transaction's kept heads for later ones
-    /// (a few, and only small ones).
-    pub(crate) fn recycle(&mut self, lists: impl IntoIterator<Item = HeaderList>) {
+    /// Takes back the storage of an ended transaction's header list for later ones (if it
+    /// has any, and only a few, small ones), leaving it empty.
+    pub(crate) fn recycle(&mut self, list: &mut HeaderList) {
+        if !list.has_storage() {
+            return;
+        }
         let spare = &mut self.store.data_mut().spare_lists;
-        for list in lists {
-            if spare.len() < MAX_SPARE_LISTS && list.capacity() <= MAX_SPARE_BYTES {
-                spare.extend(list.recycle());
-            }
+        if spare.len() < MAX_SPARE_LISTS && list.capacity() <= MAX_SPARE_BYTES {
+            spare.extend(std::mem::take(list).recycle());
         }
     }
 }
