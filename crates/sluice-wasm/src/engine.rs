@@ -22,6 +22,10 @@ fn new_engine() -> Result<Engine, String> {
     let mut config = Config::new();
     config.epoch_interruption(true);
     config.cranelift_opt_level(OptLevel::Speed);
+    // Fill function tables when an instance starts (rare: instances live long) instead of on
+    // first use, so that every indirect call (the SDKs dispatch callbacks through trait
+    // objects) skips the "initialized yet?" check.
+    config.table_lazy_init(false);
     let engine = Engine::new(&config).map_err(|err| format!("cannot create the wasm engine: {err}"))?;
     let ticker = engine.clone();
     std::thread::Builder::new()

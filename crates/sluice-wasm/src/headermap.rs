@@ -9,15 +9,20 @@
 //! [`MAX_HEAD_BYTES`].
 
 use crate::abi::Status;
+use crate::host::RequestView;
+use crate::kept::{HeaderListIter, KeptRequest, KeptResponse};
 use bytes::Bytes;
 use http::header::{HeaderName, HeaderValue, HOST};
 use http::uri::{Authority, PathAndQuery, Scheme};
 use http::{request, response, HeaderMap, Method, StatusCode, Uri};
 
-/// A message head as the plugin sees it.
+/// A message head as the plugin sees it: live (readable and writable) or a copy kept for
+/// later callbacks (read-only; changing it gives `BadArgument`).
 pub(crate) enum Head<'a> {
     Request(&'a mut request::Parts),
     Response(&'a mut response::Parts),
+    KeptRequest(&'a KeptRequest),
+    KeptResponse(&'a KeptResponse),
 }
 
 /// Most bytes (names plus values) a plugin may grow a header map to.
@@ -25,44 +30,71 @@ pub(crate) const MAX_HEAD_BYTES: usize = 256 << 10;
 
 const REQUEST_PSEUDO: [&str; 4] = [":method", ":scheme", ":authority", ":path"];
 
-impl Head<'_> {
-    fn headers(&self) -> &HeaderMap {
+/// The headers of a [`Head`] in order, as `(name, value)` byte strings.
+enum Pairs<'a> {
+    Map(http::header::Iter<'a, HeaderValue>),
+    Kept(HeaderListIter<'a>),
+}
+
+impl<'a> Iterator for Pairs<'a> {
+    type Item = (&'a [u8], &'a [u8]);
+
+    fn next(&mut self) -> Option<Self::Item> {
         match self {
-            Head::Request(parts) => &parts.headers,
-            Head::Response(parts) => &parts.headers,
+            Pairs::Map(iter) => iter.next().map(|(name, value)| (name.as_str().as_bytes(), value.as_bytes())),
+            Pairs::Kept(iter) => iter.next(),
+        }
+    }
+}
+
+impl Head<'_> {
+    fn pairs(&self) -> Pairs<'_> {
+        match self {
+            Head::Request(parts) => Pairs::Map(parts.headers.iter()),
+            Head::Response(parts) => Pairs::Map(parts.headers.iter()),
+            Head::KeptRequest(kept) => Pairs::Kept(kept.headers.iter()),
+            Head::KeptResponse(kept) => Pairs::Kept(kept.headers.iter()),
         }
     }
 
-    fn headers_mut(&mut self) -> &mut HeaderMap {
+    /// The live header map; `BadArgument` for a kept copy.
+    fn headers_mut(&mut self) -> Result<&mut HeaderMap, Status> {
         match self {
-            Head::Request(parts) => &mut parts.headers,
-            Head::Response(parts) => &mut parts.headers,
+            Head::Request(parts) => Ok(&mut parts.headers),
+            Head::Response(parts) => Ok(&mut parts.headers),
+            Head::KeptRequest(_) | Head::KeptResponse(_) => Err(Status::BadArgument),
         }
+    }
+
+    fn is_request(&self) -> bool {
+        matches!(self, Head::Request(_) | Head::KeptRequest(_))
     }
 
     /// The number of pairs, pseudo-headers included.
     #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
-        match self {
-            Head::Request(parts) => parts.headers.len() + REQUEST_PSEUDO.len(),
-            Head::Response(parts) => parts.headers.len() + 1,
-        }
+        let pseudo = if self.is_request() { REQUEST_PSEUDO.len() } else { 1 };
+        self.pairs().count() + pseudo
     }
 
     /// The value of a pseudo-header, `None` for other names.
     fn pseudo(&self, name: &[u8]) -> Option<Bytes> {
-        match self {
-            Head::Request(parts) => match name {
-                b":method" => Some(Bytes::copy_from_slice(parts.method.as_str().as_bytes())),
-                b":scheme" => Some(Bytes::copy_from_slice(request_scheme(parts).as_bytes())),
-                b":authority" => Some(request_authority(parts)),
-                b":path" => Some(Bytes::copy_from_slice(request_path(parts).as_bytes())),
-                _ => None,
-            },
-            Head::Response(parts) => match name {
-                b":status" => Some(Bytes::copy_from_slice(parts.status.as_str().as_bytes())),
-                _ => None,
-            },
+        let status = |status: StatusCode| match name {
+            b":status" => Some(Bytes::copy_from_slice(status.as_str().as_bytes())),
+            _ => None,
+        };
+        let request = match self {
+            Head::Request(parts) => RequestView::Live(parts),
+            Head::KeptRequest(kept) => RequestView::Kept(kept),
+            Head::Response(parts) => return status(parts.status),
+            Head::KeptResponse(kept) => return status(kept.status),
+        };
+        match name {
+            b":method" => Some(Bytes::copy_from_slice(request.method().as_str().as_bytes())),
+            b":scheme" => Some(Bytes::copy_from_slice(request_scheme(request).as_bytes())),
+            b":authority" => Some(request_authority(request)),
+            b":path" => Some(Bytes::copy_from_slice(request_path(request).as_bytes())),
+            _ => None,
         }
     }
 
@@ -71,22 +103,23 @@ impl Head<'_> {
         if name.first() == Some(&b':') {
             return self.pseudo(name);
         }
-        let name = std::str::from_utf8(name).ok()?;
-        self.headers().get(name).map(|value| Bytes::copy_from_slice(value.as_bytes()))
+        let value = match self {
+            Head::Request(parts) => parts.headers.get(std::str::from_utf8(name).ok()?).map(HeaderValue::as_bytes),
+            Head::Response(parts) => parts.headers.get(std::str::from_utf8(name).ok()?).map(HeaderValue::as_bytes),
+            Head::KeptRequest(kept) => kept.headers.get(&HeaderName::from_bytes(name).ok()?),
+            Head::KeptResponse(kept) => kept.headers.get(&HeaderName::from_bytes(name).ok()?),
+        };
+        value.map(Bytes::copy_from_slice)
     }
 
     /// All pairs in the ABI wire format.
     pub(crate) fn serialize(&self) -> Vec<u8> {
-        let names: &[&'static str] = match self {
-            Head::Request(_) => &REQUEST_PSEUDO,
-            Head::Response(_) => &[":status"],
-        };
+        let names: &[&'static str] = if self.is_request() { &REQUEST_PSEUDO } else { &[":status"] };
         let pseudo: Vec<(&[u8], Bytes)> =
             names.iter().filter_map(|name| Some((name.as_bytes(), self.pseudo(name.as_bytes())?))).collect();
-        let headers = self.headers();
         let pairs = || {
             let pseudo = pseudo.iter().map(|(name, value)| (*name, value.as_ref()));
-            pseudo.chain(headers.iter().map(|(name, value)| (name.as_str().as_bytes(), value.as_bytes())))
+            pseudo.chain(self.pairs())
         };
         let size = pairs().fold(4, |size, (name, value)| size + 10 + name.len() + value.len());
         let mut out = Vec::with_capacity(size);
@@ -111,7 +144,7 @@ impl Head<'_> {
         }
         let (name, value) = parse_pair(name, value)?;
         self.check_room(&name, &value)?;
-        self.headers_mut().insert(name, value);
+        self.headers_mut()?.insert(name, value);
         Ok(())
     }
 
@@ -122,7 +155,7 @@ impl Head<'_> {
         }
         let (name, value) = parse_pair(name, value)?;
         self.check_room(&name, &value)?;
-        self.headers_mut().append(name, value);
+        self.headers_mut()?.append(name, value);
         Ok(())
     }
 
@@ -132,13 +165,14 @@ impl Head<'_> {
             return Ok(());
         }
         let name = std::str::from_utf8(name).map_err(|_| Status::BadArgument)?;
-        self.headers_mut().remove(name);
+        self.headers_mut()?.remove(name);
         Ok(())
     }
 
     /// Replaces the whole map with `pairs` (wire format); pseudo-headers among them are set,
     /// absent ones keep their value. Nothing changes when `pairs` is malformed.
     pub(crate) fn set_all(&mut self, pairs: &[u8]) -> Result<(), Status> {
+        self.headers_mut()?;
         let pairs = deserialize(pairs)?;
         if pairs.iter().map(|(name, value)| name.len() + value.len()).sum::<usize>() > MAX_HEAD_BYTES {
             return Err(Status::BadArgument);
@@ -156,13 +190,13 @@ impl Head<'_> {
         for (name, value) in pseudo {
             self.set_pseudo(name, value)?;
         }
-        *self.headers_mut() = headers;
+        *self.headers_mut()? = headers;
         Ok(())
     }
 
     /// `BadArgument` when adding `name: value` would take the map past [`MAX_HEAD_BYTES`].
     fn check_room(&self, name: &HeaderName, value: &HeaderValue) -> Result<(), Status> {
-        let used: usize = self.headers().iter().map(|(n, v)| n.as_str().len() + v.len()).sum();
+        let used: usize = self.pairs().map(|(n, v)| n.len() + v.len()).sum();
         if used + name.as_str().len() + value.len() > MAX_HEAD_BYTES {
             return Err(Status::BadArgument);
         }
@@ -205,27 +239,28 @@ impl Head<'_> {
                 b":status" => parts.status = StatusCode::from_bytes(value).map_err(|_| Status::BadArgument)?,
                 _ => return Err(Status::BadArgument),
             },
+            Head::KeptRequest(_) | Head::KeptResponse(_) => return Err(Status::BadArgument),
         }
         Ok(())
     }
 }
 
 /// The request's scheme: the URL's, else `http`.
-pub(crate) fn request_scheme(parts: &request::Parts) -> &str {
-    parts.uri.scheme_str().unwrap_or("http")
+pub(crate) fn request_scheme(request: RequestView<'_>) -> &str {
+    request.uri().scheme_str().unwrap_or("http")
 }
 
 /// The request's authority: the URL's, else the `Host` header's (may be empty).
-pub(crate) fn request_authority(parts: &request::Parts) -> Bytes {
-    match parts.uri.authority() {
+pub(crate) fn request_authority(request: RequestView<'_>) -> Bytes {
+    match request.uri().authority() {
         Some(authority) => Bytes::copy_from_slice(authority.as_str().as_bytes()),
-        None => parts.headers.get(HOST).map(|host| Bytes::copy_from_slice(host.as_bytes())).unwrap_or_default(),
+        None => request.header(&HOST).map(Bytes::copy_from_slice).unwrap_or_default(),
     }
 }
 
 /// The request's path with its query (`/` when the URL has none).
-pub(crate) fn request_path(parts: &request::Parts) -> &str {
-    parts.uri.path_and_query().map(PathAndQuery::as_str).unwrap_or("/")
+pub(crate) fn request_path(request: RequestView<'_>) -> &str {
+    request.uri().path_and_query().map(PathAndQuery::as_str).unwrap_or("/")
 }
 
 fn parse_pair(name: &[u8], value: &[u8]) -> Result<(HeaderName, HeaderValue), Status> {
@@ -235,11 +270,11 @@ fn parse_pair(name: &[u8], value: &[u8]) -> Result<(HeaderName, HeaderValue), St
 }
 
 /// Name-value pairs borrowed from guest memory.
-pub(crate) type Pairs<'a> = Vec<(&'a [u8], &'a [u8])>;
+pub(crate) type WirePairs<'a> = Vec<(&'a [u8], &'a [u8])>;
 
 /// Parses pairs in the ABI wire format (see the module docs); `ParseFailure` when the
 /// lengths do not fit the data.
-pub(crate) fn deserialize(data: &[u8]) -> Result<Pairs<'_>, Status> {
+pub(crate) fn deserialize(data: &[u8]) -> Result<WirePairs<'_>, Status> {
     if data.is_empty() {
         return Ok(Vec::new());
     }
@@ -368,6 +403,25 @@ mod tests {
         let mut head = Head::Request(&mut parts);
         assert_eq!(head.add(b"x-big", &big), Ok(()));
         assert_eq!(head.add(b"x-big", &big), Err(Status::BadArgument));
+    }
+
+    #[test]
+    fn kept_copies_read_like_the_live_heads_and_refuse_changes() {
+        let mut parts = request();
+        let kept = KeptRequest::copy(&parts, Default::default());
+        let live = Head::Request(&mut parts).serialize();
+        let mut head = Head::KeptRequest(&kept);
+        assert_eq!(head.serialize(), live);
+        assert_eq!(head.get(b"X-One").as_deref(), Some(&b"1"[..]));
+        assert_eq!(head.get(b":authority").as_deref(), Some(&b"example.com"[..]));
+        assert_eq!(head.get(b"bad name"), None);
+        assert_eq!(head.add(b"x-new", b"v"), Err(Status::BadArgument));
+        assert_eq!(head.replace(b":path", b"/p"), Err(Status::BadArgument));
+        assert_eq!(head.set_all(&serialize_pairs(&[("a", "b")])), Err(Status::BadArgument));
+        let (mut resp, ()) = http::Response::builder().status(404).header("a", "b").body(()).unwrap().into_parts();
+        let kept = KeptResponse::copy(&resp, Default::default());
+        assert_eq!(Head::KeptResponse(&kept).serialize(), Head::Response(&mut resp).serialize());
+        assert_eq!(Head::KeptResponse(&kept).len(), 2);
     }
 
     #[test]

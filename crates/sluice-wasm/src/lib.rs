@@ -25,6 +25,7 @@ mod engine;
 mod error;
 mod headermap;
 mod host;
+mod kept;
 mod memory;
 mod module;
 mod pool;

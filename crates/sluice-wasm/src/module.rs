@@ -6,7 +6,7 @@ use crate::error::WasmError;
 use crate::pool::{Blueprint, Core, Pool};
 use crate::shared::{HostEnv, Metric, Shared};
 use crate::stats::{Stats, WasmStats};
-use crate::txn::{FailedTxn, WasmTxn};
+use crate::txn::{FailedTxn, KeptStorage, WasmTxn};
 use crate::vm::{Callback, ROOT_ID};
 use bytes::Bytes;
 use http::StatusCode;
@@ -119,11 +119,21 @@ impl Module for WasmModule {
         if shared.cache.get().is_none() {
             let _ = shared.cache.set(Arc::clone(&info.cache));
         }
+        let config = core.config();
         let created = core.pool.with_vm(&core.blueprint, |index, slot| {
             let generation = slot.generation;
             let vm = slot.vm.as_mut()?;
             match vm.create_context() {
-                Ok(context) => Some((index, generation, context)),
+                Ok(context) => {
+                    let mut storage = KeptStorage::default();
+                    if config.request_headers_in_response {
+                        storage.request = vm.spare_list();
+                    }
+                    if config.response_headers_in_body {
+                        storage.response = vm.spare_list();
+                    }
+                    Some((index, generation, context, storage))
+                }
                 Err(fault) => {
                     slot.crash(core, index, &fault);
                     None
@@ -131,9 +141,9 @@ impl Module for WasmModule {
             }
         });
         match created {
-            Some(Some((slot, generation, context))) => {
+            Some(Some((slot, generation, context, storage))) => {
                 Stats::bump(&shared.stats.contexts_created);
-                Some(Box::new(WasmTxn::new(Arc::clone(core), slot, generation, context, info)))
+                Some(Box::new(WasmTxn::new(Arc::clone(core), slot, generation, context, info, storage)))
             }
             Some(None) => {
                 Stats::bump(&shared.stats.failed_transactions);
@@ -153,8 +163,7 @@ impl Module for WasmModule {
         let core = &self.core;
         core.pool.each(|index, slot| {
             let Some(vm) = slot.vm.as_mut() else { return };
-            let result = vm.invoke(ROOT_ID, Callback::Tick);
-            vm.call().clear();
+            let result = vm.invoke(ROOT_ID, Callback::Tick, None);
             if let Err(fault) = result {
                 slot.crash(core, index, &fault);
             }

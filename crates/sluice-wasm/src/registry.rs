@@ -122,9 +122,10 @@ impl Module for WasmHandle {
         &self.name
     }
 
+    /// Under the read lock, without an `Arc` clone per transaction (the transaction keeps
+    /// its version alive itself).
     fn new_txn(&self, info: &TxnInfo) -> Option<Box<dyn Txn>> {
-        let module = self.current()?;
-        module.new_txn(info)
+        self.current.read().as_ref()?.new_txn(info)
     }
 
     fn tick(&self, cache: &dyn CacheApi) {

@@ -29,7 +29,8 @@
 
 use crate::abi::{Action, LogLevel};
 use crate::config::Attach;
-use crate::host::{BodyBuf, BodyKind, Call};
+use crate::host::{BodyBuf, BodyKind, Lend, RequestHead, ResponseHead, TxnFacts};
+use crate::kept::{HeaderList, KeptRequest, KeptResponse};
 use crate::pool::Core;
 use crate::stats::Stats;
 use crate::vm::{Callback, Fault};
@@ -37,10 +38,9 @@ use bytes::Bytes;
 use http::header::{CONTENT_LENGTH, TRANSFER_ENCODING};
 use http::{request, response, HeaderMap, Method, StatusCode, Version};
 use sluice_module::{
-    BodyChunk, BodyEdits, CacheApi, FailurePolicy, Flow, LocalResponse, LogFields, LookupOutcome, LookupOverride, Txn,
-    TxnInfo, TxnOutcome,
+    BodyChunk, BodyEdits, FailurePolicy, Flow, LocalResponse, LogFields, LookupOutcome, LookupOverride, Txn, TxnInfo,
+    TxnOutcome,
 };
-use std::net::SocketAddr;
 use std::sync::Arc;
 
 /// The payload a transaction unwinds with when a plugin fails it closed in a response phase
@@ -60,12 +60,18 @@ impl std::fmt::Display for PluginFailure {
 }
 
 /// What a callback asked for besides its return value.
-#[derive(Default)]
 struct Signals {
-    /// `proxy_send_local_response` (boxed, see `Call::local_response`).
+    /// `proxy_send_local_response`.
     local_response: Option<Box<LocalResponse>>,
     /// `sluice.no_more_callbacks`.
     no_more_callbacks: bool,
+}
+
+impl Signals {
+    /// Takes what the callback left in `lend`.
+    fn take(lend: &mut Lend<'_>) -> Self {
+        Self { local_response: lend.local_response.take(), no_more_callbacks: lend.no_more_callbacks }
+    }
 }
 
 /// Where a transaction stands with its plugin.
@@ -87,23 +93,31 @@ enum Side {
     Response,
 }
 
+/// Storage for the copies of the heads kept for later callbacks, taken from the
+/// instance's spare lists when the context is created and given back when it is deleted.
+#[derive(Default)]
+pub(crate) struct KeptStorage {
+    pub request: HeaderList,
+    pub response: HeaderList,
+}
+
 /// The state of one transaction with a Proxy-Wasm plugin.
 pub(crate) struct WasmTxn {
     core: Arc<Core>,
     slot: usize,
     generation: u64,
     context: u32,
-    txn_id: u64,
-    client: SocketAddr,
-    /// Moved into each call (no reference counting per callback).
-    cache: Option<Arc<dyn CacheApi>>,
+    /// Lent to every callback.
+    facts: TxnFacts,
     state: State,
     done_called: bool,
     deleted: bool,
     /// The request head kept for later callbacks (read-only there).
-    request: Option<request::Parts>,
+    request: Option<KeptRequest>,
     /// The response head kept for the response body callbacks (read-only there).
-    response: Option<response::Parts>,
+    response: Option<KeptResponse>,
+    /// Where the kept heads are copied to, until they are.
+    storage: KeptStorage,
     lookup: Option<LookupOutcome>,
     /// The request is a HEAD (its response has no body).
     head_request: bool,
@@ -113,20 +127,26 @@ pub(crate) struct WasmTxn {
 }
 
 impl WasmTxn {
-    pub(crate) fn new(core: Arc<Core>, slot: usize, generation: u64, context: u32, info: &TxnInfo) -> Self {
+    pub(crate) fn new(
+        core: Arc<Core>,
+        slot: usize,
+        generation: u64,
+        context: u32,
+        info: &TxnInfo,
+        storage: KeptStorage,
+    ) -> Self {
         Self {
             core,
             slot,
             generation,
             context,
-            txn_id: info.id,
-            client: info.client,
-            cache: Some(Arc::clone(&info.cache)),
+            facts: TxnFacts { id: info.id, client: info.client, cache: Arc::clone(&info.cache) },
             state: State::Active,
             done_called: false,
             deleted: false,
             request: None,
             response: None,
+            storage,
             lookup: None,
             head_request: false,
             held_request: None,
@@ -134,51 +154,30 @@ impl WasmTxn {
         }
     }
 
-    /// Runs `callback` in the transaction's instance: `load` fills the call's data (after the
-    /// transaction's own), `unload` takes back what it needs; `unload` runs in every case,
-    /// also when the instance is gone, so nothing lent to the call is lost. The result is
-    /// `Err(None)` when the instance is gone (a fault in another transaction's callback),
-    /// `Err(Some(fault))` when this callback faulted.
-    fn run<R>(
-        &mut self,
-        callback: Callback,
-        load: impl FnOnce(&mut Call),
-        unload: impl FnOnce(&mut Call) -> R,
-    ) -> (Result<i32, Option<Fault>>, Signals, R) {
-        let core = &self.core;
-        let mut slot = core.pool.lock(self.slot);
-        let ours = slot.generation == self.generation;
-        let vm = match slot.vm.as_mut() {
-            Some(vm) if ours => vm,
-            _ => {
-                drop(slot);
-                let mut scratch = Call::default();
-                load(&mut scratch);
-                return (Err(None), Signals::default(), unload(&mut scratch));
-            }
-        };
-        let call = vm.call();
-        // Empty already, unless a host function panicked during the last callback.
-        call.clear();
-        call.txn_id = Some(self.txn_id);
-        call.client = Some(self.client);
-        call.cache = self.cache.take();
-        call.lookup = self.lookup;
-        load(call);
-        let result = vm.invoke(self.context, callback);
-        let call = vm.call();
-        self.cache = call.cache.take();
-        let signals = Signals { local_response: call.local_response.take(), no_more_callbacks: call.no_more_callbacks };
-        let back = unload(call);
-        call.clear();
-        let result = match result {
-            Ok(value) => Ok(value),
-            Err(fault) => {
-                slot.crash(core, self.slot, &fault);
-                Err(Some(fault))
-            }
-        };
-        (result, signals, back)
+    /// What every callback of this transaction sees: its facts and the lookup outcome.
+    fn lend(&self) -> Lend<'_> {
+        Lend::new(&self.facts, self.lookup)
+    }
+
+    /// The kept request head, lent read-only.
+    fn kept_request(&self) -> Option<RequestHead<'_>> {
+        self.request.as_ref().map(RequestHead::Kept)
+    }
+
+    /// Runs `callback` in the transaction's instance with `lend` in reach of the host
+    /// functions (for the call only: whatever happens, the lent heads and body stay with the
+    /// caller). `Err(None)` when the instance is gone (a fault in another transaction's
+    /// callback), `Err(Some(fault))` when this callback faulted (the instance is discarded).
+    fn run(&self, callback: Callback, lend: &mut Lend<'_>) -> Result<i32, Option<Fault>> {
+        let mut slot = self.core.pool.lock(self.slot);
+        if slot.generation != self.generation {
+            return Err(None);
+        }
+        let Some(vm) = slot.vm.as_mut() else { return Err(None) };
+        vm.invoke(self.context, callback, Some(lend)).map_err(|fault| {
+            slot.crash(&self.core, self.slot, &fault);
+            Some(fault)
+        })
     }
 
     /// Records the failure and returns the verdict the failure policy asks for.
@@ -200,7 +199,7 @@ impl WasmTxn {
         self.state = State::Failed;
         let shared = self.core.shared();
         Stats::bump(&shared.stats.failed_transactions);
-        shared.log(LogLevel::Warn, &format!("transaction {} failed: {reason}", self.txn_id));
+        shared.log(LogLevel::Warn, &format!("transaction {} failed: {reason}", self.facts.id));
     }
 
     fn failure_reason(fault: Option<Fault>) -> String {
@@ -232,18 +231,9 @@ impl WasmTxn {
         self.head_request = req.method == Method::HEAD;
         let end = request_is_empty(req);
         let callback = Callback::RequestHeaders { headers: req.headers.len() + 4, end };
-        let parts = std::mem::replace(req, placeholder_request());
-        let (result, signals, parts) = self.run(
-            callback,
-            |call| {
-                call.request = Some(parts);
-                call.request_writable = true;
-            },
-            |call| call.request.take(),
-        );
-        if let Some(parts) = parts {
-            *req = parts;
-        }
+        let mut lend = self.lend().with_request(Some(RequestHead::Live(req)));
+        let result = self.run(callback, &mut lend);
+        let signals = Signals::take(&mut lend);
         match result {
             Ok(action) => self.verdict(Action::from_guest(action), signals, end, true),
             Err(fault) => self.fail(Side::Request, &Self::failure_reason(fault)),
@@ -256,27 +246,15 @@ impl WasmTxn {
         }
         let end = response_is_empty(resp, self.head_request);
         let callback = Callback::ResponseHeaders { headers: resp.headers.len() + 1, end };
-        let request = self.request.take();
-        let parts = std::mem::replace(resp, placeholder_response());
-        let (result, signals, (parts, request)) = self.run(
-            callback,
-            |call| {
-                call.response = Some(parts);
-                call.response_writable = true;
-                call.request = request;
-            },
-            |call| (call.response.take(), call.request.take()),
-        );
-        if let Some(parts) = parts {
-            *resp = parts;
-        }
-        self.request = request;
+        let mut lend = self.lend().with_request(self.kept_request()).with_response(Some(ResponseHead::Live(resp)));
+        let result = self.run(callback, &mut lend);
+        let signals = Signals::take(&mut lend);
         let flow = match result {
             Ok(action) => self.verdict(Action::from_guest(action), signals, end, true),
             Err(fault) => self.fail(Side::Response, &Self::failure_reason(fault)),
         };
         if self.core.config().response_headers_in_body && matches!(flow, Flow::Continue | Flow::Buffer { .. }) && !end {
-            self.response = Some(resp.clone());
+            self.response = Some(KeptResponse::copy(resp, std::mem::take(&mut self.storage.response)));
         }
         flow
     }
@@ -298,6 +276,8 @@ impl WasmTxn {
             }
             None => chunk.data().clone(),
         };
+        // What passes on if the plugin fails while data is held for it.
+        let unchanged = holding.then(|| data.clone());
         let end = chunk.is_end();
         let config = self.core.config();
         let resizable = match kind {
@@ -309,35 +289,24 @@ impl WasmTxn {
             BodyKind::Request => Callback::RequestBody { size: data.len(), end },
             BodyKind::Response => Callback::ResponseBody { size: data.len(), end },
         };
-        let request = self.request.take();
-        let response = if kind == BodyKind::Response { self.response.take() } else { None };
-        let body = BodyBuf { kind, data: data.clone(), resizable, max_len, changed: false };
-        let (result, signals, (request, response, body)) = self.run(
-            callback,
-            |call| {
-                call.body = Some(body);
-                call.request = request;
-                call.response = response;
-            },
-            |call| (call.request.take(), call.response.take(), call.body.take()),
-        );
-        self.request = request;
-        if kind == BodyKind::Response {
-            self.response = response;
-        }
+        let mut body = BodyBuf { kind, data, resizable, max_len, changed: false };
+        let response = match kind {
+            BodyKind::Response => self.response.as_ref().map(ResponseHead::Kept),
+            BodyKind::Request => None,
+        };
+        let mut lend = self.lend().with_request(self.kept_request()).with_response(response).with_body(&mut body);
+        let result = self.run(callback, &mut lend);
+        let signals = Signals::take(&mut lend);
         let action = match result {
             Ok(action) => Action::from_guest(action),
             Err(fault) => {
-                if holding {
-                    chunk.replace(data);
+                if let Some(unchanged) = unchanged {
+                    chunk.replace(unchanged);
                 }
                 return self.fail(side, &Self::failure_reason(fault));
             }
         };
-        let (body, changed) = match body {
-            Some(body) => (body.data, body.changed),
-            None => (data, false),
-        };
+        let BodyBuf { data: body, changed, .. } = body;
         let pausing = action == Action::Pause && !end && signals.local_response.is_none() && !signals.no_more_callbacks;
         if pausing {
             let max = self.core.config().limits.max_buffer_bytes;
@@ -362,7 +331,7 @@ impl WasmTxn {
     /// Runs a callback that has no verdict (done, log); a fault fails the transaction
     /// quietly (nothing can be sent any more).
     fn notify(&mut self, callback: Callback) {
-        let (result, _, ()) = self.run(callback, |_| {}, |_| {});
+        let result = self.run(callback, &mut self.lend());
         if let Err(fault) = result {
             self.note_failure(&Self::failure_reason(fault));
         }
@@ -386,7 +355,7 @@ impl Txn for WasmTxn {
     fn req_headers(&mut self, _info: &TxnInfo, req: &mut request::Parts) -> Flow {
         let flow = self.request_headers(req);
         if self.core.config().request_headers_in_response && matches!(flow, Flow::Continue | Flow::Buffer { .. }) {
-            self.request = Some(req.clone());
+            self.request = Some(KeptRequest::copy(req, std::mem::take(&mut self.storage.request)));
         }
         flow
     }
@@ -444,8 +413,9 @@ impl Txn for WasmTxn {
 
 impl Drop for WasmTxn {
     /// Ends the context exactly once: `proxy_on_done` (unless already called) and
-    /// `proxy_on_delete`, if its instance still lives. A transaction that got here without a
-    /// fault resets its slot's run of crashes.
+    /// `proxy_on_delete`, if its instance still lives; gives the kept heads' storage back to
+    /// the instance. A transaction that got here without a fault resets its slot's run of
+    /// crashes.
     fn drop(&mut self) {
         if self.deleted {
             return;
@@ -458,21 +428,26 @@ impl Drop for WasmTxn {
         }
         let Some(vm) = slot.vm.as_mut() else { return };
         let mut fault = None;
+        let mut lend = Lend::new(&self.facts, self.lookup);
         for callback in [Callback::Done, Callback::Delete] {
             if matches!(callback, Callback::Done) && self.done_called {
                 continue;
             }
-            let call = vm.call();
-            call.txn_id = Some(self.txn_id);
-            call.client = Some(self.client);
-            let result = vm.invoke(self.context, callback);
-            vm.call().clear();
-            if let Err(err) = result {
+            if let Err(err) = vm.invoke(self.context, callback, Some(&mut lend)) {
                 fault = Some(err);
                 break;
             }
         }
+        drop(lend);
         if fault.is_none() {
+            vm.recycle(&mut self.storage.request);
+            vm.recycle(&mut self.storage.response);
+            if let Some(kept) = &mut self.request {
+                vm.recycle(&mut kept.headers);
+            }
+            if let Some(kept) = &mut self.response {
+                vm.recycle(&mut kept.headers);
+            }
             Stats::bump(&core.shared().stats.contexts_deleted);
         }
         match fault {
@@ -499,14 +474,6 @@ impl Txn for FailedTxn {
         tracing::warn!(plugin = %self.module, "no plugin instance available; failing the transaction closed");
         Flow::Respond(LocalResponse::text(StatusCode::INTERNAL_SERVER_ERROR, "plugin unavailable\n"))
     }
-}
-
-fn placeholder_request() -> request::Parts {
-    http::Request::new(()).into_parts().0
-}
-
-fn placeholder_response() -> response::Parts {
-    http::Response::new(()).into_parts().0
 }
 
 fn zero_length(headers: &HeaderMap) -> Option<bool> {

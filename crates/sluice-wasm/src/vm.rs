@@ -5,7 +5,8 @@
 
 use crate::compiled::CompiledPlugin;
 use crate::engine::ticks_for;
-use crate::host::{Call, GuestExports, HostState};
+use crate::host::{Call, GuestExports, HostState, Lend, Lending};
+use crate::kept::HeaderList;
 use crate::shared::Shared;
 use std::sync::Arc;
 use std::time::Duration;
@@ -144,7 +145,7 @@ impl PluginVm {
         }
         let exports = Exports::resolve(&instance, &mut store).map_err(Fault::Trap)?;
         let mut vm = Self { store, exports, next_id: ROOT_ID + 1, deadline: ticks_for(deadline) };
-        vm.store.data_mut().call = Call { context_id: ROOT_ID, ..Call::default() };
+        vm.store.data_mut().call.context_id = ROOT_ID;
         let root = ROOT_ID as i32;
         vm.store.set_epoch_deadline(start_deadline);
         vm.exports.context_create.call(&mut vm.store, (root, 0)).map_err(|err| classify(&mut vm.store, err))?;
@@ -184,45 +185,74 @@ impl PluginVm {
         Ok(id)
     }
 
-    /// What the next callback may see and change. Fill it before [`PluginVm::invoke`], read
-    /// and [`Call::clear`] it after (it stays in the store: no copying per callback).
-    pub(crate) fn call(&mut self) -> &mut Call {
-        &mut self.store.data_mut().call
+    /// Runs `callback` for context `context` with `lend` (what an HTTP-context callback may
+    /// see and change; `None` for the root context) in reach of the host functions for the
+    /// duration of the call only; returns the callback's result (`0` for `Continue`, the
+    /// `proxy_on_done` boolean, `0` for callbacks without one or that the plugin does not
+    /// export).
+    pub(crate) fn invoke(
+        &mut self,
+        context: u32,
+        callback: Callback,
+        lend: Option<&mut Lend<'_>>,
+    ) -> Result<i32, Fault> {
+        let Self { store, exports, deadline, .. } = self;
+        store.data_mut().call.context_id = context;
+        store.set_epoch_deadline(*deadline);
+        if let Callback::Delete = callback {
+            forget_properties(store.data_mut(), context);
+        }
+        let mut lending = Lending::new(store, lend);
+        let result = call(exports, lending.store(), context as i32, callback);
+        drop(lending);
+        result.map_err(|err| classify(&mut self.store, err))
     }
 
-    /// Runs `callback` for context `context` with [`PluginVm::call`] in reach of the host
-    /// functions; returns the callback's result (`0` for `Continue`, the `proxy_on_done`
-    /// boolean, `0` for callbacks without one or that the plugin does not export).
-    pub(crate) fn invoke(&mut self, context: u32, callback: Callback) -> Result<i32, Fault> {
-        self.store.data_mut().call.context_id = context;
-        self.store.set_epoch_deadline(self.deadline);
-        let ctx = context as i32;
-        let Self { store, exports, .. } = self;
-        let phase = |f: &Phase, store: &mut Store<HostState>, n: usize, end: bool| match f {
-            Some(f) => f.call(store.as_context_mut(), (ctx, guest_size(n), i32::from(end))),
-            None => Ok(0),
-        };
-        let unit = |f: &Option<TypedFunc<i32, ()>>, store: &mut Store<HostState>| match f {
-            Some(f) => f.call(store.as_context_mut(), ctx).map(|()| 0),
-            None => Ok(0),
-        };
-        let result = match callback {
-            Callback::RequestHeaders { headers, end } => phase(&exports.request_headers, store, headers, end),
-            Callback::RequestBody { size, end } => phase(&exports.request_body, store, size, end),
-            Callback::ResponseHeaders { headers, end } => phase(&exports.response_headers, store, headers, end),
-            Callback::ResponseBody { size, end } => phase(&exports.response_body, store, size, end),
-            Callback::Done => match &exports.done {
-                Some(f) => f.call(store.as_context_mut(), ctx),
-                None => Ok(1),
-            },
-            Callback::Log => unit(&exports.log, store),
-            Callback::Delete => {
-                forget_properties(store.data_mut(), context);
-                unit(&exports.delete, store)
-            }
-            Callback::Tick => unit(&exports.tick, store),
-        };
-        result.map_err(|err| classify(&mut self.store, err))
+    /// An empty header list for a kept head: one an ended transaction gave back, or a new
+    /// one.
+    pub(crate) fn spare_list(&mut self) -> HeaderList {
+        self.store.data_mut().spare_lists.pop().unwrap_or_default()
+    }
+
+    /// Takes back the storage of an ended transaction's header list for later ones (if it
+    /// has any, and only a few, small ones), leaving it empty.
+    pub(crate) fn recycle(&mut self, list: &mut HeaderList) {
+        if !list.has_storage() {
+            return;
+        }
+        let spare = &mut self.store.data_mut().spare_lists;
+        if spare.len() < MAX_SPARE_LISTS && list.capacity() <= MAX_SPARE_BYTES {
+            spare.extend(std::mem::take(list).recycle());
+        }
+    }
+}
+
+/// Most spare header lists an instance keeps, and the most storage each may hold on to.
+const MAX_SPARE_LISTS: usize = 64;
+const MAX_SPARE_BYTES: usize = 16 << 10;
+
+/// Calls the export for `callback` (absent ones answer as `Continue`).
+fn call(exports: &Exports, store: &mut Store<HostState>, ctx: i32, callback: Callback) -> wasmtime::Result<i32> {
+    let phase = |f: &Phase, store: &mut Store<HostState>, n: usize, end: bool| match f {
+        Some(f) => f.call(store.as_context_mut(), (ctx, guest_size(n), i32::from(end))),
+        None => Ok(0),
+    };
+    let unit = |f: &Option<TypedFunc<i32, ()>>, store: &mut Store<HostState>| match f {
+        Some(f) => f.call(store.as_context_mut(), ctx).map(|()| 0),
+        None => Ok(0),
+    };
+    match callback {
+        Callback::RequestHeaders { headers, end } => phase(&exports.request_headers, store, headers, end),
+        Callback::RequestBody { size, end } => phase(&exports.request_body, store, size, end),
+        Callback::ResponseHeaders { headers, end } => phase(&exports.response_headers, store, headers, end),
+        Callback::ResponseBody { size, end } => phase(&exports.response_body, store, size, end),
+        Callback::Done => match &exports.done {
+            Some(f) => f.call(store.as_context_mut(), ctx),
+            None => Ok(1),
+        },
+        Callback::Log => unit(&exports.log, store),
+        Callback::Delete => unit(&exports.delete, store),
+        Callback::Tick => unit(&exports.tick, store),
     }
 }
 

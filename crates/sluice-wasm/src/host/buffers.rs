@@ -20,7 +20,7 @@ pub(super) fn add(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
         "env",
         "proxy_get_buffer_bytes",
         |mut caller: Caller<'_, HostState>, kind: i32, start: i32, max: i32, ret_ptr: i32, ret_len: i32| {
-            let state = caller.data();
+            let state = caller.data_mut();
             let data: Option<Bytes> = match BufferType::from_guest(kind) {
                 Some(BufferType::RequestBody) => body(state, BodyKind::Request),
                 Some(BufferType::ResponseBody) => body(state, BodyKind::Response),
@@ -51,7 +51,7 @@ pub(super) fn add(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
                     _ => return Err(Status::BadArgument),
                 };
                 let value = memory::slice(mem, data_ptr, data_len)?;
-                let body = state.call.body.as_mut().filter(|body| body.kind == kind).ok_or(Status::NotFound)?;
+                let body = state.call.lend().and_then(|lend| lend.body(kind)).ok_or(Status::NotFound)?;
                 let start = memory::offset(start);
                 if start > body.data.len() {
                     return Err(Status::BadArgument);
@@ -82,6 +82,6 @@ pub(super) fn add(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
     Ok(())
 }
 
-fn body(state: &HostState, kind: BodyKind) -> Option<Bytes> {
-    state.call.body.as_ref().filter(|body| body.kind == kind).map(|body| body.data.clone())
+fn body(state: &mut HostState, kind: BodyKind) -> Option<Bytes> {
+    state.call.lend()?.body(kind).map(|body| body.data.clone())
 }

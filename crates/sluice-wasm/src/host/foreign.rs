@@ -52,10 +52,8 @@ pub(super) fn add(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
 /// Runs foreign function `name`; `Ok(None)` for a function without a result.
 fn call(state: &mut HostState, name: &[u8], args: &[u8]) -> Result<Option<Vec<u8>>, Status> {
     if name == b"sluice.no_more_callbacks" {
-        if state.call.txn_id.is_none() {
-            return Err(Status::BadArgument);
-        }
-        state.call.no_more_callbacks = true;
+        let lend = state.call.lend().ok_or(Status::BadArgument)?;
+        lend.no_more_callbacks = true;
         return Ok(None);
     }
     let op: fn(&dyn CacheApi, &str) -> Result<Vec<u8>, CacheError> = match name {
@@ -67,8 +65,8 @@ fn call(state: &mut HostState, name: &[u8], args: &[u8]) -> Result<Option<Vec<u8
         _ => return Err(Status::NotFound),
     };
     let url = std::str::from_utf8(args).map_err(|_| Status::BadArgument)?;
-    let cache: Arc<dyn CacheApi> = match &state.call.cache {
-        Some(cache) => Arc::clone(cache),
+    let cache: Arc<dyn CacheApi> = match state.call.lend() {
+        Some(lend) => Arc::clone(&lend.txn().cache),
         None => Arc::clone(state.shared.cache.get().ok_or(Status::InternalFailure)?),
     };
     match op(cache.as_ref(), url) {

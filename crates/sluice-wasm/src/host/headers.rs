@@ -19,12 +19,11 @@ use wasmtime::{Caller, Linker};
 /// unless it is there and writable.
 fn head(call: &mut Call, map: i32, write: bool) -> Result<Option<Head<'_>>, Status> {
     let map = MapType::from_guest(map).ok_or(Status::BadArgument)?;
-    let head = match map {
-        MapType::RequestHeaders if write && !call.request_writable => None,
-        MapType::RequestHeaders => call.request.as_mut().map(Head::Request),
-        MapType::ResponseHeaders if write && !call.response_writable => None,
-        MapType::ResponseHeaders => call.response.as_mut().map(Head::Response),
-        MapType::RequestTrailers | MapType::ResponseTrailers | MapType::Other => None,
+    let lend = call.lend();
+    let head = match (map, lend) {
+        (MapType::RequestHeaders, Some(lend)) => lend.request_map(write),
+        (MapType::ResponseHeaders, Some(lend)) => lend.response_map(write),
+        _ => None,
     };
     match head {
         None if write => Err(Status::BadArgument),

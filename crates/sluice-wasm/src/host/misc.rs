@@ -49,7 +49,7 @@ fn send_local_response(
 ) -> i32 {
     let Some((mem, state)) = memory_and_state(&mut caller) else { return Status::InternalFailure.code() };
     status((|| {
-        if state.call.txn_id.is_none() {
+        if state.call.lend().is_none() {
             return Err(Status::BadArgument);
         }
         let status = u16::try_from(status_code).ok().and_then(|code| StatusCode::from_u16(code).ok());
@@ -62,7 +62,8 @@ fn send_local_response(
             let value = HeaderValue::from_bytes(value).map_err(|_| Status::BadArgument)?;
             headers.append(name, value);
         }
-        state.call.local_response = Some(Box::new(LocalResponse { status, headers, body }));
+        let lend = state.call.lend().ok_or(Status::BadArgument)?;
+        lend.local_response = Some(Box::new(LocalResponse { status, headers, body }));
         Ok(Status::Ok)
     })())
 }

@@ -8,6 +8,7 @@
 mod buffers;
 mod foreign;
 mod headers;
+mod lend;
 mod log;
 mod misc;
 mod properties;
@@ -15,13 +16,13 @@ mod stubs;
 mod wasi;
 
 use crate::abi::Status;
+use crate::kept::HeaderList;
 use crate::shared::Shared;
 use bytes::Bytes;
-use http::{request, response};
-use sluice_module::{CacheApi, LocalResponse, LookupOutcome};
 use std::collections::HashMap;
-use std::net::SocketAddr;
 use std::sync::Arc;
+
+pub(crate) use lend::{Call, Lend, Lending, RequestHead, RequestView, ResponseHead, TxnFacts};
 use wasmtime::{Caller, Engine, Linker, Memory, ResourceLimiter, TypedFunc};
 
 /// The store data of one plugin instance.
@@ -34,6 +35,8 @@ pub(crate) struct HostState {
     pub call: Call,
     /// Properties set by the plugin (`proxy_set_property`), per context id.
     pub properties: HashMap<u32, SetProperties>,
+    /// Emptied header lists of ended transactions, for the next ones' kept heads.
+    pub spare_lists: Vec<HeaderList>,
 }
 
 impl HostState {
@@ -44,6 +47,7 @@ impl HostState {
             exports: None,
             call: Call::default(),
             properties: HashMap::new(),
+            spare_lists: Vec::new(),
         }
     }
 }
@@ -76,47 +80,6 @@ pub(crate) struct BodyBuf {
     pub max_len: usize,
     /// The plugin changed the data.
     pub changed: bool,
-}
-
-/// Everything one callback may touch; lives in the store, filled before each callback and
-/// emptied after it.
-#[derive(Default)]
-pub(crate) struct Call {
-    /// The context the callback runs for (the root context for start-up and ticks).
-    pub context_id: u32,
-    pub txn_id: Option<u64>,
-    pub client: Option<SocketAddr>,
-    pub cache: Option<Arc<dyn CacheApi>>,
-    pub request: Option<request::Parts>,
-    /// The request head may be changed (request phases only).
-    pub request_writable: bool,
-    pub response: Option<response::Parts>,
-    /// The response head may be changed (response headers callback only).
-    pub response_writable: bool,
-    pub body: Option<BodyBuf>,
-    pub lookup: Option<LookupOutcome>,
-    /// Set by `proxy_send_local_response`. Boxed: it is rare, and a small `Call` (and
-    /// `Signals` in `txn.rs`) is cheaper to move on every callback.
-    pub local_response: Option<Box<LocalResponse>>,
-    /// Set by the `sluice.no_more_callbacks` foreign function.
-    pub no_more_callbacks: bool,
-}
-
-impl Call {
-    /// Empties it for the next callback (without touching its storage).
-    pub(crate) fn clear(&mut self) {
-        self.txn_id = None;
-        self.client = None;
-        self.cache = None;
-        self.request = None;
-        self.request_writable = false;
-        self.response = None;
-        self.response_writable = false;
-        self.body = None;
-        self.lookup = None;
-        self.local_response = None;
-        self.no_more_callbacks = false;
-    }
 }
 
 /// The memory limit of one instance; remembers whether it refused a growth.

@@ -84,34 +84,35 @@ fn text(value: impl Into<String>) -> Bytes {
 }
 
 /// The value of the property at `path` for the current callback.
-fn lookup(state: &HostState, path: &[u8]) -> Option<Bytes> {
+fn lookup(state: &mut HostState, path: &[u8]) -> Option<Bytes> {
     if let Some(set) = state.properties.get(&state.call.context_id) {
         if let Some((_, value)) = set.iter().find(|(p, _)| p.as_slice() == path) {
             return Some(Bytes::copy_from_slice(value));
         }
     }
-    let call = &state.call;
+    let lend = state.call.lend();
+    let lend = lend.as_deref();
     let segments: Vec<&[u8]> = path.split(|b| *b == 0).collect();
-    let request = call.request.as_ref();
+    let request = lend.and_then(|lend| lend.request());
     Some(match segments.as_slice() {
         [b"plugin_name"] | [b"plugin_root_id"] | [b"plugin_vm_id"] | [b"sluice", b"module"] => {
             text(state.shared.name.clone())
         }
         [b"sluice", b"version"] => text(state.shared.version.to_string()),
-        [b"request", b"id"] | [b"sluice", b"txn_id"] => text(call.txn_id?.to_string()),
+        [b"request", b"id"] | [b"sluice", b"txn_id"] => text(lend?.txn().id.to_string()),
         [b"request", b"path"] => text(request_path(request?)),
-        [b"request", b"url_path"] => text(request?.uri.path()),
-        [b"request", b"query"] => text(request?.uri.query().unwrap_or("")),
+        [b"request", b"url_path"] => text(request?.uri().path()),
+        [b"request", b"query"] => text(request?.uri().query().unwrap_or("")),
         [b"request", b"host"] => request_authority(request?),
         [b"request", b"scheme"] => text(request_scheme(request?)),
-        [b"request", b"method"] => text(request?.method.as_str()),
-        [b"request", b"protocol"] => text(protocol(request?.version)),
-        [b"request", b"useragent"] => Bytes::copy_from_slice(request?.headers.get(USER_AGENT)?.as_bytes()),
-        [b"request", b"referer"] => Bytes::copy_from_slice(request?.headers.get(REFERER)?.as_bytes()),
-        [b"response", b"code"] => int(i64::from(call.response.as_ref()?.status.as_u16())),
-        [b"source", b"address"] => text(call.client?.to_string()),
-        [b"source", b"port"] => int(i64::from(call.client?.port())),
-        [b"sluice", b"cache_lookup"] => text(match call.lookup? {
+        [b"request", b"method"] => text(request?.method().as_str()),
+        [b"request", b"protocol"] => text(protocol(request?.version())),
+        [b"request", b"useragent"] => Bytes::copy_from_slice(request?.header(&USER_AGENT)?),
+        [b"request", b"referer"] => Bytes::copy_from_slice(request?.header(&REFERER)?),
+        [b"response", b"code"] => int(i64::from(lend?.response_status()?.as_u16())),
+        [b"source", b"address"] => text(lend?.txn().client.to_string()),
+        [b"source", b"port"] => int(i64::from(lend?.txn().client.port())),
+        [b"sluice", b"cache_lookup"] => text(match lend?.lookup()? {
             LookupOutcome::Hit => "hit",
             LookupOutcome::Stale => "stale",
             LookupOutcome::Miss => "miss",

@@ -265,3 +265,25 @@ fn crashed_instances_are_restarted_in_the_background_while_others_serve() {
     let stats = module.stats();
     assert_eq!((stats.instances_started, stats.crashes, stats.backoff_waits, stats.unavailable), (3, 1, 0, 0));
 }
+
+#[test]
+fn heads_lent_to_a_trapping_callback_come_back_intact() {
+    let module = module("trap", config());
+    let info = info(1, cache());
+    let mut txn = module.new_txn(&info).expect("state");
+    let mut req = request("GET", "/path?q", &[("x-trap", "response"), ("x-keep", "1")]);
+    assert!(matches!(txn.req_headers(&info, &mut req), Flow::Continue));
+    let mut resp = response(203, &[("x-origin", "o"), ("content-length", "4")]);
+    assert!(matches!(txn.client_resp_headers(&info, &mut resp), Flow::Done), "fails open");
+    drop(txn);
+    assert_eq!(resp.status, StatusCode::NON_AUTHORITATIVE_INFORMATION);
+    assert_eq!((resp.headers.len(), resp.headers["x-origin"].as_bytes()), (2, &b"o"[..]));
+    assert_eq!(req.uri, "/path?q");
+    assert_eq!(req.headers["x-keep"], "1");
+    assert_eq!(req.headers["x-served"], "1");
+    // The new instance serves (and ticks) without seeing anything of the lost callback.
+    module.tick(cache().as_ref());
+    let run = play(&module, &info, Exchange::get("/", &[], &["body"]));
+    assert_eq!(run.req_header("x-served").as_deref(), Some("1"), "a fresh instance");
+    assert_eq!(module.stats().traps, 1);
+}
