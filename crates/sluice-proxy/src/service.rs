@@ -226,15 +226,19 @@ fn client_url(conn: &ConnInfo, parts: &request::Parts) -> Uri {
 
 /// Bounds work that waits on an origin by `client.transaction_timeout` (504 past it). Hits
 /// never wait, so they do not pay for a timer.
-pub async fn within_deadline<T>(
+pub fn within_deadline<T>(
     state: &State,
     work: impl std::future::Future<Output = Result<T, ProxyError>>,
-) -> Result<T, ProxyError> {
+) -> impl std::future::Future<Output = Result<T, ProxyError>> {
+    use futures_util::FutureExt;
+    // A plain function rather than an `async fn`: the work future moves once, into the
+    // `Timeout`, instead of a second time into an extra state machine (about 400
+    // instructions of `memcpy` per transaction).
     let deadline = state.config.client.transaction_timeout.0;
-    match tokio::time::timeout(deadline, work).await {
+    tokio::time::timeout(deadline, work).map(move |result| match result {
         Ok(result) => result,
         Err(_) => Err(ProxyError::gateway_timeout(format!("transaction took longer than {deadline:?}"))),
-    }
+    })
 }
 
 /// Rejects HTTP/1.1 requests without exactly one `Host` (RFC 9112 §3.2). Ambiguous framing
