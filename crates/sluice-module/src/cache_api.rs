@@ -244,3 +244,35 @@ pub trait CacheApi: Send + Sync {
         unsupported("validate")
     }
 }
+
+/// A cache that stores nothing: queries and reads find nothing, deletions and expiries touch
+/// nothing, injections are dropped, and the optional operations are unsupported. For running
+/// a module without a proxy (unit tests, benchmarks, tools).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct EmptyCache;
+
+impl CacheApi for EmptyCache {
+    fn query(&self, _url: &str) -> Result<Vec<ObjectInfo>, CacheError> {
+        Ok(Vec::new())
+    }
+
+    fn delete(&self, _url: &str) -> Result<usize, CacheError> {
+        Ok(0)
+    }
+
+    fn delete_prefix(&self, _prefix: &str) -> Result<usize, CacheError> {
+        Ok(0)
+    }
+
+    fn expire(&self, _url: &str) -> Result<usize, CacheError> {
+        Ok(0)
+    }
+
+    fn inject(&self, _url: &str, _status: StatusCode, _headers: HeaderMap, _body: Bytes) -> Result<(), CacheError> {
+        Ok(())
+    }
+
+    fn read(&self, _url: &str) -> Result<Option<(StatusCode, HeaderMap, Bytes)>, CacheError> {
+        Ok(None)
+    }
+}

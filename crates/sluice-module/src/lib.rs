@@ -31,8 +31,8 @@ mod cache_read;
 
 pub use body::BodyChunk;
 pub use cache_api::{
-    CacheApi, CacheError, CacheFuture, Expiry, FetchMode, FetchResponse, Injection, ObjectInfo, ObjectReader,
-    Revalidation, Validated,
+    CacheApi, CacheError, CacheFuture, EmptyCache, Expiry, FetchMode, FetchResponse, Injection, ObjectInfo,
+    ObjectReader, Revalidation, Validated,
 };
 
 use futures_util::future::BoxFuture;

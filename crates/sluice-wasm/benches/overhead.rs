@@ -17,37 +17,13 @@ mod plugins;
 use bytes::Bytes;
 use http::StatusCode;
 use sluice_module::{
-    BodyChunk, CacheApi, CacheError, LogFields, LookupOutcome, LookupOverride, Module, ObjectInfo, Txn, TxnInfo,
-    TxnOutcome,
+    BodyChunk, EmptyCache, LogFields, LookupOutcome, LookupOverride, Module, Txn, TxnInfo, TxnOutcome,
 };
 use sluice_wasm::{HostEnv, WasmConfig, WasmModule};
 use std::hint::black_box;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-struct NoCache;
-
-impl CacheApi for NoCache {
-    fn query(&self, _: &str) -> Result<Vec<ObjectInfo>, CacheError> {
-        Ok(Vec::new())
-    }
-    fn delete(&self, _: &str) -> Result<usize, CacheError> {
-        Ok(0)
-    }
-    fn delete_prefix(&self, _: &str) -> Result<usize, CacheError> {
-        Ok(0)
-    }
-    fn expire(&self, _: &str) -> Result<usize, CacheError> {
-        Ok(0)
-    }
-    fn inject(&self, _: &str, _: StatusCode, _: http::HeaderMap, _: Bytes) -> Result<(), CacheError> {
-        Ok(())
-    }
-    fn read(&self, _: &str) -> Result<Option<(StatusCode, http::HeaderMap, Bytes)>, CacheError> {
-        Ok(None)
-    }
-}
 
 /// A native module whose state overrides nothing.
 struct Noop;
@@ -86,7 +62,7 @@ fn transaction(
 
 /// Mean time per transaction over one run of `iterations`.
 fn measure(module: &dyn Module, iterations: u32) -> Duration {
-    let info = TxnInfo { id: 1, client: SocketAddr::from(([127, 0, 0, 1], 5000)), cache: Arc::new(NoCache) };
+    let info = TxnInfo { id: 1, client: SocketAddr::from(([127, 0, 0, 1], 5000)), cache: Arc::new(EmptyCache) };
     let (req, ()) = http::Request::get("http://origin.example/static/app.js?v=3")
         .header("host", "origin.example")
         .header("user-agent", "Mozilla/5.0 (X11; Linux x86_64) bench")

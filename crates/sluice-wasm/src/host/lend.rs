@@ -240,31 +240,7 @@ mod tests {
     use crate::abi::LogLevel;
     use crate::shared::{HostEnv, Shared};
     use bytes::Bytes;
-    use http::{HeaderMap, StatusCode};
-    use sluice_module::{CacheError, ObjectInfo};
-
-    struct NoCache;
-
-    impl CacheApi for NoCache {
-        fn query(&self, _: &str) -> Result<Vec<ObjectInfo>, CacheError> {
-            Ok(Vec::new())
-        }
-        fn delete(&self, _: &str) -> Result<usize, CacheError> {
-            Ok(0)
-        }
-        fn delete_prefix(&self, _: &str) -> Result<usize, CacheError> {
-            Ok(0)
-        }
-        fn expire(&self, _: &str) -> Result<usize, CacheError> {
-            Ok(0)
-        }
-        fn inject(&self, _: &str, _: StatusCode, _: HeaderMap, _: Bytes) -> Result<(), CacheError> {
-            Ok(())
-        }
-        fn read(&self, _: &str) -> Result<Option<(StatusCode, HeaderMap, Bytes)>, CacheError> {
-            Ok(None)
-        }
-    }
+    use sluice_module::EmptyCache;
 
     fn store() -> Store<HostState> {
         let shared = Shared::new("t", 1, Bytes::new(), Bytes::new(), LogLevel::Info, &HostEnv::default());
@@ -272,7 +248,7 @@ mod tests {
     }
 
     fn facts() -> TxnFacts {
-        TxnFacts { id: 7, client: SocketAddr::from(([192, 0, 2, 1], 1)), cache: Arc::new(NoCache) }
+        TxnFacts { id: 7, client: SocketAddr::from(([192, 0, 2, 1], 1)), cache: Arc::new(EmptyCache) }
     }
 
     #[test]
