@@ -150,10 +150,17 @@ pub async fn serve(
     let mut suspended =
         if stored.is_none() { state.store.suspended(&key, |m| selects(m, &forward.client.headers)) } else { None };
     let mut reuse_verdict = stored.as_ref().map(|o| reuse::decide(&freshness(o, now), &req_cc, pragma));
+    // A conditional client whose validators match a suspended entry that is fresh for this
+    // request: its 304 needs no body, so the cache answers it without the origin.
+    let mut answers_conditional = suspended.as_ref().is_some_and(|s| {
+        client_matches(&forward.client, &s.meta)
+            && reuse::decide(&meta_freshness(&s.meta, now), &req_cc, pragma) == Reuse::Fresh
+    });
     if !txn.modules.is_empty() {
         let outcome = match reuse_verdict {
             Some(Reuse::Fresh) => LookupOutcome::Hit,
             Some(_) => LookupOutcome::Stale,
+            None if answers_conditional => LookupOutcome::Hit,
             None => LookupOutcome::Miss,
         };
         let mut decision = LookupOverride::Keep;
@@ -166,9 +173,18 @@ pub async fn serve(
                 stored = None;
                 suspended = None;
                 reuse_verdict = None;
+                answers_conditional = false;
                 miss_reason = Fwd::Request;
             }
-            LookupOverride::ForceRevalidate => reuse_verdict = reuse_verdict.map(|_| Reuse::Validate),
+            LookupOverride::ForceRevalidate => {
+                reuse_verdict = reuse_verdict.map(|_| Reuse::Validate);
+                answers_conditional = false;
+            }
+        }
+    }
+    if let Some(entry) = suspended.as_ref().filter(|_| answers_conditional) {
+        if let Some(response) = suspended_hit(state, txn, &forward.client, &entry.meta, now) {
+            return Ok(response);
         }
     }
     if let (Some(object), Some(verdict)) = (&stored, reuse_verdict) {
@@ -370,6 +386,32 @@ fn confirmed(state: &State, txn: &mut Txn, client: &request::Parts, meta: &Objec
         return None;
     }
     txn.code = ResultCode::RefreshUnmodified;
+    Some(response)
+}
+
+/// The 304 for a conditional client from a suspended entry that is fresh for its request,
+/// without the origin (`TCP_IMS_HIT`, `Cache-Status: …; hit; detail=suspended`); `None` if
+/// the entry does not answer the client's conditional after all.
+fn suspended_hit(
+    state: &State,
+    txn: &mut Txn,
+    client: &request::Parts,
+    meta: &ObjectMeta,
+    now: SystemTime,
+) -> Option<Response<ProxyBody>> {
+    let cs = CacheStatus {
+        hit: true,
+        ttl: Some(meta_freshness(meta, now).ttl_secs()),
+        detail: Some("suspended"),
+        ..Default::default()
+    };
+    let empty = sluice_store::StoredBody::new(Vec::new());
+    let (response, pre) = respond::from_object(state, client, meta, ObjectBody::Stored(&empty), &cs, now);
+    if pre != Precondition::NotModified {
+        return None;
+    }
+    txn.code = ResultCode::ImsHit;
+    state.metrics.suspended_hits.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     Some(response)
 }
 

@@ -35,6 +35,8 @@ pub struct Metrics {
     pub sweep_disk_removed: AtomicU64,
     /// Suspended entries the origin confirmed (304) for a conditional client.
     pub suspended_revalidations: AtomicU64,
+    /// Conditional clients answered 304 from a fresh suspended entry, without the origin.
+    pub suspended_hits: AtomicU64,
 }
 
 impl Metrics {
@@ -201,6 +203,12 @@ impl Metrics {
             "Suspended entries confirmed by the origin (304) for a conditional client.",
             &one(self.suspended_revalidations.load(Relaxed)),
         );
+        metric(
+            "sluice_cache_suspended_hits_total",
+            "counter",
+            "Conditional clients answered 304 from a fresh suspended entry, without the origin.",
+            &one(self.suspended_hits.load(Relaxed)),
+        );
         out
     }
 
@@ -251,6 +259,7 @@ impl Metrics {
                 "suspended_bytes": store.suspended_bytes,
                 "suspensions": store.suspensions,
                 "suspended_revalidations": self.suspended_revalidations.load(Relaxed),
+                "suspended_hits": self.suspended_hits.load(Relaxed),
             },
         })
     }

@@ -1,28 +1,62 @@
 //! Suspended objects (docs/store.md, "Suspended objects"): an object with validators evicted
-//! from a full memory tier keeps its metadata; a conditional client gets a 304 after one
-//! conditional origin request, an unconditional one a full fetch; PURGE removes the entry.
+//! from a full memory tier keeps its metadata; a conditional client gets a 304, from the
+//! entry while it is fresh and after one conditional origin request once it is stale; an
+//! unconditional one gets a full fetch; PURGE removes the entry.
 //! Real sockets on 127.0.0.1, a scripted origin that answers 304, the harness clock.
 
 mod common;
 
 use common::admin::{admin, enc, json};
 use common::{cache_status, Harness};
+use sluice_module::{Flow, LookupOutcome, LookupOverride, Module, Txn, TxnInfo};
 use sluice_proxy::config::Mode;
 use sluice_proxy::outcome::ResultCode;
 use sluice_proxy::units::Size;
+use sluice_proxy::LoadedModule;
 use sluice_testkit::client;
 use sluice_testkit::Reply as OriginReply;
+use std::sync::{Arc, Mutex};
 
 const BODY: usize = 20 * 1024;
 
 /// A forward proxy with a 64 KiB memory tier (three 20 KiB objects fit) and no disk.
 async fn proxy(suspend: bool) -> Harness {
-    Harness::build(Mode::Forward, |c| {
-        c.cache.memory = Size(64 * 1024);
-        c.cache.suspend = suspend;
-        c.cache.suspend_max_entries = 100;
-    })
+    proxy_with(suspend, Vec::new()).await
+}
+
+/// [`proxy`] with these modules.
+async fn proxy_with(suspend: bool, modules: Vec<LoadedModule>) -> Harness {
+    Harness::build_with_modules(
+        Mode::Forward,
+        |c, _| {
+            c.cache.memory = Size(64 * 1024);
+            c.cache.suspend = suspend;
+            c.cache.suspend_max_entries = 100;
+        },
+        modules,
+    )
     .await
+}
+
+/// A module that forces revalidation at `cache_lookup` and records what it was shown.
+struct Revalidator(Arc<Mutex<Vec<LookupOutcome>>>);
+
+impl Module for Revalidator {
+    fn name(&self) -> &str {
+        "revalidator"
+    }
+
+    fn new_txn(&self, _: &TxnInfo) -> Option<Box<dyn Txn>> {
+        Some(Box::new(Revalidator(Arc::clone(&self.0))))
+    }
+}
+
+impl Txn for Revalidator {
+    fn cache_lookup(&mut self, _: &TxnInfo, outcome: LookupOutcome, decision: &mut LookupOverride) -> Flow {
+        self.0.lock().unwrap().push(outcome);
+        *decision = LookupOverride::ForceRevalidate;
+        Flow::Continue
+    }
 }
 
 fn with_etag(path: &str) -> OriginReply {
@@ -53,7 +87,58 @@ async fn states(h: &Harness, path: &str) -> (u16, Vec<String>) {
 }
 
 #[tokio::test]
-async fn a_conditional_client_revalidates_a_suspended_object_with_one_conditional_request() {
+async fn a_conditional_client_gets_a_304_from_a_fresh_suspended_object_without_the_origin() {
+    let h = proxy(true).await;
+    h.origin.on("/a", with_etag("/a"));
+    h.origin.on("/lm", with_etag("/lm").header("last-modified", "Mon, 02 Nov 2026 10:00:00 GMT"));
+    store_then_evict(&h, &["/a", "/lm"]).await;
+    assert_eq!(states(&h, "/a").await.1, vec!["suspended".to_owned()]);
+    h.advance(100);
+
+    let reply = h.get_with("/a", &[("If-None-Match", "\"x\", \"v1\"")]).await;
+    assert_eq!(reply.status, 304);
+    assert!(reply.body.is_empty());
+    assert_eq!(reply.header("etag"), "\"v1\"");
+    assert_eq!(reply.header("age"), "100");
+    let cs = cache_status(&reply);
+    assert!(cs.contains("hit") && cs.contains("detail=suspended") && !cs.contains("fwd="), "{cs}");
+    let reply = h.get_with("/lm", &[("If-Modified-Since", "Mon, 02 Nov 2026 10:00:00 GMT")]).await;
+    assert_eq!(reply.status, 304);
+    assert_eq!((h.origin.hits("/a"), h.origin.hits("/lm")), (1, 1), "the origin was not asked");
+    assert_eq!(h.proxy.state.metrics.results.get(ResultCode::ImsHit), 2);
+    assert_eq!(h.proxy.state.metrics.suspended_hits.load(std::sync::atomic::Ordering::Relaxed), 2);
+    let metrics = client::send(h.admin(), "GET", "/metrics", &[], None).await.text();
+    assert!(metrics.contains("\nsluice_cache_suspended_hits_total 2\n"), "{metrics}");
+
+    // A client that insists on validation still gets it from the origin.
+    let reply = h.get_with("/a", &[("If-None-Match", "\"v1\""), ("Cache-Control", "max-age=0")]).await;
+    assert_eq!(reply.status, 304);
+    assert_eq!(h.origin.hits("/a"), 2);
+    assert_eq!(h.origin.last_request("/a").unwrap().header("if-none-match"), Some("\"v1\""));
+    // So does one whose validator does not match (a full fetch).
+    let reply = h.get_with("/lm", &[("If-None-Match", "\"other\"")]).await;
+    assert_eq!((reply.status.as_u16(), reply.body.len()), (200, BODY));
+    assert_eq!(h.origin.hits("/lm"), 2);
+}
+
+#[tokio::test]
+async fn a_module_sees_a_fresh_suspended_answer_as_a_hit_and_can_force_revalidation() {
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let module =
+        LoadedModule { module: Arc::new(Revalidator(Arc::clone(&seen))), on_error: sluice_module::FailurePolicy::Open };
+    let h = proxy_with(true, vec![module]).await;
+    h.origin.on("/a", with_etag("/a"));
+    store_then_evict(&h, &["/a"]).await;
+    seen.lock().unwrap().clear();
+    let reply = h.get_with("/a", &[("If-None-Match", "\"v1\"")]).await;
+    assert_eq!(reply.status, 304);
+    assert_eq!(*seen.lock().unwrap(), vec![LookupOutcome::Hit]);
+    assert_eq!(h.origin.hits("/a"), 2, "revalidated with the origin, as the module asked");
+    assert_eq!(h.origin.last_request("/a").unwrap().header("if-none-match"), Some("\"v1\""));
+}
+
+#[tokio::test]
+async fn a_conditional_client_revalidates_a_stale_suspended_object_with_one_conditional_request() {
     let h = proxy(true).await;
     h.origin.on("/a", with_etag("/a"));
     store_then_evict(&h, &["/a"]).await;
@@ -61,6 +146,7 @@ async fn a_conditional_client_revalidates_a_suspended_object_with_one_conditiona
     let stats = h.proxy.state.store.stats();
     assert_eq!((stats.suspended, stats.suspensions), (1, 1));
     assert!(stats.bytes <= stats.capacity);
+    h.advance(601);
 
     let reply = h.get_with("/a", &[("If-None-Match", "\"v1\"")]).await;
     assert_eq!(reply.status, 304);
@@ -114,6 +200,7 @@ async fn a_changed_object_is_stored_when_the_origin_answers_200() {
     let h = proxy(true).await;
     h.origin.on("/a", with_etag("/a"));
     store_then_evict(&h, &["/a"]).await;
+    h.advance(601);
     h.origin.on(
         "/a",
         OriginReply::ok(vec![b'n'; BODY]).header("cache-control", "max-age=600").header("etag", "\"v2\"").validating(),
