@@ -98,19 +98,39 @@ impl ZeroCopyStream {
         loop {
             ready!(self.io.poll_write_ready(cx))?;
             let at = range.offset() + self.front_sent;
-            match self.io.try_io(Interest::WRITABLE, || sendfile_to(&self.io, range.file(), at, left)) {
-                Ok(sent) => {
-                    self.front_sent += sent;
-                    if self.front_sent == range.len() {
-                        self.queue.pop();
-                        self.front_sent = 0;
-                    }
-                    return Poll::Ready(Ok(sent as usize));
+            let mut partial = 0;
+            let sent = self.io.try_io(Interest::WRITABLE, || {
+                let sent = sendfile_to(&self.io, range.file(), at, left)?;
+                if sent > 0 && sent < left {
+                    // A short send means the socket buffer is full. Reporting it as
+                    // `WouldBlock` clears the stream's write readiness (tokio does the same
+                    // for short writes), so the next send waits for room instead of first
+                    // failing with EAGAIN.
+                    partial = sent;
+                    return Err(io::ErrorKind::WouldBlock.into());
+                }
+                Ok(sent)
+            });
+            match sent {
+                Ok(sent) => return Poll::Ready(Ok(self.advance(sent, range.len()))),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock && partial > 0 => {
+                    return Poll::Ready(Ok(self.advance(partial, range.len())))
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
                 Err(e) => return Poll::Ready(Err(e)),
             }
         }
+    }
+
+    /// Records `sent` more bytes of the front range (`len` bytes long) as sent, popping the
+    /// range when it is complete.
+    fn advance(&mut self, sent: u64, len: u64) -> usize {
+        self.front_sent += sent;
+        if self.front_sent == len {
+            self.queue.pop();
+            self.front_sent = 0;
+        }
+        sent as usize
     }
 
     /// Writes buffers that a placeholder follows with `MSG_MORE`, so the response head and
