@@ -86,9 +86,10 @@ pub enum Flow {
     /// (`req_headers`, `req_body`, `cache_lookup`, `req_out`); elsewhere it is logged and
     /// treated as `Continue`.
     Respond(LocalResponse),
-    /// Hold the message (from a headers phase: headers included) until its whole body has
-    /// arrived, at most `max` bytes, then call the body phase once with all of it. A body
-    /// larger than `max` fails the transaction open or closed as configured for the module.
+    /// Hold the message (from a headers phase, `req_headers` or `client_resp_headers`:
+    /// headers included) until its whole body has arrived, at most `max` bytes, then call
+    /// the body phase once with all of it. A body larger than `max` fails the transaction open
+    /// or closed as configured for the module.
     Buffer { max: usize },
     /// Async work (an external call, CPU work on a bounded pool): the host awaits the future,
     /// at most `deadline`, and uses the verdict it yields (past the deadline: the module's
@@ -191,7 +192,10 @@ pub trait Txn: Send {
         Flow::Continue
     }
 
-    /// A piece of the request body (only for requests that have one).
+    /// A piece of the request body (only for requests that have one). Called per piece as
+    /// the body streams to the origin (after `req_out`: only `Continue` and `Done` apply), or
+    /// once with the whole body, before the cache or the origin is asked, when a module
+    /// answered [`Flow::Buffer`] at `req_headers` (then `Respond` and `Defer` apply too).
     fn req_body(&mut self, info: &TxnInfo, chunk: &mut BodyChunk) -> Flow {
         let _ = (info, chunk);
         Flow::Continue

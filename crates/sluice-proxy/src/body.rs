@@ -1,6 +1,7 @@
 //! Message bodies.
 //!
-//! - [`OutBody`]: a request body going to an origin.
+//! - [`OutBody`]: a request body going to an origin (through the modules' `req_body` phase:
+//!   [`crate::req_body`]).
 //! - [`ProxyBody`]: a response body going to a client, from wherever it comes (a stored
 //!   object, a fill in progress, an origin stream, a local response). It owns the
 //!   transaction once the head is sent: it runs the modules' body phases on each chunk, and
@@ -28,16 +29,32 @@ pub enum OutBody {
     Empty,
     /// The client's body, streamed through.
     Client(Incoming),
+    /// The client's body, streamed through the modules' `req_body` phase.
+    Phased(Box<crate::req_body::PhasedRequestBody>),
+    /// A whole body, buffered for the modules (taken when sent).
+    Full(Option<Bytes>),
+    /// The part of the client's body already read, then the rest of it (a buffering
+    /// module that failed open).
+    Prefixed {
+        prefix: Option<Bytes>,
+        rest: Incoming,
+    },
 }
 
 impl Body for OutBody {
     type Data = Bytes;
-    type Error = hyper::Error;
+    type Error = BoxError;
 
-    fn poll_frame(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
+    fn poll_frame(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
         match self.get_mut() {
             OutBody::Empty => Poll::Ready(None),
-            OutBody::Client(body) => Pin::new(body).poll_frame(cx),
+            OutBody::Client(body) => Pin::new(body).poll_frame(cx).map_err(Into::into),
+            OutBody::Phased(body) => Pin::new(body.as_mut()).poll_frame(cx),
+            OutBody::Full(data) => Poll::Ready(data.take().map(|d| Ok(Frame::data(d)))),
+            OutBody::Prefixed { prefix, rest } => match prefix.take() {
+                Some(data) => Poll::Ready(Some(Ok(Frame::data(data)))),
+                None => Pin::new(rest).poll_frame(cx).map_err(Into::into),
+            },
         }
     }
 
@@ -45,6 +62,9 @@ impl Body for OutBody {
         match self {
             OutBody::Empty => true,
             OutBody::Client(body) => body.is_end_stream(),
+            OutBody::Phased(body) => body.is_end_stream(),
+            OutBody::Full(data) => data.as_ref().is_none_or(Bytes::is_empty),
+            OutBody::Prefixed { prefix, rest } => prefix.is_none() && rest.is_end_stream(),
         }
     }
 
@@ -52,6 +72,16 @@ impl Body for OutBody {
         match self {
             OutBody::Empty => SizeHint::with_exact(0),
             OutBody::Client(body) => body.size_hint(),
+            OutBody::Phased(body) => body.size_hint(),
+            OutBody::Full(data) => SizeHint::with_exact(data.as_ref().map_or(0, |d| d.len() as u64)),
+            OutBody::Prefixed { prefix, rest } => {
+                let read = prefix.as_ref().map_or(0, |p| p.len() as u64);
+                let rest = rest.size_hint();
+                match rest.exact() {
+                    Some(n) => SizeHint::with_exact(read + n),
+                    None => SizeHint::default(),
+                }
+            }
         }
     }
 }

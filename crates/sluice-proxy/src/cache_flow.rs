@@ -28,7 +28,6 @@ use bytes::Bytes;
 use http::header::{self, HeaderMap, HeaderValue};
 use http::{request, response, Method, Request, Response, StatusCode, Uri};
 use http_body_util::BodyExt;
-use hyper::body::Incoming;
 use sluice_http::cache_status::{CacheStatus, Fwd};
 use sluice_http::conditional::Precondition;
 use sluice_http::reuse::{self, Reuse, StoredFreshness};
@@ -41,7 +40,7 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 /// True when the cache handles this request: GET or HEAD without a body.
-pub fn applies(client: &request::Parts, body: &Incoming) -> bool {
+pub fn applies(client: &request::Parts, body: &OutBody) -> bool {
     (client.method == Method::GET || client.method == Method::HEAD) && http_body::Body::is_end_stream(body)
 }
 

@@ -38,6 +38,7 @@ mod module_list;
 pub mod module_manager;
 pub mod outcome;
 mod policy;
+mod req_body;
 mod respond;
 pub mod route;
 mod server;

@@ -148,7 +148,8 @@ async fn route(
     }
     check_host(&req)?;
     let (mut parts, body) = req.into_parts();
-    if let Some(local) = module_phase!(txn, true, |m, info| m.req_headers(info, &mut parts))?.respond {
+    let requested = module_phase!(txn, true, |m, info| m.req_headers(info, &mut parts))?;
+    if let Some(local) = requested.respond {
         return Ok(Routed::Response(respond::local(state, *local)));
     }
     if parts.method == Method::CONNECT {
@@ -187,6 +188,19 @@ async fn route(
     if forward.client.method.as_str() == "PURGE" {
         return purge(state, conn, &forward).map(Routed::Response);
     }
+    let body = match requested.buffer {
+        // A module asked for the whole request body at `req_headers` (req_body.rs).
+        Some(max) if !http_body::Body::is_end_stream(&body) => {
+            match within_deadline(state, crate::req_body::buffer(txn, body, max)).await? {
+                crate::req_body::Buffered::Body(body) => body,
+                crate::req_body::Buffered::Respond(local) => {
+                    return Ok(Routed::Response(respond::local(state, *local)))
+                }
+            }
+        }
+        _ if http_body::Body::is_end_stream(&body) => OutBody::Empty,
+        _ => OutBody::Client(body),
+    };
     let cacheable = state.config.cache.enabled && crate::cache_flow::applies(&forward.client, &body);
     let key = if cacheable { sluice_http::key::primary_key(&forward.uri) } else { None };
     let reverse = forward.reverse;
@@ -379,7 +393,7 @@ async fn pass(
     state: &State,
     txn: &mut Txn,
     mut forward: Forward,
-    body: Incoming,
+    body: OutBody,
     reason: Fwd,
 ) -> Result<Response<ProxyBody>, ProxyError> {
     let esi_route = forward.client.extensions.get::<crate::esi::EsiRoute>().is_some();
@@ -395,7 +409,14 @@ async fn pass(
     if let Some(local) = module_phase!(txn, true, |m, info| m.req_out(info, &mut parts))?.respond {
         return Ok(respond::local(state, *local));
     }
-    let out_body = if http_body::Body::is_end_stream(&body) { OutBody::Empty } else { OutBody::Client(body) };
+    // The modules see a streaming body chunk by chunk as it goes out (req_body.rs).
+    let out_body = match body {
+        OutBody::Client(body) if !txn.modules.is_empty() => match crate::req_body::PhasedRequestBody::of(txn, body) {
+            Ok(phased) => OutBody::Phased(Box::new(phased)),
+            Err(body) => OutBody::Client(body),
+        },
+        body => body,
+    };
     let origin = crate::source::send(state, &forward.target, Request::from_parts(parts, out_body)).await?;
     txn.peer = origin.peer;
     txn.code = ResultCode::Miss;

@@ -39,6 +39,12 @@ impl Txn for RecorderTxn {
         self.note("req_headers");
         Flow::Continue
     }
+    fn req_body(&mut self, _: &TxnInfo, chunk: &mut BodyChunk) -> Flow {
+        if chunk.is_end() {
+            self.note("req_body:end");
+        }
+        Flow::Continue
+    }
     fn cache_lookup(&mut self, _: &TxnInfo, outcome: LookupOutcome, _: &mut LookupOverride) -> Flow {
         self.note(format!("cache_lookup:{outcome:?}"));
         Flow::Continue
@@ -240,6 +246,33 @@ async fn phases_on_head_and_on_a_bodyless_204() {
             "drop"
         ])
     );
+}
+
+#[tokio::test]
+async fn phases_on_a_request_with_a_body() {
+    let (h, journal) = recorded(Mode::Forward).await;
+    h.origin.on("/post", Reply::ok("done"));
+    let reply = h.send("POST", "/post", &[], Some("a request body")).await;
+    assert_eq!(reply.status, 200);
+    assert_eq!(h.origin.last_request("/post").unwrap().body, b"a request body");
+    assert_eq!(
+        take(&h, &journal).await,
+        seq(&[
+            "new_txn",
+            "req_headers",
+            "req_out",
+            "req_body:end",
+            "origin_resp_headers:200",
+            "client_resp_headers:200",
+            "client_resp_body:end",
+            "resp_done:TCP_MISS",
+            "log",
+            "drop"
+        ])
+    );
+    // Without a body, no req_body call.
+    h.send("POST", "/post", &[], None).await;
+    assert!(!take(&h, &journal).await.iter().any(|p| p.starts_with("req_body")));
 }
 
 #[tokio::test]

@@ -68,7 +68,7 @@ pub enum ExchangeError {
     #[error("origin closed the connection before a response")]
     ClosedBeforeResponse,
     #[error("reading the request body: {0}")]
-    RequestBody(#[source] hyper::Error),
+    RequestBody(#[source] crate::body::BoxError),
 }
 
 impl ExchangeError {
@@ -119,28 +119,28 @@ impl Connection {
         body: OutBody,
         method: &Method,
     ) -> Result<ResponseHead, ExchangeError> {
-        match body {
-            OutBody::Empty => self.io.write_all(head).await?,
-            OutBody::Client(mut body) => {
-                let chunked = http_body::Body::size_hint(&body).exact().is_none();
-                self.io.write_all(head).await?;
-                while let Some(frame) = body.frame().await {
-                    let frame = frame.map_err(ExchangeError::RequestBody)?;
-                    let Ok(data) = frame.into_data() else { continue };
-                    if data.is_empty() {
-                        continue;
-                    }
-                    if chunked {
-                        self.io.write_all(format!("{:x}\r\n", data.len()).as_bytes()).await?;
-                        self.io.write_all(&data).await?;
-                        self.io.write_all(b"\r\n").await?;
-                    } else {
-                        self.io.write_all(&data).await?;
-                    }
+        if let OutBody::Empty = body {
+            self.io.write_all(head).await?;
+        } else {
+            let mut body = body;
+            let chunked = http_body::Body::size_hint(&body).exact().is_none();
+            self.io.write_all(head).await?;
+            while let Some(frame) = body.frame().await {
+                let frame = frame.map_err(ExchangeError::RequestBody)?;
+                let Ok(data) = frame.into_data() else { continue };
+                if data.is_empty() {
+                    continue;
                 }
                 if chunked {
-                    self.io.write_all(b"0\r\n\r\n").await?;
+                    self.io.write_all(format!("{:x}\r\n", data.len()).as_bytes()).await?;
+                    self.io.write_all(&data).await?;
+                    self.io.write_all(b"\r\n").await?;
+                } else {
+                    self.io.write_all(&data).await?;
                 }
+            }
+            if chunked {
+                self.io.write_all(b"0\r\n\r\n").await?;
             }
         }
         self.io.flush().await?;
@@ -190,7 +190,7 @@ pub fn request_framing(parts: &request::Parts, body: &OutBody) -> RequestFraming
                 RequestFraming::None
             }
         }
-        OutBody::Client(body) => match http_body::Body::size_hint(body).exact() {
+        body => match http_body::Body::size_hint(body).exact() {
             Some(n) => RequestFraming::Length(n),
             None => RequestFraming::Chunked,
         },

@@ -166,6 +166,13 @@ impl Upstream {
                     );
                     fresh = true;
                 }
+                Err(ExchangeError::RequestBody(cause)) if cause.is::<crate::req_body::ModuleBodyError>() => {
+                    return Err(ProxyError::new(
+                        crate::error::Kind::Internal,
+                        crate::error::Side::Module,
+                        cause.to_string(),
+                    ));
+                }
                 Err(err) => {
                     self.inner.metrics.origin_errors.fetch_add(1, Relaxed);
                     let what = match err {
