@@ -9,7 +9,7 @@
 //!
 //! ```text
 //!  req_headers ─► req_body* ─► cache_lookup ─┬─ hit ──────────────────────────────────────┐
-//!                                            └─ miss / stale ─► req_out ─►                 │
+//!                                            └─ miss / stale ─► resolve ─► req_out ─►      │
 //!                                     origin_resp_headers ─► origin_resp_body*  (stored)   │
 //!                                                                                          ▼
 //!                                client_resp_headers ─► client_resp_body* ─► resp_done ─► log ─► drop
@@ -28,12 +28,14 @@
 mod body;
 mod cache_api;
 mod cache_read;
+mod resolution;
 
 pub use body::BodyChunk;
 pub use cache_api::{
     CacheApi, CacheError, CacheFuture, EmptyCache, Expiry, FetchMode, FetchResponse, Injection, ObjectInfo,
     ObjectReader, Revalidation, Validated,
 };
+pub use resolution::Resolution;
 
 use futures_util::future::BoxFuture;
 use http::{request, response, HeaderMap, StatusCode};
@@ -83,7 +85,7 @@ pub enum Flow {
     /// end of the transaction as usual).
     Done,
     /// Answer the client with this response instead. Honoured in request phases
-    /// (`req_headers`, `req_body`, `cache_lookup`, `req_out`); elsewhere it is logged and
+    /// (`req_headers`, `req_body`, `cache_lookup`, `resolve`, `req_out`); elsewhere it is logged and
     /// treated as `Continue`.
     Respond(LocalResponse),
     /// Hold the message (from a headers phase, `req_headers` or `client_resp_headers`:
@@ -198,6 +200,17 @@ pub trait Txn: Send {
     /// answered [`Flow::Buffer`] at `req_headers` (then `Respond` and `Defer` apply too).
     fn req_body(&mut self, info: &TxnInfo, chunk: &mut BodyChunk) -> Flow {
         let _ = (info, chunk);
+        Flow::Continue
+    }
+
+    /// The request is about to go to an origin over a new or pooled connection (misses,
+    /// validations and requests the cache does not handle; never hits, file sources or
+    /// CONNECT). See or pin the addresses it connects to ([`Resolution`]); answer locally with
+    /// [`Flow::Respond`], or look the name up asynchronously with [`Flow::Defer`] and set the
+    /// answer on a clone of `resolution`. Connections to pinned addresses are pooled apart
+    /// from the system resolver's.
+    fn resolve(&mut self, info: &TxnInfo, resolution: &Resolution) -> Flow {
+        let _ = (info, resolution);
         Flow::Continue
     }
 

@@ -18,6 +18,7 @@ use crate::chain::SharedChain;
 use crate::error::{Kind, ProxyError, Side};
 use crate::meta::{Directives, Received};
 use crate::outcome::ResultCode;
+use crate::resolve::Resolved;
 use crate::respond::{self, ObjectBody};
 use crate::service::{origin_request, Forward};
 use crate::source::{Dest, SourceBody};
@@ -492,6 +493,18 @@ async fn fetch(
     mut leader: Option<Leader>,
     mut txn: Option<&mut Txn>,
 ) -> Result<Fetched, ProxyError> {
+    let pinned;
+    let target = match txn.as_mut() {
+        Some(txn) => match crate::resolve::resolve(txn, &spec.target).await? {
+            Resolved::Unchanged => &spec.target,
+            Resolved::Pinned(dest) => {
+                pinned = dest;
+                &pinned
+            }
+            Resolved::Respond(local) => return Ok(Fetched::Local(local)),
+        },
+        None => &spec.target,
+    };
     // A 304 that does not select the stored response (RFC 9111 §4.3.4) leaves nothing to
     // serve: ask again, unconditionally.
     let mut validating = stale;
@@ -510,7 +523,7 @@ async fn fetch(
             }
         }
         let request_time = state.clock.now();
-        let origin = match crate::source::send(state, &spec.target, Request::from_parts(parts, OutBody::Empty)).await {
+        let origin = match crate::source::send(state, target, Request::from_parts(parts, OutBody::Empty)).await {
             Ok(origin) => origin,
             Err(err) => {
                 if let Some(object) = stale.and_then(Stale::object) {

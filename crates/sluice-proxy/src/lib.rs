@@ -39,6 +39,7 @@ pub mod module_manager;
 pub mod outcome;
 mod policy;
 mod req_body;
+mod resolve;
 mod respond;
 pub mod route;
 mod server;

@@ -49,6 +49,10 @@ impl Txn for RecorderTxn {
         self.note(format!("cache_lookup:{outcome:?}"));
         Flow::Continue
     }
+    fn resolve(&mut self, _: &TxnInfo, _: &sluice_module::Resolution) -> Flow {
+        self.note("resolve");
+        Flow::Continue
+    }
     fn req_out(&mut self, _: &TxnInfo, _: &mut http::request::Parts) -> Flow {
         self.note("req_out");
         Flow::Continue
@@ -147,6 +151,7 @@ async fn phases_on_a_miss_then_a_fresh_hit() {
             "new_txn",
             "req_headers",
             "cache_lookup:Miss",
+            "resolve",
             "req_out",
             "origin_resp_headers:200",
             "client_resp_headers:200",
@@ -186,6 +191,7 @@ async fn phases_on_a_stale_revalidation_and_a_304_to_the_client() {
             "new_txn",
             "req_headers",
             "cache_lookup:Stale",
+            "resolve",
             "req_out",
             "origin_resp_headers:304",
             "client_resp_headers:200",
@@ -238,6 +244,7 @@ async fn phases_on_head_and_on_a_bodyless_204() {
             "new_txn",
             "req_headers",
             "cache_lookup:Miss",
+            "resolve",
             "req_out",
             "origin_resp_headers:204",
             "client_resp_headers:204",
@@ -260,6 +267,7 @@ async fn phases_on_a_request_with_a_body() {
         seq(&[
             "new_txn",
             "req_headers",
+            "resolve",
             "req_out",
             "req_body:end",
             "origin_resp_headers:200",
@@ -296,6 +304,7 @@ async fn phases_on_an_origin_error_and_on_connect() {
             "new_txn",
             "req_headers",
             "cache_lookup:Miss",
+            "resolve",
             "req_out",
             "client_resp_headers:502",
             "client_resp_body:end",

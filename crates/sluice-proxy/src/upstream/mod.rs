@@ -27,7 +27,7 @@ use conn::{Connection, ExchangeError, Stream};
 use http::{Method, Request, Response};
 use parking_lot::Mutex;
 use std::collections::HashMap;
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::AtomicBool;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Arc, Weak};
@@ -35,12 +35,15 @@ use std::time::{Duration, Instant};
 use tokio::net::TcpStream;
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 
-/// Where a request goes: scheme, host and port.
+/// Where a request goes: scheme, host and port, and the addresses a module pinned the host
+/// to (its `resolve` phase); connections are pooled per target, so pinned ones apart.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Target {
     pub https: bool,
     pub host: String,
     pub port: u16,
+    /// Connect to these, in order, instead of resolving `host` (TLS still names `host`).
+    pub pinned: Option<Arc<[SocketAddr]>>,
 }
 
 impl Target {
@@ -54,7 +57,7 @@ impl Target {
         };
         let host = uri.host()?.trim_start_matches('[').trim_end_matches(']').to_ascii_lowercase();
         let port = uri.port_u16().unwrap_or(if https { 443 } else { 80 });
-        Some(Self { https, host, port })
+        Some(Self { https, host, port, pinned: None })
     }
 }
 
@@ -295,7 +298,7 @@ impl Upstream {
     async fn connect(&self, target: &Target, permit: Option<OwnedSemaphorePermit>) -> Result<Connection, ProxyError> {
         let timeout = self.inner.config.connect_timeout.0;
         let what = format!("{}:{}", target.host, target.port);
-        let stream = match tokio::time::timeout(timeout, connect_tcp(&target.host, target.port)).await {
+        let stream = match tokio::time::timeout(timeout, connect_tcp(target)).await {
             Ok(Ok(stream)) => stream,
             Ok(Err(e)) => {
                 self.inner.metrics.origin_errors.fetch_add(1, Relaxed);
@@ -338,9 +341,13 @@ fn is_idempotent(method: &Method) -> bool {
     matches!(*method, Method::GET | Method::HEAD | Method::OPTIONS | Method::TRACE | Method::PUT | Method::DELETE)
 }
 
-async fn connect_tcp(host: &str, port: u16) -> std::io::Result<TcpStream> {
+async fn connect_tcp(target: &Target) -> std::io::Result<TcpStream> {
+    let addrs: Vec<SocketAddr> = match &target.pinned {
+        Some(pinned) => pinned.to_vec(),
+        None => tokio::net::lookup_host((target.host.as_str(), target.port)).await?.collect(),
+    };
     let mut last = None;
-    for addr in tokio::net::lookup_host((host, port)).await? {
+    for addr in addrs {
         match TcpStream::connect(addr).await {
             Ok(stream) => {
                 stream.set_nodelay(true)?;
@@ -349,5 +356,7 @@ async fn connect_tcp(host: &str, port: u16) -> std::io::Result<TcpStream> {
             Err(e) => last = Some(e),
         }
     }
-    Err(last.unwrap_or_else(|| std::io::Error::new(std::io::ErrorKind::NotFound, format!("{host} has no address"))))
+    Err(last.unwrap_or_else(|| {
+        std::io::Error::new(std::io::ErrorKind::NotFound, format!("{} has no address", target.host))
+    }))
 }

@@ -1,0 +1,40 @@
+//! The modules' `resolve` phase: before a request goes to an origin, the modules see the
+//! origin's host and port and may pin the addresses to connect to, answer locally, or defer
+//! for an asynchronous lookup of their own (docs/modules.md, "Resolving origins").
+
+use crate::error::ProxyError;
+use crate::source::Dest;
+use crate::txn::{module_phase, Txn};
+use sluice_module::{LocalResponse, Resolution};
+use std::sync::Arc;
+
+/// What the `resolve` phase decided.
+pub enum Resolved {
+    /// Connect as the destination says (the system resolver decides).
+    Unchanged,
+    /// Connect to the origin at the addresses a module pinned.
+    Pinned(Dest),
+    /// A module answered the request itself.
+    Respond(Box<LocalResponse>),
+}
+
+/// Runs the `resolve` phase for a request about to go to `dest`. Only origins resolve: a
+/// file source, or a transaction no module takes part in, is [`Resolved::Unchanged`] at no
+/// cost.
+pub async fn resolve(txn: &mut Txn, dest: &Dest) -> Result<Resolved, ProxyError> {
+    let Dest::Origin(target) = dest else { return Ok(Resolved::Unchanged) };
+    if txn.modules.is_empty() {
+        return Ok(Resolved::Unchanged);
+    }
+    let resolution = Resolution::new(&target.host, target.port);
+    if let Some(local) = module_phase!(txn, true, |m, info| m.resolve(info, &resolution))?.respond {
+        return Ok(Resolved::Respond(local));
+    }
+    let addrs = resolution.addrs();
+    if addrs.is_empty() {
+        return Ok(Resolved::Unchanged);
+    }
+    let mut pinned = target.clone();
+    pinned.pinned = Some(Arc::from(addrs));
+    Ok(Resolved::Pinned(Dest::Origin(pinned)))
+}
