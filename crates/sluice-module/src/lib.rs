@@ -281,6 +281,17 @@ pub trait Module: Send + Sync + 'static {
     /// Called at the start of every transaction; `None` means this module sits it out.
     fn new_txn(&self, info: &TxnInfo) -> Option<Box<dyn Txn>>;
 
+    /// The module's `settings` changed (a configuration reload, or `PUT /modules/<name>`
+    /// with other settings). `Ok(true)`: this instance took them in place, and keeps its
+    /// state, timers and place in the chain (transactions under way may see the new settings
+    /// from their next phase on). `Ok(false)` (the default): build a new instance from them,
+    /// which replaces this one for new transactions. `Err`: the settings are invalid; the
+    /// change is refused and nothing changes.
+    fn reconfigure(&self, settings: &toml::Table) -> Result<bool, String> {
+        let _ = settings;
+        Ok(false)
+    }
+
     /// Called every [`Module::tick_interval`] on a timer, outside any transaction.
     fn tick(&self, cache: &dyn CacheApi) {
         let _ = cache;

@@ -73,6 +73,9 @@ pub struct ModuleStatus {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Changes {
     pub kept: Vec<String>,
+    /// Entries with new settings that their running module took in place
+    /// ([`Module::reconfigure`]).
+    pub reconfigured: Vec<String>,
     pub built: Vec<String>,
     pub removed: Vec<String>,
 }
@@ -141,23 +144,26 @@ impl ModuleManager {
         let mut next = Vec::with_capacity(configs.len());
         for config in configs {
             check_name(&config.name).map_err(ModuleError::Invalid)?;
-            match entries.iter().find(|e| e.config == *config) {
-                Some(same) => {
-                    changes.kept.push(config.name.clone());
-                    next.push(same.clone());
-                }
-                None => {
-                    changes.built.push(config.name.clone());
-                    next.push(Entry { config: config.clone(), modules: self.build(config)? });
-                }
+            if let Some(same) = entries.iter().find(|e| e.config == *config) {
+                changes.kept.push(config.name.clone());
+                next.push(same.clone());
+                continue;
             }
+            if let Some(entry) = Self::reconfigured(&entries, config)? {
+                changes.reconfigured.push(config.name.clone());
+                next.push(entry);
+                continue;
+            }
+            changes.built.push(config.name.clone());
+            next.push(Entry { config: config.clone(), modules: self.build(config)? });
         }
         changes.removed = self.install(&mut entries, next)?;
         Ok(changes)
     }
 
-    /// Loads entry `config` (or reloads it, when its name exists: always rebuilt, so a
-    /// plugin file changed on disk is read again). A new entry goes at `position` (default:
+    /// Loads entry `config` (or reloads it, when its name exists: rebuilt, so a plugin file
+    /// changed on disk is read again, unless only its settings changed and its module took
+    /// them in place, [`Module::reconfigure`]). A new entry goes at `position` (default:
     /// last); an existing one stays where it is unless `position` is given. True when the
     /// entry is new.
     pub fn put(&self, config: ModuleConfig, position: Option<usize>) -> Result<bool, ModuleError> {
@@ -165,7 +171,10 @@ impl ModuleManager {
         let mut entries = self.entries.lock();
         let mut next = entries.clone();
         let existing = next.iter().position(|e| e.config.name == config.name);
-        let entry = Entry { modules: self.build(&config)?, config };
+        let entry = match Self::reconfigured(&entries, &config)? {
+            Some(entry) => entry,
+            None => Entry { modules: self.build(&config)?, config },
+        };
         let at = match existing {
             Some(i) => {
                 next.remove(i);
@@ -211,6 +220,25 @@ impl ModuleManager {
                 modules: e.modules.iter().map(|m| m.name().to_owned()).collect(),
             })
             .collect()
+    }
+
+    /// The running entry of `config`'s name, with `config`'s settings taken in place by its
+    /// module, when the kind is the same, the settings differ, the entry put one module in
+    /// the chain, and that module accepted them. `Ok(None)`: build instead.
+    fn reconfigured(entries: &[Entry], config: &ModuleConfig) -> Result<Option<Entry>, ModuleError> {
+        let Some(running) = entries.iter().find(|e| e.config.name == config.name && e.config.kind == config.kind)
+        else {
+            return Ok(None);
+        };
+        let [module] = running.modules.as_slice() else { return Ok(None) };
+        if running.config.settings == config.settings {
+            return Ok(None);
+        }
+        match module.reconfigure(&config.settings) {
+            Ok(true) => Ok(Some(Entry { config: config.clone(), modules: running.modules.clone() })),
+            Ok(false) => Ok(None),
+            Err(e) => Err(ModuleError::Invalid(format!("[[module]] {} ({}): {e}", config.name, config.kind.as_str()))),
+        }
     }
 
     fn build(&self, config: &ModuleConfig) -> Result<Vec<Arc<dyn Module>>, ModuleError> {
@@ -338,6 +366,72 @@ mod tests {
         let changes = manager.configure(std::slice::from_ref(&b)).unwrap();
         assert_eq!(changes.removed, ["a"]);
         assert_eq!(*fake.removed.lock(), ["a"]);
+    }
+
+    /// A module that takes `limit` settings in place and refuses a negative one.
+    struct Tunable {
+        limit: Mutex<i64>,
+    }
+
+    impl Module for Tunable {
+        fn name(&self) -> &str {
+            "tunable"
+        }
+        fn new_txn(&self, _info: &TxnInfo) -> Option<Box<dyn Txn>> {
+            None
+        }
+        fn reconfigure(&self, settings: &toml::Table) -> Result<bool, String> {
+            match settings.get("limit").and_then(toml::Value::as_integer) {
+                Some(limit) if limit < 0 => Err("limit must not be negative".into()),
+                Some(limit) => {
+                    *self.limit.lock() = limit;
+                    Ok(true)
+                }
+                None => Ok(false),
+            }
+        }
+    }
+
+    /// Builds [`Tunable`] for every entry.
+    #[derive(Default)]
+    struct TunableFactory {
+        builds: AtomicUsize,
+    }
+
+    impl ModuleFactory for TunableFactory {
+        fn check(&self, _entry: &ModuleConfig) -> Result<(), String> {
+            Ok(())
+        }
+        fn build(&self, _entry: &ModuleConfig) -> Result<Vec<Arc<dyn Module>>, String> {
+            self.builds.fetch_add(1, Ordering::SeqCst);
+            Ok(vec![Arc::new(Tunable { limit: Mutex::new(0) })])
+        }
+    }
+
+    #[test]
+    fn changed_settings_a_module_takes_in_place_keep_its_instance() {
+        let factory = Arc::new(TunableFactory::default());
+        let list = ModuleList::default();
+        let manager = ModuleManager::new(list.clone(), factory.clone());
+        manager.configure(&[entry("tunable", ModuleKind::Builtin, "limit = 1")]).unwrap();
+        let running = Arc::clone(&list.load()[0].module);
+
+        let changes = manager.configure(&[entry("tunable", ModuleKind::Builtin, "limit = 7")]).unwrap();
+        assert_eq!((changes.reconfigured, changes.built), (vec!["tunable".to_owned()], vec![]));
+        assert!(Arc::ptr_eq(&running, &list.load()[0].module), "the same instance");
+        assert_eq!(manager.entry("tunable").unwrap().settings["limit"].as_integer(), Some(7));
+        assert!(!manager.put(entry("tunable", ModuleKind::Builtin, "limit = 9"), None).unwrap());
+        assert!(Arc::ptr_eq(&running, &list.load()[0].module));
+        assert_eq!(factory.builds.load(Ordering::SeqCst), 1);
+
+        // Refused settings change nothing; settings it cannot take in place rebuild it.
+        let err = manager.configure(&[entry("tunable", ModuleKind::Builtin, "limit = -1")]).unwrap_err();
+        assert!(err.to_string().contains("limit must not be negative"), "{err}");
+        assert_eq!(manager.entry("tunable").unwrap().settings["limit"].as_integer(), Some(9));
+        let changes = manager.configure(&[entry("tunable", ModuleKind::Builtin, "other = true")]).unwrap();
+        assert_eq!(changes.built, ["tunable"]);
+        assert!(!Arc::ptr_eq(&running, &list.load()[0].module), "rebuilt");
+        assert_eq!(factory.builds.load(Ordering::SeqCst), 2);
     }
 
     #[test]

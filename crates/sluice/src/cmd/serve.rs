@@ -123,9 +123,10 @@ async fn reload_modules(path: Option<&Path>, manager: &Arc<ModuleManager>) {
     let manager = Arc::clone(manager);
     match tokio::task::spawn_blocking(move || manager.configure(&config.module)).await {
         Ok(Ok(changes)) => tracing::info!(
-            "SIGHUP: modules reloaded from {} (kept {:?}, built {:?}, removed {:?})",
+            "SIGHUP: modules reloaded from {} (kept {:?}, reconfigured {:?}, built {:?}, removed {:?})",
             path.display(),
             changes.kept,
+            changes.reconfigured,
             changes.built,
             changes.removed
         ),
