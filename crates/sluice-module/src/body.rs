@@ -3,8 +3,8 @@
 use bytes::{Bytes, BytesMut};
 
 /// The body data of one body-phase call: one chunk as it streams, or the whole body after
-/// [`crate::Flow::Buffer`]. A module may read, replace, prepend, append or drop the data; the
-/// next module sees the result.
+/// [`crate::Flow::Buffer`]. A module may read, replace, prepend, append, inject (insert at an
+/// offset) or drop the data; the next module sees the result.
 #[derive(Debug, Clone, Default)]
 pub struct BodyChunk {
     data: Bytes,
@@ -55,6 +55,17 @@ impl BodyChunk {
         self.replace(out.freeze());
     }
 
+    /// Injects `data` at byte offset `at` of this piece (say, after an HTML `<body>` tag the
+    /// module found in it). `at` past the end appends.
+    pub fn inject(&mut self, at: usize, data: &[u8]) {
+        let at = at.min(self.data.len());
+        let mut out = BytesMut::with_capacity(data.len() + self.data.len());
+        out.extend_from_slice(&self.data[..at]);
+        out.extend_from_slice(data);
+        out.extend_from_slice(&self.data[at..]);
+        self.replace(out.freeze());
+    }
+
     /// Drops this piece's data.
     pub fn clear(&mut self) {
         self.replace(Bytes::new());
@@ -78,6 +89,10 @@ mod tests {
         chunk.append(b">");
         assert_eq!(chunk.data().as_ref(), b"<middle>");
         assert!(chunk.is_changed());
+        chunk.inject(4, b"-");
+        assert_eq!(chunk.data().as_ref(), b"<mid-dle>");
+        chunk.inject(99, b"!");
+        assert_eq!(chunk.data().as_ref(), b"<mid-dle>!");
         chunk.clear();
         assert!(chunk.data().is_empty());
     }
