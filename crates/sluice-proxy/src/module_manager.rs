@@ -137,7 +137,8 @@ impl ModuleManager {
     /// ones keep their modules (and instances), changed and new ones are built, entries that
     /// are gone are removed. All or nothing for the list: if an entry fails to build, the
     /// list stays as it was (a Wasm plugin built before the failing entry was already
-    /// reloaded behind its handle, though; its new version serves).
+    /// reloaded behind its handle, though, and its new version serves; likewise a module that
+    /// took its new settings in place keeps them).
     pub fn configure(&self, configs: &[ModuleConfig]) -> Result<Changes, ModuleError> {
         let mut entries = self.entries.lock();
         let mut changes = Changes::default();
