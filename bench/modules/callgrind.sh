@@ -8,7 +8,8 @@
 #   N=2000 SLUICE=/tmp/sluice-abc bench/modules/callgrind.sh none wasm-empty-lean
 #
 # Configurations: none; any built-in module name (noop, add-headers, body-copy); wasm-empty,
-# wasm-empty-lean (heads not kept for later callbacks), wasm-add-headers. For each, Sluice
+# wasm-empty-lean (heads not kept for later callbacks), wasm-empty-abi (no SDK),
+# wasm-add-headers. For each, Sluice
 # (release build, --threads 1) runs under valgrind in front of a python origin; after two warm-up
 # hits the counters are switched on for N keep-alive hits from one curl, then dumped. Per-function
 # costs: callgrind_annotate --tree=none $OUT/<configuration>.out.1 (diff two configurations).

@@ -21,6 +21,7 @@ start_origin() {
 
 # Configurations: none; a built-in module name (noop, add-headers, body-copy); wasm-empty,
 # wasm-empty-lean (the request and response heads not kept for later callbacks),
+# wasm-empty-abi (empty callbacks written against the ABI, without the SDK's dispatcher),
 # wasm-add-headers, wasm-body-copy (the test plugins of crates/sluice-wasm/plugins).
 module_entry() {
   case $1 in
@@ -29,6 +30,7 @@ module_entry() {
     wasm-empty-lean)
       printf '[[module]]\nname = "%s"\nkind = "wasm"\nsettings = { path = "%s", request_headers_in_response = false, response_headers_in_body = false }\n' \
         "$1" "$2/empty.wasm" ;;
+    wasm-empty-abi) printf '[[module]]\nname = "%s"\nkind = "wasm"\nsettings = { path = "%s" }\n' "$1" "$2/empty_abi.wasm" ;;
     wasm-add-headers) printf '[[module]]\nname = "%s"\nkind = "wasm"\nsettings = { path = "%s" }\n' "$1" "$2/add_headers.wasm" ;;
     wasm-body-copy)
       printf '[[module]]\nname = "%s"\nkind = "wasm"\nsettings = { path = "%s", plugin_config = "copy", edits_response_body = true }\n' \
