@@ -4,8 +4,9 @@
 # Runs Sluice as a reverse proxy in front of a local origin once per configuration (no module,
 # the `noop` module on every phase, `add-headers` adding four headers, `body-copy` copying every
 # response body; and the same three as Proxy-Wasm plugins: `empty` (also as `-lean`, with the
-# request and response heads not kept for later callbacks), `add_headers`, `body_transform` in
-# copy mode), loads each with wrk on loopback, and reports requests per CPU
+# request and response heads not kept for later callbacks, and `empty_abi`, the same empty
+# callbacks without the SDK), `add_headers`, `body_transform` in copy mode), loads each with
+# wrk on loopback, and reports requests per CPU
 # second of the Sluice process (utime+stime from /proc before and after), the stable figure on
 # shared machines. Rounds are interleaved so drift in machine load hits every configuration
 # alike, and the overhead is the median over rounds of each round's ratio to that same round's
@@ -36,7 +37,7 @@ source bench/modules/common.sh
 start_origin "$PORT_BASE"
 
 configs=(none noop add-headers body-copy)
-if [ "$WASM" = 1 ]; then configs+=(wasm-empty wasm-empty-lean wasm-add-headers wasm-body-copy); fi
+if [ "$WASM" = 1 ]; then configs+=(wasm-empty wasm-empty-lean wasm-empty-abi wasm-add-headers wasm-body-copy); fi
 # CONFIGS="none noop none-2" picks configurations (the first is the baseline; none-2 is a
 # second no-module instance, an A/A check of the method).
 if [ -n "${CONFIGS:-}" ]; then read -ra configs <<<"$CONFIGS"; fi
