@@ -114,7 +114,8 @@ pub(crate) struct WasmTxn {
     deleted: bool,
     /// The request head kept for later callbacks (read-only there).
     request: Option<KeptRequest>,
-    /// The response head kept for the response body callbacks (read-only there).
+    /// The response head kept for the later callbacks: response body, done, log, delete
+    /// (read-only there).
     response: Option<KeptResponse>,
     /// Where the kept heads are copied to, until they are.
     storage: KeptStorage,
@@ -162,6 +163,17 @@ impl WasmTxn {
     /// The kept request head, lent read-only.
     fn kept_request(&self) -> Option<RequestHead<'_>> {
         self.request.as_ref().map(RequestHead::Kept)
+    }
+
+    /// The kept response head, lent read-only.
+    fn kept_response(&self) -> Option<ResponseHead<'_>> {
+        self.response.as_ref().map(ResponseHead::Kept)
+    }
+
+    /// What the callbacks after the message heads (done, log, delete) see: the facts and
+    /// both kept heads (those there are).
+    fn lend_kept(&self) -> Lend<'_> {
+        self.lend().with_request(self.kept_request()).with_response(self.kept_response())
     }
 
     /// Runs `callback` in the transaction's instance with `lend` in reach of the host
@@ -253,7 +265,9 @@ impl WasmTxn {
             Ok(action) => self.verdict(Action::from_guest(action), signals, end, true),
             Err(fault) => self.fail(Side::Response, &Self::failure_reason(fault)),
         };
-        if self.core.config().response_headers_in_body && matches!(flow, Flow::Continue | Flow::Buffer { .. }) && !end {
+        // Kept for every later callback (the body callbacks, done, log, delete) unless this
+        // one failed the transaction.
+        if self.core.config().response_headers_in_body && self.state != State::Failed {
             self.response = Some(KeptResponse::copy(resp, std::mem::take(&mut self.storage.response)));
         }
         flow
@@ -291,7 +305,7 @@ impl WasmTxn {
         };
         let mut body = BodyBuf { kind, data, resizable, max_len, changed: false };
         let response = match kind {
-            BodyKind::Response => self.response.as_ref().map(ResponseHead::Kept),
+            BodyKind::Response => self.kept_response(),
             BodyKind::Request => None,
         };
         let mut lend = self.lend().with_request(self.kept_request()).with_response(response).with_body(&mut body);
@@ -328,10 +342,10 @@ impl WasmTxn {
         self.verdict(action, signals, end, false)
     }
 
-    /// Runs a callback that has no verdict (done, log); a fault fails the transaction
-    /// quietly (nothing can be sent any more).
+    /// Runs a callback that has no verdict (done, log), with the kept heads; a fault fails
+    /// the transaction quietly (nothing can be sent any more).
     fn notify(&mut self, callback: Callback) {
-        let result = self.run(callback, &mut self.lend());
+        let result = self.run(callback, &mut self.lend_kept());
         if let Err(fault) = result {
             self.note_failure(&Self::failure_reason(fault));
         }
@@ -354,7 +368,8 @@ impl Txn for WasmTxn {
 
     fn req_headers(&mut self, _info: &TxnInfo, req: &mut request::Parts) -> Flow {
         let flow = self.request_headers(req);
-        if self.core.config().request_headers_in_response && matches!(flow, Flow::Continue | Flow::Buffer { .. }) {
+        // Kept for every later callback unless this one failed the transaction.
+        if self.core.config().request_headers_in_response && self.state != State::Failed {
             self.request = Some(KeptRequest::copy(req, std::mem::take(&mut self.storage.request)));
         }
         flow
@@ -428,7 +443,9 @@ impl Drop for WasmTxn {
         }
         let Some(vm) = slot.vm.as_mut() else { return };
         let mut fault = None;
-        let mut lend = Lend::new(&self.facts, self.lookup);
+        let mut lend = Lend::new(&self.facts, self.lookup)
+            .with_request(self.request.as_ref().map(RequestHead::Kept))
+            .with_response(self.response.as_ref().map(ResponseHead::Kept));
         for callback in [Callback::Done, Callback::Delete] {
             if matches!(callback, Callback::Done) && self.done_called {
                 continue;
