@@ -502,13 +502,33 @@ fn zero_length(headers: &HeaderMap) -> Option<bool> {
 /// HTTP/1 (where a body needs framing) or, in HTTP/2 and 3, for methods that rarely carry a
 /// body (anything but POST, PUT, PATCH).
 fn request_is_empty(req: &request::Parts) -> bool {
-    if req.headers.contains_key(TRANSFER_ENCODING) {
+    let (chunked, length) = request_framing(&req.headers);
+    if chunked {
         return false;
     }
-    match zero_length(&req.headers) {
-        Some(zero) => zero,
+    match length {
+        Some(length) => length.as_bytes().iter().all(|b| *b == b'0'),
         None => req.version < Version::HTTP_2 || !matches!(req.method, Method::POST | Method::PUT | Method::PATCH),
     }
+}
+
+/// Whether `headers` has `Transfer-Encoding`, and its first `Content-Length` value. A
+/// request has few headers, so one pass over them costs less than two lookups (each hashes
+/// the name and probes); a long map is looked up.
+fn request_framing(headers: &HeaderMap) -> (bool, Option<&http::HeaderValue>) {
+    const SCAN_UP_TO: usize = 8;
+    if headers.len() > SCAN_UP_TO {
+        return (headers.contains_key(TRANSFER_ENCODING), headers.get(CONTENT_LENGTH));
+    }
+    let (mut chunked, mut length) = (false, None);
+    for (name, value) in headers {
+        if *name == TRANSFER_ENCODING {
+            chunked = true;
+        } else if *name == CONTENT_LENGTH && length.is_none() {
+            length = Some(value);
+        }
+    }
+    (chunked, length)
 }
 
 /// Whether the response ends with its head: an answer to HEAD, a 1xx, 204 or 304, or one
@@ -543,6 +563,17 @@ mod tests {
         assert!(request_is_empty(&req("POST", Version::HTTP_11, &[])));
         assert!(!request_is_empty(&req("POST", Version::HTTP_2, &[])));
         assert!(request_is_empty(&req("GET", Version::HTTP_2, &[])));
+        // Past the scanning limit the same answers come from lookups.
+        let many: Vec<(String, &str)> = (0..9).map(|n| (format!("x-{n}"), "v")).collect();
+        let mut long: Vec<(&str, &str)> = many.iter().map(|(n, v)| (n.as_str(), *v)).collect();
+        assert!(request_is_empty(&req("POST", Version::HTTP_11, &long)));
+        long.push(("content-length", "0"));
+        long.push(("content-length", "5"));
+        assert!(request_is_empty(&req("POST", Version::HTTP_11, &long)), "the first value counts");
+        long.push(("transfer-encoding", "chunked"));
+        assert!(!request_is_empty(&req("POST", Version::HTTP_11, &long)));
+        let short = [("content-length", "0"), ("content-length", "5")];
+        assert!(request_is_empty(&req("POST", Version::HTTP_11, &short)), "the first value counts");
     }
 
     #[test]
