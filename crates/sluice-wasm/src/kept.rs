@@ -1,6 +1,6 @@
 //! Read-only copies of message heads, kept by a transaction for its later callbacks (the
 //! request head for the response callbacks, the response head for the response body
-//! callbacks).
+//! callbacks; both for done, log and delete).
 //!
 //! They hold only what a plugin can read there (method, URL, version, status, the header
 //! list), the header list as flat bytes (names and values back to back, and their
@@ -105,7 +105,7 @@ impl KeptRequest {
     }
 }
 
-/// The response head as the body callbacks can read it.
+/// The response head as the later callbacks (body, done, log, delete) can read it.
 #[derive(Debug)]
 pub(crate) struct KeptResponse {
     pub status: StatusCode,

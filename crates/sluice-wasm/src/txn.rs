@@ -114,7 +114,8 @@ pub(crate) struct WasmTxn {
     deleted: bool,
     /// The request head kept for later callbacks (read-only there).
     request: Option<KeptRequest>,
-    /// The response head kept for the response body callbacks (read-only there).
+    /// The response head kept for the later callbacks: response body, done, log, delete
+    /// (read-only there).
     response: Option<KeptResponse>,
     /// Where the kept heads are copied to, until they are.
     storage: KeptStorage,
@@ -162,6 +163,17 @@ impl WasmTxn {
     /// The kept request head, lent read-only.
     fn kept_request(&self) -> Option<RequestHead<'_>> {
         self.request.as_ref().map(RequestHead::Kept)
+    }
+
+    /// The kept response head, lent read-only.
+    fn kept_response(&self) -> Option<ResponseHead<'_>> {
+        self.response.as_ref().map(ResponseHead::Kept)
+    }
+
+    /// What the callbacks after the message heads (done, log, delete) see: the facts and
+    /// both kept heads (those there are).
+    fn lend_kept(&self) -> Lend<'_> {
+        self.lend().with_request(self.kept_request()).with_response(self.kept_response())
     }
 
     /// Runs `callback` in the transaction's instance with `lend` in reach of the host
@@ -253,7 +265,9 @@ impl WasmTxn {
             Ok(action) => self.verdict(Action::from_guest(action), signals, end, true),
             Err(fault) => self.fail(Side::Response, &Self::failure_reason(fault)),
         };
-        if self.core.config().response_headers_in_body && matches!(flow, Flow::Continue | Flow::Buffer { .. }) && !end {
+        // Kept for every later callback (the body callbacks, done, log, delete) unless this
+        // one failed the transaction.
+        if self.core.config().response_headers_in_body && self.state != State::Failed {
             self.response = Some(KeptResponse::copy(resp, std::mem::take(&mut self.storage.response)));
         }
         flow
@@ -291,7 +305,7 @@ impl WasmTxn {
         };
         let mut body = BodyBuf { kind, data, resizable, max_len, changed: false };
         let response = match kind {
-            BodyKind::Response => self.response.as_ref().map(ResponseHead::Kept),
+            BodyKind::Response => self.kept_response(),
             BodyKind::Request => None,
         };
         let mut lend = self.lend().with_request(self.kept_request()).with_response(response).with_body(&mut body);
@@ -328,10 +342,10 @@ impl WasmTxn {
         self.verdict(action, signals, end, false)
     }
 
-    /// Runs a callback that has no verdict (done, log); a fault fails the transaction
-    /// quietly (nothing can be sent any more).
+    /// Runs a callback that has no verdict (done, log), with the kept heads; a fault fails
+    /// the transaction quietly (nothing can be sent any more).
     fn notify(&mut self, callback: Callback) {
-        let result = self.run(callback, &mut self.lend());
+        let result = self.run(callback, &mut self.lend_kept());
         if let Err(fault) = result {
             self.note_failure(&Self::failure_reason(fault));
         }
@@ -354,7 +368,8 @@ impl Txn for WasmTxn {
 
     fn req_headers(&mut self, _info: &TxnInfo, req: &mut request::Parts) -> Flow {
         let flow = self.request_headers(req);
-        if self.core.config().request_headers_in_response && matches!(flow, Flow::Continue | Flow::Buffer { .. }) {
+        // Kept for every later callback unless this one failed the transaction.
+        if self.core.config().request_headers_in_response && self.state != State::Failed {
             self.request = Some(KeptRequest::copy(req, std::mem::take(&mut self.storage.request)));
         }
         flow
@@ -428,7 +443,9 @@ impl Drop for WasmTxn {
         }
         let Some(vm) = slot.vm.as_mut() else { return };
         let mut fault = None;
-        let mut lend = Lend::new(&self.facts, self.lookup);
+        let mut lend = Lend::new(&self.facts, self.lookup)
+            .with_request(self.request.as_ref().map(RequestHead::Kept))
+            .with_response(self.response.as_ref().map(ResponseHead::Kept));
         for callback in [Callback::Done, Callback::Delete] {
             if matches!(callback, Callback::Done) && self.done_called {
                 continue;
@@ -485,13 +502,33 @@ fn zero_length(headers: &HeaderMap) -> Option<bool> {
 /// HTTP/1 (where a body needs framing) or, in HTTP/2 and 3, for methods that rarely carry a
 /// body (anything but POST, PUT, PATCH).
 fn request_is_empty(req: &request::Parts) -> bool {
-    if req.headers.contains_key(TRANSFER_ENCODING) {
+    let (chunked, length) = request_framing(&req.headers);
+    if chunked {
         return false;
     }
-    match zero_length(&req.headers) {
-        Some(zero) => zero,
+    match length {
+        Some(length) => length.as_bytes().iter().all(|b| *b == b'0'),
         None => req.version < Version::HTTP_2 || !matches!(req.method, Method::POST | Method::PUT | Method::PATCH),
     }
+}
+
+/// Whether `headers` has `Transfer-Encoding`, and its first `Content-Length` value. A
+/// request has few headers, so one pass over them costs less than two lookups (each hashes
+/// the name and probes); a long map is looked up.
+fn request_framing(headers: &HeaderMap) -> (bool, Option<&http::HeaderValue>) {
+    const SCAN_UP_TO: usize = 8;
+    if headers.len() > SCAN_UP_TO {
+        return (headers.contains_key(TRANSFER_ENCODING), headers.get(CONTENT_LENGTH));
+    }
+    let (mut chunked, mut length) = (false, None);
+    for (name, value) in headers {
+        if *name == TRANSFER_ENCODING {
+            chunked = true;
+        } else if *name == CONTENT_LENGTH && length.is_none() {
+            length = Some(value);
+        }
+    }
+    (chunked, length)
 }
 
 /// Whether the response ends with its head: an answer to HEAD, a 1xx, 204 or 304, or one
@@ -526,6 +563,17 @@ mod tests {
         assert!(request_is_empty(&req("POST", Version::HTTP_11, &[])));
         assert!(!request_is_empty(&req("POST", Version::HTTP_2, &[])));
         assert!(request_is_empty(&req("GET", Version::HTTP_2, &[])));
+        // Past the scanning limit the same answers come from lookups.
+        let many: Vec<(String, &str)> = (0..9).map(|n| (format!("x-{n}"), "v")).collect();
+        let mut long: Vec<(&str, &str)> = many.iter().map(|(n, v)| (n.as_str(), *v)).collect();
+        assert!(request_is_empty(&req("POST", Version::HTTP_11, &long)));
+        long.push(("content-length", "0"));
+        long.push(("content-length", "5"));
+        assert!(request_is_empty(&req("POST", Version::HTTP_11, &long)), "the first value counts");
+        long.push(("transfer-encoding", "chunked"));
+        assert!(!request_is_empty(&req("POST", Version::HTTP_11, &long)));
+        let short = [("content-length", "0"), ("content-length", "5")];
+        assert!(request_is_empty(&req("POST", Version::HTTP_11, &short)), "the first value counts");
     }
 
     #[test]

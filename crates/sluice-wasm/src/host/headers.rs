@@ -5,8 +5,8 @@
 //!
 //! The request head is writable in the request headers callback and readable in the later
 //! callbacks (with `request_headers_in_response`); the response head is writable in the
-//! response headers callback and readable in the response body callbacks (with
-//! `response_headers_in_body`). Trailers and gRPC/HTTP-call maps are always empty. Reading a map that is not there gives an empty map (the SDK would panic on an
+//! response headers callback and readable in the later ones: response body, done, log,
+//! delete (with `response_headers_in_body`). Trailers and gRPC/HTTP-call maps are always empty. Reading a map that is not there gives an empty map (the SDK would panic on an
 //! error); changing one gives `BadArgument`.
 
 use super::{memory_and_state, status, Call, HostState};

@@ -44,7 +44,7 @@ pub(crate) enum RequestHead<'a> {
 }
 
 /// The response head as a callback sees it: the live head (writable, response headers
-/// callback) or the copy kept for the body callbacks (read-only).
+/// callback) or the copy kept for the later callbacks (read-only).
 pub(crate) enum ResponseHead<'a> {
     Live(&'a mut response::Parts),
     Kept(&'a KeptResponse),

@@ -73,6 +73,10 @@ fn client_attach_maps_every_phase_in_order() {
     // The response head (with the plugin's own addition) is readable in the body callbacks.
     assert_eq!(events[3], "response_body size=6 eos=false data=hello  status=200 added=1");
     assert_eq!(events[4], "response_body size=5 eos=true data=world status=200 added=1");
+    // Both heads are readable in done, log and delete too.
+    for (event, name) in events[5..].iter().zip(["done", "log", "delete"]) {
+        assert_eq!(*event, format!("{name} path=/a?b=c x-in=1 status=200 code=200"));
+    }
     assert_eq!(run.req_header("x-phase-req").as_deref(), Some("1"));
     assert_eq!(run.header("x-phase-resp").as_deref(), Some("1"));
     assert_eq!(run.resp_body, b"hello world");
@@ -123,6 +127,10 @@ fn heads_are_not_kept_for_later_callbacks_when_switched_off() {
     let events = events(&module, 2);
     assert!(events[2].ends_with("request_path= marker=m2"), "{}", events[2]);
     assert_eq!(events[3], "response_body size=1 eos=true data=x status= added=");
+    assert_eq!(
+        events[4..],
+        ["done path= x-in= status= code=-", "log path= x-in= status= code=-", "delete path= x-in= status= code=-"]
+    );
 }
 
 #[test]
@@ -252,6 +260,9 @@ fn contexts_are_deleted_exactly_once_also_when_dropped_mid_way() {
     drop(txn);
     assert_eq!(event_names(&module, 3), ["create", "response_headers", "done", "log", "delete"]);
     assert!(events(&module, 3)[1].starts_with("response_headers n=1 eos=true status=204"));
+    // A response without a body keeps its head for done, log and delete too; no request
+    // headers callback ran, so there is no request head.
+    assert_eq!(events(&module, 3)[3], "log path= x-in= status=204 code=204");
     let stats = module.stats();
     assert_eq!((stats.contexts_created, stats.contexts_deleted), (2, 2));
 }

@@ -1,6 +1,7 @@
 //! Records every callback it gets, with its arguments and a few properties, through
 //! `proxy_log` (level info), so a test can check the host's phase mapping. One line per
-//! callback, `ctx=ID EVENT key=value ...`.
+//! callback, `ctx=ID EVENT key=value ...`; done, log and delete show what they can read of the
+//! kept heads (request `:path` and `x-in`, response `:status` and property `response.code`).
 //!
 //! It also edits what it sees, so a test can check the edits land: it adds `x-phase-req: 1`
 //! to the request, `x-phase-resp: 1` to the response, and rewrites a request with header
@@ -67,15 +68,29 @@ struct Recorder {
     pause_headers: bool,
 }
 
+impl Recorder {
+    /// What done, log and delete see of the heads: the request path and `x-in` header, the
+    /// response status (header and property).
+    fn heads(&self) -> String {
+        format!(
+            "path={} x-in={} status={} code={}",
+            self.get_http_request_header(":path").unwrap_or_default(),
+            self.get_http_request_header("x-in").unwrap_or_default(),
+            self.get_http_response_header(":status").unwrap_or_default(),
+            prop(self, &["response", "code"]),
+        )
+    }
+}
+
 impl Drop for Recorder {
     fn drop(&mut self) {
-        log::info!("ctx={} delete", self.id);
+        log::info!("ctx={} delete {}", self.id, self.heads());
     }
 }
 
 impl Context for Recorder {
     fn on_done(&mut self) -> bool {
-        log::info!("ctx={} done", self.id);
+        log::info!("ctx={} done {}", self.id, self.heads());
         true
     }
 }
@@ -157,6 +172,6 @@ impl HttpContext for Recorder {
     }
 
     fn on_log(&mut self) {
-        log::info!("ctx={} log", self.id);
+        log::info!("ctx={} log {}", self.id, self.heads());
     }
 }
