@@ -312,11 +312,11 @@ pub(crate) fn resolve_target(state: &State, conn: &ConnInfo, parts: &request::Pa
             let uri = route
                 .target(origin, path_and_query)
                 .map_err(|e| ProxyError::bad_request("cannot map the request URI").with_cause(e))?;
-            let target =
-                Target::of(&uri).ok_or_else(|| ProxyError::new(Kind::Internal, Side::Proxy, "route without target"))?;
+            // The URI's scheme and authority are the origin's: its precomputed target and Host.
+            let target = origin.target.clone();
             let host = match (route.preserve_host, parts.headers.get(header::HOST)) {
                 (true, Some(h)) => h.clone(),
-                _ => authority_value(&uri)?,
+                _ => origin.host.clone(),
             };
             let esi = route.esi.clone();
             return Ok(Resolved { target: Dest::Origin(target), uri, reverse: true, host, esi });
