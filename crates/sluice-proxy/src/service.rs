@@ -381,14 +381,13 @@ fn answer_max_forwards(state: &State, parts: &mut request::Parts) -> Result<Opti
 
 /// The request head for the origin: method, origin-form URI of `uri`, outgoing fields.
 pub fn origin_request(uri: &Uri, method: Method, headers: HeaderMap) -> Result<request::Parts, ProxyError> {
-    let path = uri.path_and_query().map_or("/", |p| p.as_str());
-    let (mut parts, ()) = Request::builder()
-        .method(method)
-        .uri(path)
-        .version(Version::HTTP_11)
-        .body(())
-        .map_err(|e| ProxyError::bad_request("cannot build the origin request").with_cause(e))?
-        .into_parts();
+    // The origin-form target is the path and query already parsed: cloned (shared bytes),
+    // not written out and parsed again.
+    let target = uri.path_and_query().map_or_else(|| Uri::from_static("/"), |pq| Uri::from(pq.clone()));
+    let (mut parts, ()) = Request::new(()).into_parts();
+    parts.method = method;
+    parts.uri = target;
+    parts.version = Version::HTTP_11;
     parts.headers = headers;
     Ok(parts)
 }
@@ -466,6 +465,16 @@ mod tests {
         h.append(header::VIA, HeaderValue::from_static("1.1 upstream, 1.1 Sluice (x)"));
         assert!(via_has(&h, "sluice"));
         assert!(!via_has(&h, "other"));
+    }
+
+    #[test]
+    fn origin_requests_carry_the_origin_form_target() {
+        for (uri, target) in [("http://h:81/a/b?x=1&y", "/a/b?x=1&y"), ("http://h", "/"), ("https://h/", "/")] {
+            let parts = origin_request(&uri.parse().unwrap(), Method::GET, HeaderMap::new()).unwrap();
+            assert_eq!(parts.uri.path_and_query().map(|p| p.as_str()), Some(target), "{uri}");
+            assert_eq!(parts.uri.authority(), None);
+            assert_eq!(parts.version, Version::HTTP_11);
+        }
     }
 
     #[test]
