@@ -70,6 +70,8 @@ for scenario in $SCENARIOS; do [[ $scenario =~ ^(hit-(1k|16k|256k|4m)|pass-(1k|1
 # ---------------------------------------------------------------- processes and cleanup
 # PIDS, TMP, stop_pid, cleanup (EXIT trap), can_connect, wait_port; uses this script's log().
 source "$ROOT/bench/lib.sh"
+# SIZE, write_content, scenario_path, origin_conf, nginx_conf, sluice_toml.
+source "$HERE/conf.sh"
 
 # ---------------------------------------------------------------- tools
 missing=()
@@ -93,44 +95,14 @@ for p in "${PORT[@]}" "${ADMIN[@]}" "$ORIGIN_PORT"; do
 done
 
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/sluice-bench.XXXXXX")
-mkdir -p "$TMP/www/c" "$TMP/www/p" "$TMP/wrk"
+mkdir -p "$TMP/wrk"
 
 # ---------------------------------------------------------------- content
 # /c/<size> is cacheable (max-age=3600), /p/<size> is pass-through (no-store); random bytes.
-declare -A SIZE=([1k]=1024 [16k]=16384 [256k]=262144 [4m]=4194304)
-for s in "${!SIZE[@]}"; do
-    head -c "${SIZE[$s]}" /dev/urandom >"$TMP/www/c/$s"
-    cp "$TMP/www/c/$s" "$TMP/www/p/$s"
-done
-scenario_path() { # hit-1k -> /c/1k, pass-256k -> /p/256k
-    case $1 in hit-*) echo "/c/${1#hit-}" ;; pass-*) echo "/p/${1#pass-}" ;; esac
-}
+write_content "$TMP"
 
 # ---------------------------------------------------------------- origin: nginx, static files
-cat >"$TMP/origin.conf" <<EOF
-daemon off;
-master_process on;
-worker_processes 1;
-user root;
-pid $TMP/origin.pid;
-error_log $TMP/origin.error.log warn;
-events { worker_connections 4096; }
-http {
-    access_log off;
-    sendfile on;
-    tcp_nopush on;
-    keepalive_requests 1000000;
-    keepalive_timeout 300s;
-    default_type application/octet-stream;
-    server {
-        listen 127.0.0.1:$ORIGIN_PORT;
-        root $TMP/www;
-        location /c/ { add_header Cache-Control "max-age=3600"; }
-        location /p/ { add_header Cache-Control "no-store"; }
-        location = /status { stub_status; }
-    }
-}
-EOF
+origin_conf "$TMP" "$ORIGIN_PORT" >"$TMP/origin.conf"
 "$NGINX" -p "$TMP" -c "$TMP/origin.conf" -e "$TMP/origin.error.log" &
 PIDS+=("$!")
 wait_port "$ORIGIN_PORT" || die "the origin did not start (see $TMP/origin.error.log)"
@@ -143,40 +115,7 @@ start_nginx() { # name workers
     local name=$1 workers=$2 extra=""
     [[ $name == nginx-ofc ]] && extra="open_file_cache max=10000 inactive=60s;"
     rm -rf "$TMP/$name-cache" && mkdir -p "$TMP/$name-cache"
-    cat >"$TMP/$name.conf" <<EOF
-daemon off;
-master_process on;
-worker_processes $workers;
-user root;
-pid $TMP/$name.pid;
-error_log $TMP/$name.error.log warn;
-events { worker_connections 4096; }
-http {
-    access_log off;
-    sendfile on;
-    tcp_nopush on;
-    tcp_nodelay on;
-    keepalive_requests 1000000;
-    keepalive_timeout 300s;
-    $extra
-    proxy_cache_path $TMP/$name-cache levels=1:2 keys_zone=bench:16m max_size=2g inactive=1h use_temp_path=off;
-    upstream origin {
-        server 127.0.0.1:$ORIGIN_PORT;
-        keepalive 64;
-    }
-    server {
-        listen 127.0.0.1:${PORT[$name]};
-        location / {
-            proxy_pass http://origin;
-            proxy_http_version 1.1;
-            proxy_set_header Connection "";
-            proxy_cache bench;
-            proxy_cache_valid 200 1h;
-            add_header X-Cache \$upstream_cache_status;
-        }
-    }
-}
-EOF
+    nginx_conf "$TMP" "$name" "${PORT[$name]}" "$ORIGIN_PORT" "$workers" on "$extra" >"$TMP/$name.conf"
     "${PROXY_CPU[@]}" "$NGINX" -p "$TMP" -c "$TMP/$name.conf" -e "$TMP/$name.error.log" &
     PID[$name]=$!
     PIDS+=("$!")
@@ -191,24 +130,7 @@ start_sluice() { # name threads
     else
         cache=$(printf '[cache]\nmemory = "1GiB"\nmax_object = "64MiB"\n')
     fi
-    cat >"$TMP/$name.toml" <<EOF
-[[listener]]
-addr = "127.0.0.1:${PORT[$name]}"
-mode = "reverse"
-h2c = false
-
-[[route]]
-origin = "http://127.0.0.1:$ORIGIN_PORT"
-
-$cache
-
-[admin]
-addr = "127.0.0.1:${ADMIN[$name]}"
-token = "bench"
-
-[log]
-# no access_log: off, like nginx's
-EOF
+    sluice_toml "${PORT[$name]}" "$ORIGIN_PORT" "$cache" "${ADMIN[$name]}" >"$TMP/$name.toml"
     "$SLUICE_BIN" serve --check-config "$TMP/$name.toml" >/dev/null || die "$name rejects $TMP/$name.toml"
     SLUICE_LOG=warn "${PROXY_CPU[@]}" "$SLUICE_BIN" serve --config "$TMP/$name.toml" --threads "$2" 2>>"$TMP/$name.stderr" &
     PID[$name]=$!

@@ -60,9 +60,10 @@ impl CacheStatus {
     /// rendered. `ttl` is clamped to the sf-integer range; `detail` is written as a token
     /// when it is one, else as a string. Characters an sf-string cannot hold are dropped.
     pub fn to_header_value(&self, name: &str) -> HeaderValue {
-        use std::fmt::Write;
-        // One buffer, written in place: this runs on every response.
-        let mut out = String::with_capacity(name.len() + 48);
+        // One buffer, written in place without `fmt`: this runs on every response.
+        // Room for every parameter but a long `detail`: no reallocation on the usual paths
+        // (`; fwd=uri-miss; fwd-status=200; stored; detail=hit-for-pass` is 58 bytes).
+        let mut out = String::with_capacity(name.len() + 64);
         sf::write_token_or_string(&mut out, name);
         if self.hit && self.fwd.is_none() {
             out.push_str("; hit");
@@ -72,10 +73,12 @@ impl CacheStatus {
             out.push_str(fwd.token());
         }
         if let Some(status) = self.fwd_status {
-            let _ = write!(out, "; fwd-status={status}");
+            out.push_str("; fwd-status=");
+            sf::write_integer(&mut out, i64::from(status));
         }
         if let Some(ttl) = self.ttl {
-            let _ = write!(out, "; ttl={}", ttl.clamp(-SF_INTEGER_MAX, SF_INTEGER_MAX));
+            out.push_str("; ttl=");
+            sf::write_integer(&mut out, ttl.clamp(-SF_INTEGER_MAX, SF_INTEGER_MAX));
         }
         if self.stored {
             out.push_str("; stored");

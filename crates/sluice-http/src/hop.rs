@@ -48,8 +48,9 @@ pub fn remove_hop_by_hop(headers: &mut HeaderMap) {
     if !any {
         return;
     }
-    // Read Connection before removing it (HOP_BY_HOP[0]).
-    if present[0] {
+    // Read Connection before removing it (HOP_BY_HOP[0]). The usual `Connection: keep-alive`
+    // or `close` names only fields removed below anyway: no list to build then.
+    if present[0] && !connection_lists_only_fixed_names(headers) {
         for name in connection_listed(headers) {
             headers.remove(&name);
         }
@@ -59,6 +60,27 @@ pub fn remove_hop_by_hop(headers: &mut HeaderMap) {
             headers.remove(*name);
         }
     }
+}
+
+/// True when every member of every `Connection` line is one of [`HOP_BY_HOP`] (ASCII
+/// case-insensitively), or `close` with no field of that name present, so removing the fixed
+/// fields also removes every field `Connection` names. Splits on commas without building a list; a member holding anything
+/// else (a quote included) answers false, leaving the exact parse to [`connection_listed`].
+fn connection_lists_only_fixed_names(headers: &HeaderMap) -> bool {
+    headers.get_all(CONNECTION).iter().all(|value| {
+        value.as_bytes().split(|&b| b == b',').map(trim_ows).all(|member| {
+            member.is_empty()
+                || (member.eq_ignore_ascii_case(b"close") && !headers.contains_key("close"))
+                || HOP_BY_HOP.iter().any(|hop| member.eq_ignore_ascii_case(hop.as_bytes()))
+        })
+    })
+}
+
+/// `bytes` without leading and trailing spaces and tabs (OWS).
+fn trim_ows(bytes: &[u8]) -> &[u8] {
+    let start = bytes.iter().position(|&b| b != b' ' && b != b'\t').unwrap_or(bytes.len());
+    let end = bytes.iter().rposition(|&b| b != b' ' && b != b'\t').map_or(start, |i| i + 1);
+    &bytes[start..end]
 }
 
 #[cfg(test)]
@@ -100,5 +122,29 @@ mod tests {
         assert!(is_hop_by_hop(&TE, &listed));
         assert!(is_hop_by_hop(&HeaderName::from_static("x-foo"), &listed));
         assert!(!is_hop_by_hop(&CACHE_CONTROL, &listed));
+    }
+
+    #[test]
+    fn rfc9110_7_6_1_connection_naming_only_fixed_fields_or_close() {
+        let mut h = HeaderMap::new();
+        h.insert(CONNECTION, HeaderValue::from_static("Keep-Alive,\tTE"));
+        h.insert("keep-alive", HeaderValue::from_static("timeout=5"));
+        h.insert(TE, HeaderValue::from_static("trailers"));
+        h.insert(CACHE_CONTROL, HeaderValue::from_static("max-age=5"));
+        remove_hop_by_hop(&mut h);
+        assert_eq!(h.keys().collect::<Vec<_>>(), [CACHE_CONTROL]);
+
+        let mut h = HeaderMap::new();
+        h.insert(CONNECTION, HeaderValue::from_static("close"));
+        h.insert("close", HeaderValue::from_static("a field named close"));
+        h.insert(CACHE_CONTROL, HeaderValue::from_static("max-age=5"));
+        remove_hop_by_hop(&mut h);
+        assert_eq!(h.keys().collect::<Vec<_>>(), [CACHE_CONTROL], "Connection names the field `close` too");
+
+        let mut h = HeaderMap::new();
+        h.insert(CONNECTION, HeaderValue::from_static("keep-alive, \"x-quoted\""));
+        h.insert(CACHE_CONTROL, HeaderValue::from_static("max-age=5"));
+        remove_hop_by_hop(&mut h);
+        assert_eq!(h.keys().collect::<Vec<_>>(), [CACHE_CONTROL]);
     }
 }

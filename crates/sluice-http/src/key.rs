@@ -31,9 +31,13 @@ pub fn primary_key(uri: &Uri) -> Option<String> {
     let query = uri.query();
     let mut key =
         String::with_capacity(scheme.len() + 3 + host_port.len() + path.len() + query.map_or(0, |q| q.len() + 1));
-    key.extend(scheme.chars().map(|c| c.to_ascii_lowercase()));
+    // Copied whole, then lowercased in place (not char by char).
+    key.push_str(scheme);
+    key.make_ascii_lowercase();
     key.push_str("://");
-    key.extend(host.chars().map(|c| c.to_ascii_lowercase()));
+    let host_start = key.len();
+    key.push_str(host);
+    key[host_start..].make_ascii_lowercase();
     if let Some(port) = port.filter(|p| !p.is_empty() && Some(*p) != default_port) {
         key.push(':');
         key.push_str(port);

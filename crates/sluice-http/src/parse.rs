@@ -23,7 +23,9 @@ pub(crate) fn trim_ows(s: &[u8]) -> &[u8] {
 
 /// `tchar` of RFC 9110 §5.6.2.
 pub(crate) fn is_tchar(b: u8) -> bool {
-    b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
+    // A `match` compiles to a range check and a bit test, not a scan of the symbols.
+    matches!(b, b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9'
+        | b'!' | b'#' | b'$' | b'%' | b'&' | b'\'' | b'*' | b'+' | b'-' | b'.' | b'^' | b'_' | b'`' | b'|' | b'~')
 }
 
 /// Splits one field line into the members of a comma-separated list (RFC 9110 §5.6.1).
@@ -119,6 +121,14 @@ pub(crate) fn list_members<'a>(headers: &'a http::HeaderMap, name: &http::header
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn rfc9110_5_6_2_tchar_is_alphanumeric_or_the_listed_symbols() {
+        for b in 0..=255u8 {
+            let expected = b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b);
+            assert_eq!(is_tchar(b), expected, "byte {b}");
+        }
+    }
 
     #[test]
     fn rfc9110_5_6_1_list_ignores_empty_members_and_ows() {

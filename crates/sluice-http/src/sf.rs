@@ -230,6 +230,27 @@ pub(crate) fn write_token_or_string(out: &mut String, s: &str) {
     out.push('"');
 }
 
+/// Appends `n` in decimal, `-` first when negative (an sf-integer's serialisation, RFC 8941
+/// §4.1.4, for values within its range), without going through `fmt`.
+pub(crate) fn write_integer(out: &mut String, n: i64) {
+    if n < 0 {
+        out.push('-');
+    }
+    let mut digits = [0u8; 20];
+    let mut start = digits.len();
+    let mut rest = n.unsigned_abs();
+    loop {
+        start -= 1;
+        digits[start] = b'0' + (rest % 10) as u8;
+        rest /= 10;
+        if rest == 0 {
+            break;
+        }
+    }
+    // ASCII digits: always UTF-8.
+    out.push_str(std::str::from_utf8(&digits[start..]).unwrap_or_default());
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -295,5 +316,14 @@ mod tests {
         out.push('|');
         write_token_or_string(&mut out, "");
         assert_eq!(out, r#"Sluice|"my cache \"1\"\\"|"1abc"|"""#);
+    }
+
+    #[test]
+    fn rfc8941_4_1_4_integer_serialisation() {
+        for n in [0, 7, -7, 200, 504, 3600, -3600, 999_999_999_999_999, -999_999_999_999_999, i64::MAX, i64::MIN] {
+            let mut out = String::from("x=");
+            write_integer(&mut out, n);
+            assert_eq!(out, format!("x={n}"));
+        }
     }
 }

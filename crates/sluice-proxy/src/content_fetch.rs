@@ -80,7 +80,14 @@ pub async fn fetch_as(state: &Arc<State>, request: Request<()>, mode: Mode) -> F
         if let Some(local) = module_phase!(txn, true, |m, info| m.req_headers(info, &mut parts))?.respond {
             return Ok(respond::local(state, *local));
         }
-        let conn = ConnInfo { client: INTERNAL, mode, tls: false, allowed: true, zero_copy: None };
+        let conn = ConnInfo {
+            client: INTERNAL,
+            client_ip: crate::service::client_ip_value(INTERNAL.ip()),
+            mode,
+            tls: false,
+            allowed: true,
+            zero_copy: None,
+        };
         let resolved = crate::service::resolve_target(state, &conn, &parts)?;
         if state.access_log.is_some() {
             txn.url = resolved.uri.to_string();
@@ -95,7 +102,7 @@ pub async fn fetch_as(state: &Arc<State>, request: Request<()>, mode: Mode) -> F
             uri: resolved.uri,
             client: parts,
             host: resolved.host,
-            client_addr: INTERNAL.ip(),
+            client_ip: conn.client_ip.clone(),
             client_tls: false,
             reverse,
         };

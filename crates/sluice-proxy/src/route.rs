@@ -2,7 +2,9 @@
 
 use crate::config::RouteConfig;
 use crate::source::FileSource;
+use crate::upstream::Target;
 use http::uri::{Authority, Scheme};
+use http::HeaderValue;
 use std::sync::Arc;
 
 /// A parsed origin base URL.
@@ -12,6 +14,10 @@ pub struct Origin {
     pub authority: Authority,
     /// Path that replaces the matched prefix (no trailing `/`; empty for none).
     pub base_path: String,
+    /// Where its requests go (`Target::of` any URI under it), computed once.
+    pub target: Target,
+    /// The authority as a `Host` value, computed once.
+    pub host: HeaderValue,
 }
 
 impl Origin {
@@ -28,7 +34,9 @@ impl Origin {
             return Err(format!("origin `{text}` must not have a query"));
         }
         let base_path = uri.path().trim_end_matches('/').to_owned();
-        Ok(Self { scheme, authority, base_path })
+        let target = Target::of(&uri).ok_or_else(|| format!("origin `{text}` needs a host"))?;
+        let host = HeaderValue::from_str(authority.as_str()).map_err(|e| format!("origin `{text}`: {e}"))?;
+        Ok(Self { scheme, authority, base_path, target, host })
     }
 }
 
@@ -180,5 +188,17 @@ mod tests {
         assert!(Origin::parse("ftp://x").is_err());
         assert!(Origin::parse("localhost:80").is_err());
         assert!(Origin::parse("https://x:8443").is_ok());
+    }
+
+    #[test]
+    fn an_origin_knows_its_target_and_host_as_its_uris_would() {
+        for text in ["http://Static.Example:8080/assets", "https://[::1]", "http://x"] {
+            let routes = Routes::new(&[route(None, "/", text)]).unwrap();
+            let r = routes.find(None, "/a").unwrap();
+            let origin = origin_of(r);
+            let uri = r.target(origin, "/a?b").unwrap();
+            assert_eq!(Some(origin.target.clone()), Target::of(&uri), "{text}");
+            assert_eq!(origin.host, uri.authority().unwrap().as_str(), "{text}");
+        }
     }
 }

@@ -174,6 +174,7 @@ async fn accept_loop(
         let queue = zero_copy.then(SendfileQueue::default);
         let conn = Arc::new(ConnInfo {
             client,
+            client_ip: service::client_ip_value(client.ip()),
             mode: lc.mode,
             tls: tls.is_some(),
             allowed: state.client_acl.allows(client.ip()),

@@ -10,12 +10,13 @@ use crate::source::Dest;
 use crate::state::State;
 use crate::txn::{module_phase, Txn};
 use crate::upstream::Target;
-use http::header::{self, HeaderMap, HeaderValue};
+use bytes::BytesMut;
+use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::{request, Method, Request, Response, StatusCode, Uri, Version};
 use hyper::body::Incoming;
 use sluice_http::cache_status::Fwd;
 use std::convert::Infallible;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
@@ -23,6 +24,9 @@ use std::sync::Arc;
 #[derive(Debug, Clone)]
 pub struct ConnInfo {
     pub client: SocketAddr,
+    /// The client's IP address as a field value ([`client_ip_value`]), for `X-Forwarded-For`:
+    /// formatted once per connection, not per request.
+    pub client_ip: HeaderValue,
     pub mode: Mode,
     pub tls: bool,
     /// The client passed the listener ACL.
@@ -31,6 +35,16 @@ pub struct ConnInfo {
     /// [`crate::zero_copy`]).
     pub zero_copy: Option<crate::zero_copy::SendfileQueue>,
 }
+
+/// The text of `ip` as a header field value.
+pub fn client_ip_value(ip: IpAddr) -> HeaderValue {
+    // An IP address's text is ASCII digits, hex letters, `.` and `:`: always a valid value.
+    HeaderValue::try_from(ip.to_string()).unwrap_or_else(|_| HeaderValue::from_static("unknown"))
+}
+
+/// `X-Forwarded-For` and `X-Forwarded-Proto`, as constants (no name parsing per request).
+const X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
+const X_FORWARDED_PROTO: HeaderName = HeaderName::from_static("x-forwarded-proto");
 
 /// A request on its way to an origin.
 #[derive(Debug)]
@@ -43,8 +57,9 @@ pub struct Forward {
     pub client: request::Parts,
     /// The `Host` to send to the origin.
     pub host: HeaderValue,
-    /// The client's address and whether it came over TLS (`X-Forwarded-*`).
-    pub client_addr: std::net::IpAddr,
+    /// The client's IP address as text ([`ConnInfo::client_ip`]) and whether it came over
+    /// TLS (`X-Forwarded-*`).
+    pub client_ip: HeaderValue,
     pub client_tls: bool,
     /// Reached through a reverse-proxy route (`CDN-Cache-Control` applies).
     pub reverse: bool,
@@ -72,16 +87,23 @@ impl Forward {
             headers.append(header::VIA, state.via(self.client.version));
         }
         if state.config.headers.x_forwarded_for {
-            let client = self.client_addr.to_string();
-            let value = match headers.get("x-forwarded-for").and_then(|v| v.to_str().ok()) {
-                Some(prior) => format!("{prior}, {client}"),
-                None => client,
+            // A prior value that is not visible ASCII is replaced, not extended.
+            let value = match headers.get(&X_FORWARDED_FOR).filter(|prior| prior.to_str().is_ok()) {
+                Some(prior) => {
+                    let client = self.client_ip.as_bytes();
+                    let mut joined = BytesMut::with_capacity(prior.len() + 2 + client.len());
+                    joined.extend_from_slice(prior.as_bytes());
+                    joined.extend_from_slice(b", ");
+                    joined.extend_from_slice(client);
+                    HeaderValue::from_maybe_shared(joined.freeze()).ok()
+                }
+                None => Some(self.client_ip.clone()),
             };
-            if let Ok(value) = HeaderValue::from_str(&value) {
-                headers.insert("x-forwarded-for", value);
+            if let Some(value) = value {
+                headers.insert(X_FORWARDED_FOR, value);
             }
             let proto = if self.client_tls { "https" } else { "http" };
-            headers.entry("x-forwarded-proto").or_insert(HeaderValue::from_static(proto));
+            headers.entry(X_FORWARDED_PROTO).or_insert(HeaderValue::from_static(proto));
         }
         headers
     }
@@ -184,7 +206,7 @@ async fn route(
         (route, client_url(conn, &parts), parts.headers.clone())
     });
     let forward =
-        Forward { target, uri, client: parts, host, client_addr: conn.client.ip(), client_tls: conn.tls, reverse };
+        Forward { target, uri, client: parts, host, client_ip: conn.client_ip.clone(), client_tls: conn.tls, reverse };
     if forward.client.method.as_str() == "PURGE" {
         return purge(state, conn, &forward).map(Routed::Response);
     }
@@ -304,11 +326,11 @@ pub(crate) fn resolve_target(state: &State, conn: &ConnInfo, parts: &request::Pa
             let uri = route
                 .target(origin, path_and_query)
                 .map_err(|e| ProxyError::bad_request("cannot map the request URI").with_cause(e))?;
-            let target =
-                Target::of(&uri).ok_or_else(|| ProxyError::new(Kind::Internal, Side::Proxy, "route without target"))?;
+            // The URI's scheme and authority are the origin's: its precomputed target and Host.
+            let target = origin.target.clone();
             let host = match (route.preserve_host, parts.headers.get(header::HOST)) {
                 (true, Some(h)) => h.clone(),
-                _ => authority_value(&uri)?,
+                _ => origin.host.clone(),
             };
             let esi = route.esi.clone();
             return Ok(Resolved { target: Dest::Origin(target), uri, reverse: true, host, esi });
@@ -373,14 +395,13 @@ fn answer_max_forwards(state: &State, parts: &mut request::Parts) -> Result<Opti
 
 /// The request head for the origin: method, origin-form URI of `uri`, outgoing fields.
 pub fn origin_request(uri: &Uri, method: Method, headers: HeaderMap) -> Result<request::Parts, ProxyError> {
-    let path = uri.path_and_query().map_or("/", |p| p.as_str());
-    let (mut parts, ()) = Request::builder()
-        .method(method)
-        .uri(path)
-        .version(Version::HTTP_11)
-        .body(())
-        .map_err(|e| ProxyError::bad_request("cannot build the origin request").with_cause(e))?
-        .into_parts();
+    // The origin-form target is the path and query already parsed: cloned (shared bytes),
+    // not written out and parsed again.
+    let target = uri.path_and_query().map_or_else(|| Uri::from_static("/"), |pq| Uri::from(pq.clone()));
+    let (mut parts, ()) = Request::new(()).into_parts();
+    parts.method = method;
+    parts.uri = target;
+    parts.version = Version::HTTP_11;
     parts.headers = headers;
     Ok(parts)
 }
@@ -474,6 +495,16 @@ mod tests {
         h.append(header::VIA, HeaderValue::from_static("1.1 upstream, 1.1 Sluice (x)"));
         assert!(via_has(&h, "sluice"));
         assert!(!via_has(&h, "other"));
+    }
+
+    #[test]
+    fn origin_requests_carry_the_origin_form_target() {
+        for (uri, target) in [("http://h:81/a/b?x=1&y", "/a/b?x=1&y"), ("http://h", "/"), ("https://h/", "/")] {
+            let parts = origin_request(&uri.parse().unwrap(), Method::GET, HeaderMap::new()).unwrap();
+            assert_eq!(parts.uri.path_and_query().map(|p| p.as_str()), Some(target), "{uri}");
+            assert_eq!(parts.uri.authority(), None);
+            assert_eq!(parts.version, Version::HTTP_11);
+        }
     }
 
     #[test]

@@ -84,7 +84,7 @@ impl PooledBody {
         self.remaining = Remaining::Done;
         if let Some(conn) = self.conn.take() {
             if self.home.keep_alive {
-                self.home.upstream.checkin(self.home.target.clone(), conn);
+                self.home.upstream.checkin(&self.home.target, conn);
             }
         }
     }

@@ -5,6 +5,7 @@
 use bytes::{Buf, Bytes, BytesMut};
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::{request, response, Method, Response, StatusCode, Version};
+use std::mem::MaybeUninit;
 
 /// The largest response head accepted (status line and fields).
 pub const MAX_HEAD: usize = 64 * 1024;
@@ -87,28 +88,49 @@ pub fn encode_request_head(parts: &request::Parts, framing: RequestFraming, out:
 
 /// Parses a response head at the start of `buf`. `Ok(None)` means more bytes are needed;
 /// on success the head's bytes are consumed from `buf`.
+///
+/// The head's bytes are copied once into a buffer of their own, and every field value is a
+/// slice of it (no allocation per value, as in hyper's client). The values do not share
+/// `buf`'s allocation: a cached response's fields keep alive only its head, never a
+/// connection's read buffer.
 pub fn parse_response_head(buf: &mut BytesMut, method: &Method) -> Result<Option<ResponseHead>, WireError> {
-    let mut fields = [httparse::EMPTY_HEADER; MAX_FIELDS];
-    let mut parsed = httparse::Response::new(&mut fields);
-    let len = match parsed.parse(buf) {
-        Ok(httparse::Status::Complete(len)) => len,
-        Ok(httparse::Status::Partial) if buf.len() > MAX_HEAD => return Err(WireError("response head too large")),
-        Ok(httparse::Status::Partial) => return Ok(None),
-        Err(httparse::Error::TooManyHeaders) => return Err(WireError("too many response fields")),
-        Err(_) => return Err(WireError("malformed response head")),
-    };
-    if len > MAX_HEAD {
-        return Err(WireError("response head too large"));
+    if buf.is_empty() {
+        // The first call of an exchange, before anything was read.
+        return Ok(None);
     }
-    let status = parsed.code.and_then(|c| StatusCode::from_u16(c).ok()).ok_or(WireError("invalid status code"))?;
-    let version = if parsed.version == Some(0) { Version::HTTP_10 } else { Version::HTTP_11 };
-    let mut headers = HeaderMap::with_capacity(parsed.headers.len());
-    for field in parsed.headers.iter() {
-        let name = HeaderName::from_bytes(field.name.as_bytes()).map_err(|_| WireError("invalid field name"))?;
-        let value = HeaderValue::from_bytes(field.value).map_err(|_| WireError("invalid field value"))?;
+    let mut spans = [FieldSpan::default(); MAX_FIELDS];
+    let (len, status, version, count) = {
+        let mut fields = [const { MaybeUninit::<httparse::Header<'_>>::uninit() }; MAX_FIELDS];
+        let mut parsed = httparse::Response::new(&mut []);
+        let len =
+            match httparse::ParserConfig::default().parse_response_with_uninit_headers(&mut parsed, buf, &mut fields) {
+                Ok(httparse::Status::Complete(len)) => len,
+                Ok(httparse::Status::Partial) if buf.len() > MAX_HEAD => {
+                    return Err(WireError("response head too large"))
+                }
+                Ok(httparse::Status::Partial) => return Ok(None),
+                Err(httparse::Error::TooManyHeaders) => return Err(WireError("too many response fields")),
+                Err(_) => return Err(WireError("malformed response head")),
+            };
+        if len > MAX_HEAD {
+            return Err(WireError("response head too large"));
+        }
+        let status = parsed.code.and_then(|c| StatusCode::from_u16(c).ok()).ok_or(WireError("invalid status code"))?;
+        let version = if parsed.version == Some(0) { Version::HTTP_10 } else { Version::HTTP_11 };
+        for (field, span) in parsed.headers.iter().zip(&mut spans) {
+            *span = FieldSpan::of(buf, field);
+        }
+        (len, status, version, parsed.headers.len())
+    };
+    let head = Bytes::copy_from_slice(&buf[..len]);
+    buf.advance(len);
+    let mut headers = HeaderMap::with_capacity(count);
+    for span in &spans[..count] {
+        let name = HeaderName::from_bytes(&head[span.name()]).map_err(|_| WireError("invalid field name"))?;
+        let value =
+            HeaderValue::from_maybe_shared(head.slice(span.value())).map_err(|_| WireError("invalid field value"))?;
         headers.append(name, value);
     }
-    buf.advance(len);
     let (mut parts, ()) = Response::new(()).into_parts();
     parts.status = status;
     parts.version = version;
@@ -116,6 +138,34 @@ pub fn parse_response_head(buf: &mut BytesMut, method: &Method) -> Result<Option
     let (framing, ambiguous) = response_framing(method, status, &parts.headers)?;
     let keep_alive = framing != Framing::UntilClose && !ambiguous && persistent(version, &parts.headers);
     Ok(Some(ResponseHead { parts, framing, keep_alive }))
+}
+
+/// Where a parsed field's name and value lie in the head, as offsets from its start (a head
+/// is at most [`MAX_HEAD`] bytes, so they fit in `u32`): recorded while httparse's borrowed
+/// parse is alive, used to slice the head's own copy afterwards.
+#[derive(Debug, Clone, Copy, Default)]
+struct FieldSpan {
+    name: (u32, u32),
+    value: (u32, u32),
+}
+
+impl FieldSpan {
+    /// The span of `field`, which httparse borrowed from `head`.
+    fn of(head: &[u8], field: &httparse::Header<'_>) -> Self {
+        let offset = |part: &[u8]| {
+            let start = part.as_ptr() as usize - head.as_ptr() as usize;
+            (start as u32, (start + part.len()) as u32)
+        };
+        Self { name: offset(field.name.as_bytes()), value: offset(field.value) }
+    }
+
+    fn name(&self) -> std::ops::Range<usize> {
+        self.name.0 as usize..self.name.1 as usize
+    }
+
+    fn value(&self) -> std::ops::Range<usize> {
+        self.value.0 as usize..self.value.1 as usize
+    }
 }
 
 /// The framing of a response body (RFC 9112 §6.3), and whether it was ambiguous

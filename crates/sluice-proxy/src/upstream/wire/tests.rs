@@ -86,6 +86,22 @@ fn head_parsing_consumes_exactly_the_head() {
     assert_eq!(head.parts.headers["x-a"], "b");
 }
 
+#[test]
+fn head_fields_keep_their_values_and_not_the_read_buffer() {
+    let raw = "HTTP/1.1 200 OK\r\nContent-Length: 0\r\nX-Custom-Name:  spaced value\r\nX-Empty:\r\nSet-Cookie: a=1\r\nset-cookie: b=2\r\n\r\n";
+    let mut buf = BytesMut::with_capacity(4096);
+    buf.extend_from_slice(raw.as_bytes());
+    let head = parse_response_head(&mut buf, &Method::GET).unwrap().unwrap();
+    let h = &head.parts.headers;
+    assert_eq!(h["content-length"], "0");
+    assert_eq!(h["x-custom-name"], "spaced value");
+    assert_eq!(h["x-empty"], "");
+    let cookies: Vec<_> = h.get_all("set-cookie").iter().collect();
+    assert_eq!(cookies, ["a=1", "b=2"]);
+    assert!(buf.is_empty());
+    assert!(buf.try_reclaim(4096), "the fields must not share the connection's read buffer");
+}
+
 fn decode_all(decoder: &mut ChunkedDecoder, buf: &mut BytesMut) -> Vec<u8> {
     let mut body = Vec::new();
     while let Some(data) = decoder.decode(buf).unwrap() {
