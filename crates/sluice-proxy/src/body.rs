@@ -34,11 +34,16 @@ pub enum OutBody {
     /// A whole body, buffered for the modules (taken when sent).
     Full(Option<Bytes>),
     /// The part of the client's body already read, then the rest of it (a buffering
-    /// module that failed open).
-    Prefixed {
-        prefix: Option<Bytes>,
-        rest: Incoming,
-    },
+    /// module that failed open). Boxed: rare, and it would make every request body larger.
+    Prefixed(Box<PrefixedBody>),
+}
+
+/// See [`OutBody::Prefixed`].
+#[derive(Debug)]
+pub struct PrefixedBody {
+    /// Taken when sent.
+    pub prefix: Option<Bytes>,
+    pub rest: Incoming,
 }
 
 impl Body for OutBody {
@@ -51,9 +56,9 @@ impl Body for OutBody {
             OutBody::Client(body) => Pin::new(body).poll_frame(cx).map_err(Into::into),
             OutBody::Phased(body) => Pin::new(body.as_mut()).poll_frame(cx),
             OutBody::Full(data) => Poll::Ready(data.take().map(|d| Ok(Frame::data(d)))),
-            OutBody::Prefixed { prefix, rest } => match prefix.take() {
+            OutBody::Prefixed(body) => match body.prefix.take() {
                 Some(data) => Poll::Ready(Some(Ok(Frame::data(data)))),
-                None => Pin::new(rest).poll_frame(cx).map_err(Into::into),
+                None => Pin::new(&mut body.rest).poll_frame(cx).map_err(Into::into),
             },
         }
     }
@@ -64,7 +69,7 @@ impl Body for OutBody {
             OutBody::Client(body) => body.is_end_stream(),
             OutBody::Phased(body) => body.is_end_stream(),
             OutBody::Full(data) => data.as_ref().is_none_or(Bytes::is_empty),
-            OutBody::Prefixed { prefix, rest } => prefix.is_none() && rest.is_end_stream(),
+            OutBody::Prefixed(body) => body.prefix.is_none() && body.rest.is_end_stream(),
         }
     }
 
@@ -74,9 +79,9 @@ impl Body for OutBody {
             OutBody::Client(body) => body.size_hint(),
             OutBody::Phased(body) => body.size_hint(),
             OutBody::Full(data) => SizeHint::with_exact(data.as_ref().map_or(0, |d| d.len() as u64)),
-            OutBody::Prefixed { prefix, rest } => {
-                let read = prefix.as_ref().map_or(0, |p| p.len() as u64);
-                let rest = rest.size_hint();
+            OutBody::Prefixed(body) => {
+                let read = body.prefix.as_ref().map_or(0, |p| p.len() as u64);
+                let rest = body.rest.size_hint();
                 match rest.exact() {
                     Some(n) => SizeHint::with_exact(read + n),
                     None => SizeHint::default(),

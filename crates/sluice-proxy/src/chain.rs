@@ -381,10 +381,25 @@ impl SharedChain {
         match progress {
             Progress::Finished => PhaseStart::Ready(Ok(outcome)),
             Progress::Failed(failure) => PhaseStart::Ready(Err(failure)),
-            Progress::Deferred(deferred) => {
-                PhaseStart::Waiting(Box::pin(self.wait_and_resume(*deferred, allow_respond, call, outcome)))
-            }
+            Progress::Deferred(deferred) => self.waiting(*deferred, allow_respond, call, outcome),
         }
+    }
+
+    /// The rest of a phase a module deferred, boxed; out of line, so that the common case
+    /// (every module answered at once) keeps a small frame.
+    #[cold]
+    #[inline(never)]
+    fn waiting<'a, F>(
+        &'a mut self,
+        deferred: Deferred,
+        allow_respond: bool,
+        call: F,
+        outcome: PhaseOutcome,
+    ) -> PhaseStart<'a>
+    where
+        F: FnMut(&mut dyn ModuleTxn) -> Flow + Send + 'a,
+    {
+        PhaseStart::Waiting(Box::pin(self.wait_and_resume(deferred, allow_respond, call, outcome)))
     }
 
     /// The waiting path of [`Self::start_phase`]: awaits the deferred work of one module,

@@ -3,7 +3,7 @@
 //! when a module asked to buffer it at `req_headers` ([`buffer`], before anything is sent,
 //! so that the module may still answer locally or defer).
 
-use crate::body::{BoxError, OutBody};
+use crate::body::{BoxError, OutBody, PrefixedBody};
 use crate::chain::SharedChain;
 use crate::error::ProxyError;
 use crate::txn::{module_phase, Txn};
@@ -143,7 +143,8 @@ pub async fn buffer(txn: &mut Txn, mut body: Incoming, max: usize) -> Result<Buf
                 .fail_buffering(&format!("buffered request body exceeds {max} bytes"))
                 .map_err(crate::txn::module_error)?;
             whole.extend_from_slice(&data);
-            return Ok(Buffered::Body(OutBody::Prefixed { prefix: Some(whole.freeze()), rest: body }));
+            let prefixed = PrefixedBody { prefix: Some(whole.freeze()), rest: body };
+            return Ok(Buffered::Body(OutBody::Prefixed(Box::new(prefixed))));
         }
         whole.extend_from_slice(&data);
     }
