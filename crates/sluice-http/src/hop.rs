@@ -64,8 +64,9 @@ pub fn remove_hop_by_hop(headers: &mut HeaderMap) {
 
 /// True when every member of every `Connection` line is one of [`HOP_BY_HOP`] (ASCII
 /// case-insensitively), or `close` with no field of that name present, so removing the fixed
-/// fields also removes every field `Connection` names. Splits on commas without building a list; a member holding anything
-/// else (a quote included) answers false, leaving the exact parse to [`connection_listed`].
+/// fields also removes every field `Connection` names. Splits on commas without building a
+/// list; a member holding anything else (a quote included) answers false, leaving the exact
+/// parse to [`connection_listed`].
 fn connection_lists_only_fixed_names(headers: &HeaderMap) -> bool {
     headers.get_all(CONNECTION).iter().all(|value| {
         value.as_bytes().split(|&b| b == b',').map(trim_ows).all(|member| {
