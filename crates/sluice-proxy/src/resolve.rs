@@ -12,20 +12,25 @@ use std::sync::Arc;
 pub enum Resolved {
     /// Connect as the destination says (the system resolver decides).
     Unchanged,
-    /// Connect to the origin at the addresses a module pinned.
-    Pinned(Dest),
+    /// Connect to the origin at the addresses a module pinned (boxed: the caller keeps it
+    /// across the origin exchange, and an inline `Dest` would enlarge every caller's future).
+    Pinned(Box<Dest>),
     /// A module answered the request itself.
     Respond(Box<LocalResponse>),
 }
 
 /// Runs the `resolve` phase for a request about to go to `dest`. Only origins resolve: a
 /// file source, or a transaction no module takes part in, is [`Resolved::Unchanged`] at no
-/// cost.
+/// cost (the phase itself is boxed, so it adds a pointer, not its state, to the caller's
+/// future).
 pub async fn resolve(txn: &mut Txn, dest: &Dest) -> Result<Resolved, ProxyError> {
-    let Dest::Origin(target) = dest else { return Ok(Resolved::Unchanged) };
-    if txn.modules.is_empty() {
-        return Ok(Resolved::Unchanged);
+    match dest {
+        Dest::Origin(target) if !txn.modules.is_empty() => Box::pin(run(txn, target)).await,
+        _ => Ok(Resolved::Unchanged),
     }
+}
+
+async fn run(txn: &mut Txn, target: &crate::upstream::Target) -> Result<Resolved, ProxyError> {
     let resolution = Resolution::new(&target.host, target.port);
     if let Some(local) = module_phase!(txn, true, |m, info| m.resolve(info, &resolution))?.respond {
         return Ok(Resolved::Respond(local));
@@ -36,5 +41,5 @@ pub async fn resolve(txn: &mut Txn, dest: &Dest) -> Result<Resolved, ProxyError>
     }
     let mut pinned = target.clone();
     pinned.pinned = Some(Arc::from(addrs));
-    Ok(Resolved::Pinned(Dest::Origin(pinned)))
+    Ok(Resolved::Pinned(Box::new(Dest::Origin(pinned))))
 }

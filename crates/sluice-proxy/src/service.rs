@@ -213,7 +213,8 @@ async fn route(
     let body = match requested.buffer {
         // A module asked for the whole request body at `req_headers` (req_body.rs).
         Some(max) if !http_body::Body::is_end_stream(&body) => {
-            match within_deadline(state, crate::req_body::buffer(txn, body, max)).await? {
+            // Boxed: rare, and its state would otherwise enlarge every request's future.
+            match within_deadline(state, Box::pin(crate::req_body::buffer(txn, body, max))).await? {
                 crate::req_body::Buffered::Body(body) => body,
                 crate::req_body::Buffered::Respond(local) => {
                     return Ok(Routed::Response(respond::local(state, *local)))

@@ -37,13 +37,23 @@ use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 
 /// Where a request goes: scheme, host and port, and the addresses a module pinned the host
 /// to (its `resolve` phase); connections are pooled per target, so pinned ones apart.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Target {
     pub https: bool,
     pub host: String,
     pub port: u16,
     /// Connect to these, in order, instead of resolving `host` (TLS still names `host`).
     pub pinned: Option<Arc<[SocketAddr]>>,
+}
+
+/// Hashes scheme, host and port only: a pinned target shares its host's bucket in the pool
+/// map and `Eq` tells them apart, so the common unpinned key hashes no extra field.
+impl std::hash::Hash for Target {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.https.hash(state);
+        self.host.hash(state);
+        self.port.hash(state);
+    }
 }
 
 impl Target {
