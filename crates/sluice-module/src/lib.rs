@@ -85,8 +85,8 @@ pub enum Flow {
     /// end of the transaction as usual).
     Done,
     /// Answer the client with this response instead. Honoured in request phases
-    /// (`req_headers`, `req_body`, `cache_lookup`, `resolve`, `req_out`); elsewhere it is logged and
-    /// treated as `Continue`.
+    /// (`req_headers`, `req_body`, `cache_lookup`, `resolve`, `req_out`; `req_body` only when
+    /// buffered); elsewhere it is logged and treated as `Continue`.
     Respond(LocalResponse),
     /// Hold the message (from a headers phase, `req_headers` or `client_resp_headers`:
     /// headers included) until its whole body has arrived, at most `max` bytes, then call
