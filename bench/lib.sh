@@ -5,6 +5,8 @@
 #   PIDS+=("$!")        after starting a process: stopped (TERM, then KILL) on exit
 #   wait_port PORT      until something accepts on 127.0.0.1:PORT (10 s at most)
 #   sluice_binary       sets SLUICE_BIN (built from SLUICE_SRC unless given) and SLUICE_DESC
+#   install_missing PKG...   apt-get installs these Debian packages (none: nothing); dies
+#                       instead when NO_INSTALL=1 (uses the sourcing script's die())
 #   KEEP_TMP=1          keep $TMP instead of removing it on exit
 
 PIDS=() # every process this script started, stopped by PID on exit
@@ -55,4 +57,14 @@ sluice_binary() {
         SLUICE_DESC="sluice prebuilt $SLUICE_BIN${rev:+ (tree at $rev)}"
     fi
     [[ -x $SLUICE_BIN ]] || die "no sluice binary at $SLUICE_BIN"
+}
+
+install_missing() {
+    (($#)) || return 0
+    [[ ${NO_INSTALL:-0} == 1 ]] && die "missing: $*"
+    log "installing $*"
+    local sudo=""
+    [[ $(id -u) == 0 ]] || sudo=sudo
+    $sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "$@" >/dev/null
 }

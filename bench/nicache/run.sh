@@ -89,14 +89,8 @@ command -v ss >/dev/null || missing+=(iproute2)
 GO=$(command -v go || true)
 [[ -z $GO && -x /usr/local/go/bin/go ]] && GO=/usr/local/go/bin/go
 [[ -n $GO ]] || missing+=(golang-go)
-if ((${#missing[@]})); then
-    [[ ${NO_INSTALL:-0} == 1 ]] && die "missing: ${missing[*]}"
-    log "installing ${missing[*]}"
-    SUDO=""; [[ $(id -u) == 0 ]] || SUDO=sudo
-    $SUDO apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
-    [[ -n $GO ]] || GO=$(command -v go)
-fi
+install_missing "${missing[@]}"
+[[ -n $GO ]] || GO=$(command -v go)
 
 SLUICE_BIN_GIVEN=${SLUICE_BIN:-}
 sluice_binary

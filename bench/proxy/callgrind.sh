@@ -57,13 +57,7 @@ missing=()
 command -v valgrind >/dev/null || missing+=(valgrind)
 command -v nginx >/dev/null || missing+=(nginx-light)
 command -v curl >/dev/null || missing+=(curl)
-if ((${#missing[@]})); then
-    [[ ${NO_INSTALL:-0} == 1 ]] && die "missing: ${missing[*]}"
-    log "installing ${missing[*]}"
-    SUDO=""; [[ $(id -u) == 0 ]] || SUDO=sudo
-    $SUDO apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
-fi
+install_missing "${missing[@]}"
 NGINX=$(command -v nginx)
 if [[ " $PROXIES " == *" sluice "* && ! -x $SLUICE ]]; then
     log "building sluice (cargo build --release -p sluice)"

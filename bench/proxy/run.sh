@@ -79,13 +79,7 @@ command -v wrk >/dev/null || missing+=(wrk)
 command -v nginx >/dev/null || missing+=(nginx-light)
 command -v curl >/dev/null || missing+=(curl)
 command -v pgrep >/dev/null || missing+=(procps)
-if ((${#missing[@]})); then
-    [[ ${NO_INSTALL:-0} == 1 ]] && die "missing: ${missing[*]}"
-    log "installing ${missing[*]}"
-    SUDO=""; [[ $(id -u) == 0 ]] || SUDO=sudo
-    $SUDO apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
-fi
+install_missing "${missing[@]}"
 NGINX=$(command -v nginx)
 
 sluice_binary
