@@ -373,18 +373,8 @@ fn meta_freshness(meta: &ObjectMeta, now: SystemTime) -> StoredFreshness<'_> {
 /// no body to send instead).
 fn confirmed(state: &State, txn: &mut Txn, client: &request::Parts, meta: &ObjectMeta) -> Option<Response<ProxyBody>> {
     let now = state.clock.now();
-    let cs = CacheStatus {
-        fwd: Some(Fwd::Stale),
-        fwd_status: Some(304),
-        ttl: Some(meta_freshness(meta, now).ttl_secs()),
-        detail: Some("suspended"),
-        ..Default::default()
-    };
-    let empty = sluice_store::StoredBody::new(Vec::new());
-    let (response, pre) = respond::from_object(state, client, meta, ObjectBody::Stored(&empty), &cs, now);
-    if pre != Precondition::NotModified {
-        return None;
-    }
+    let cs = CacheStatus { fwd: Some(Fwd::Stale), fwd_status: Some(304), ..Default::default() };
+    let response = suspended_not_modified(state, client, meta, cs, now)?;
     txn.code = ResultCode::RefreshUnmodified;
     Some(response)
 }
@@ -399,20 +389,26 @@ fn suspended_hit(
     meta: &ObjectMeta,
     now: SystemTime,
 ) -> Option<Response<ProxyBody>> {
-    let cs = CacheStatus {
-        hit: true,
-        ttl: Some(meta_freshness(meta, now).ttl_secs()),
-        detail: Some("suspended"),
-        ..Default::default()
-    };
-    let empty = sluice_store::StoredBody::new(Vec::new());
-    let (response, pre) = respond::from_object(state, client, meta, ObjectBody::Stored(&empty), &cs, now);
-    if pre != Precondition::NotModified {
-        return None;
-    }
+    let response = suspended_not_modified(state, client, meta, CacheStatus { hit: true, ..Default::default() }, now)?;
     txn.code = ResultCode::ImsHit;
     state.metrics.suspended_hits.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     Some(response)
+}
+
+/// A suspended entry's 304 for the client's conditional, with `cs` completed by the entry's
+/// TTL and `detail=suspended`; `None` when the conditional does not evaluate to 304.
+fn suspended_not_modified(
+    state: &State,
+    client: &request::Parts,
+    meta: &ObjectMeta,
+    mut cs: CacheStatus,
+    now: SystemTime,
+) -> Option<Response<ProxyBody>> {
+    cs.ttl = Some(meta_freshness(meta, now).ttl_secs());
+    cs.detail = Some("suspended");
+    let empty = sluice_store::StoredBody::new(Vec::new());
+    let (response, pre) = respond::from_object(state, client, meta, ObjectBody::Stored(&empty), &cs, now);
+    (pre == Precondition::NotModified).then_some(response)
 }
 
 /// A fresh hit streamed from its file in the disk tier (too large to promote).
