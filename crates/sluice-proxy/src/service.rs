@@ -210,9 +210,10 @@ async fn route(
     if forward.client.method.as_str() == "PURGE" {
         return purge(state, conn, &forward).map(Routed::Response);
     }
+    let has_body = !http_body::Body::is_end_stream(&body);
     let body = match requested.buffer {
         // A module asked for the whole request body at `req_headers` (req_body.rs).
-        Some(max) if !http_body::Body::is_end_stream(&body) => {
+        Some(max) if has_body => {
             // Boxed: rare, and its state would otherwise enlarge every request's future.
             match within_deadline(state, Box::pin(crate::req_body::buffer(txn, body, max))).await? {
                 crate::req_body::Buffered::Body(body) => body,
@@ -221,8 +222,8 @@ async fn route(
                 }
             }
         }
-        _ if http_body::Body::is_end_stream(&body) => OutBody::Empty,
-        _ => OutBody::Client(body),
+        _ if has_body => OutBody::Client(body),
+        _ => OutBody::Empty,
     };
     let cacheable = state.config.cache.enabled && crate::cache_flow::applies(&forward.client, &body);
     let key = if cacheable { sluice_http::key::primary_key(&forward.uri) } else { None };
