@@ -3,11 +3,12 @@
 #
 # Fields of the 4th column: requests rps p50_ms p99_ms errors cpu_s origin_requests sluice_hits
 # Proxies named sluice* are Sluice variants (sluice: memory tier; sluice-disk: large objects on
-# the disk tier, sent with sendfile); every variant gets a ratio to every nginx.
+# the disk tier, sent with sendfile; sluice-pipe: sluice with pipelining to the origin); every
+# variant gets a ratio to every nginx.
 
 # The issues' targets, as sluice-variant/nginx requests per CPU second (0: none).
 function target(v, s) {
-    if (v == "sluice") return (s == "hit-1k" || s == "hit-16k") ? 1.3 : s == "hit-256k" ? 1.0 : s == "pass-1k" ? 1.2 : 0
+    if (v == "sluice" || v == "sluice-pipe") return (s == "hit-1k" || s == "hit-16k") ? 1.3 : s == "hit-256k" ? 1.0 : s == "pass-1k" ? 1.2 : 0
     if (v == "sluice-disk") return s == "hit-4m" ? 1.0 : 0
     return 0
 }

@@ -20,16 +20,17 @@
 #                    (all rounds are in the .tsv next to the report). Default total: ~5.5 min
 #                    (3 proxies x 6 scenarios x 3 rounds x 6 s) plus the build
 #   SCENARIOS="hit-1k hit-16k hit-256k hit-4m pass-1k pass-256k"
-#   PROXIES="nginx nginx-ofc sluice sluice-disk"
+#   PROXIES="nginx nginx-ofc sluice sluice-disk sluice-pipe"
 #                    nginx: proxy_cache as the issue describes it, on Debian's defaults
 #                    (sendfile on, tcp_nopush on); nginx-ofc: the same plus open_file_cache, a
 #                    common tuning that saves the open/fstat/close of the cache file on each hit;
 #                    sluice: the proxy under test, memory tier only; sluice-disk: Sluice with a
 #                    disk tier holding objects over 1 MiB (cache.max_object = 1MiB), so 4 MiB
-#                    hits are disk hits sent with sendfile, like nginx's. Ratios are each
-#                    sluice* over each nginx.
-#   PORT_BASE=18080  nginx +0, sluice +1, nginx-ofc +2, sluice-disk +3, sluice-disk admin +8,
-#                    sluice admin +9, origin +10
+#                    hits are disk hits sent with sendfile, like nginx's; sluice-pipe: the
+#                    sluice configuration with upstream.pipeline = 8 (HTTP/1.1 pipelining to
+#                    the origin, docs/config.md). Ratios are each sluice* over each nginx.
+#   PORT_BASE=18080  nginx +0, sluice +1, nginx-ofc +2, sluice-disk +3, sluice-pipe +4,
+#                    sluice-pipe admin +7, sluice-disk admin +8, sluice admin +9, origin +10
 #   SLUICE_SRC=dir   the source tree to build (default: this repository); it builds into its
 #                    own target/ (cargo build --release -p sluice)
 #   SLUICE_BIN=path  use this prebuilt binary instead of building
@@ -48,22 +49,22 @@ WRK_THREADS=${WRK_THREADS:-1}
 THREADS=${THREADS:-1}
 ROUNDS=${ROUNDS:-3}
 SCENARIOS=${SCENARIOS:-"hit-1k hit-16k hit-256k hit-4m pass-1k pass-256k"}
-PROXIES=${PROXIES:-"nginx nginx-ofc sluice sluice-disk"}
+PROXIES=${PROXIES:-"nginx nginx-ofc sluice sluice-disk sluice-pipe"}
 PORT_BASE=${PORT_BASE:-18080}
 OUT_DIR=${OUT_DIR:-$ROOT/bench/out}
 PIN=${PIN:-0}
 PROXY_CPU=(); WRK_CPU=()
 if [[ $PIN == 1 ]]; then PROXY_CPU=(taskset -c 1); WRK_CPU=(taskset -c 0); fi
 
-declare -A PORT=([nginx]=$PORT_BASE [sluice]=$((PORT_BASE + 1)) [nginx-ofc]=$((PORT_BASE + 2)) [sluice-disk]=$((PORT_BASE + 3)))
-declare -A ADMIN=([sluice]=$((PORT_BASE + 9)) [sluice-disk]=$((PORT_BASE + 8)))
+declare -A PORT=([nginx]=$PORT_BASE [sluice]=$((PORT_BASE + 1)) [nginx-ofc]=$((PORT_BASE + 2)) [sluice-disk]=$((PORT_BASE + 3)) [sluice-pipe]=$((PORT_BASE + 4)))
+declare -A ADMIN=([sluice]=$((PORT_BASE + 9)) [sluice-disk]=$((PORT_BASE + 8)) [sluice-pipe]=$((PORT_BASE + 7)))
 declare -A PID=()
 ORIGIN_PORT=$((PORT_BASE + 10))
 
 log() { printf '[bench] %s\n' "$*" >&2; }
 die() { printf '[bench] error: %s\n' "$*" >&2; exit 1; }
 
-for proxy in $PROXIES; do [[ -n ${PORT[$proxy]:-} ]] || die "unknown proxy '$proxy' (nginx, nginx-ofc, sluice, sluice-disk)"; done
+for proxy in $PROXIES; do [[ -n ${PORT[$proxy]:-} ]] || die "unknown proxy '$proxy' (nginx, nginx-ofc, sluice, sluice-disk, sluice-pipe)"; done
 for scenario in $SCENARIOS; do [[ $scenario =~ ^(hit-(1k|16k|256k|4m)|pass-(1k|16k|256k|4m))$ ]] || die "unknown scenario '$scenario'"; done
 [[ $ROUNDS =~ ^[1-9][0-9]*$ ]] || die "ROUNDS must be a positive integer"
 
@@ -124,6 +125,7 @@ start_sluice() { # name threads
     else
         cache=$(printf '[cache]\nmemory = "1GiB"\nmax_object = "64MiB"\n')
     fi
+    [[ $name == sluice-pipe ]] && cache=$(printf '%s\n\n[upstream]\npipeline = 8\n' "$cache")
     sluice_toml "${PORT[$name]}" "$ORIGIN_PORT" "$cache" "${ADMIN[$name]}" >"$TMP/$name.toml"
     "$SLUICE_BIN" serve --check-config "$TMP/$name.toml" >/dev/null || die "$name rejects $TMP/$name.toml"
     SLUICE_LOG=warn "${PROXY_CPU[@]}" "$SLUICE_BIN" serve --config "$TMP/$name.toml" --threads "$2" 2>>"$TMP/$name.stderr" &

@@ -309,6 +309,9 @@ pub struct UpstreamConfig {
     pub max_idle_per_host: usize,
     /// Open connections per origin; 0 means no limit. Requests beyond it wait for one.
     pub max_connections_per_host: usize,
+    /// Most GET and HEAD requests in flight on one connection (HTTP/1.1 pipelining, RFC 9112
+    /// §9.3.2); 1 sends one at a time.
+    pub pipeline: usize,
 }
 
 impl Default for UpstreamConfig {
@@ -320,6 +323,7 @@ impl Default for UpstreamConfig {
             idle_timeout: Dur(Duration::from_secs(60)),
             max_idle_per_host: 64,
             max_connections_per_host: 0,
+            pipeline: 1,
         }
     }
 }

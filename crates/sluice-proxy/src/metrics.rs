@@ -16,6 +16,10 @@ pub struct Metrics {
     pub client_denied: AtomicU64,
     pub origin_requests: AtomicU64,
     pub origin_connects: AtomicU64,
+    /// Requests sent on pipelined connections (`upstream.pipeline`).
+    pub origin_pipelined: AtomicU64,
+    /// Writes of queued pipelined requests: each carries one or more.
+    pub origin_pipeline_writes: AtomicU64,
     pub origin_errors: AtomicU64,
     pub origin_body_bytes: AtomicU64,
     pub collapsed: AtomicU64,
@@ -117,6 +121,18 @@ impl Metrics {
             "counter",
             "Connections opened to origins.",
             &one(self.origin_connects.load(Relaxed)),
+        );
+        metric(
+            "sluice_origin_pipelined_requests_total",
+            "counter",
+            "Requests sent on pipelined origin connections.",
+            &one(self.origin_pipelined.load(Relaxed)),
+        );
+        metric(
+            "sluice_origin_pipeline_writes_total",
+            "counter",
+            "Writes of queued pipelined requests (each carries one or more).",
+            &one(self.origin_pipeline_writes.load(Relaxed)),
         );
         metric(
             "sluice_origin_errors_total",
@@ -232,6 +248,8 @@ impl Metrics {
             "origin": {
                 "requests": self.origin_requests.load(Relaxed),
                 "connects": self.origin_connects.load(Relaxed),
+                "pipelined": self.origin_pipelined.load(Relaxed),
+                "pipeline_writes": self.origin_pipeline_writes.load(Relaxed),
                 "errors": self.origin_errors.load(Relaxed),
             },
             "collapsed": self.collapsed.load(Relaxed),

@@ -1,6 +1,7 @@
 //! The origin side: Sluice's own HTTP/1.1 client (RFC 9112) against the scriptable origin:
 //! connection reuse, origins closing idle connections, every body framing, interim
-//! responses, and request bodies with a length or chunked.
+//! responses, and request bodies with a length or chunked (a malformed one is the client's
+//! error: 400).
 
 mod common;
 
@@ -127,6 +128,25 @@ async fn chunked_request_bodies_are_forwarded_chunked() {
     let request = h.origin.last_request("/upload").unwrap();
     assert_eq!(request.body, b"hello world");
     assert_eq!(request.header("transfer-encoding"), Some("chunked"));
+}
+
+#[tokio::test]
+async fn rfc9112_7_1_a_malformed_chunked_request_body_is_the_clients_error() {
+    let h = Harness::reverse().await;
+    h.origin.on("/upload", Reply::ok("uploaded"));
+    let mut stream = tokio::net::TcpStream::connect(h.addr()).await.unwrap();
+    stream
+        .write_all(
+            b"POST /upload HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n\
+              zz\r\nhello\r\n0\r\n\r\n",
+        )
+        .await
+        .unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).await.unwrap();
+    assert!(answer.starts_with("HTTP/1.1 400"), "{answer}");
+    let metrics = &h.proxy.state.metrics;
+    assert_eq!(metrics.origin_errors.load(std::sync::atomic::Ordering::Relaxed), 0, "not the origin's failure");
 }
 
 #[tokio::test]

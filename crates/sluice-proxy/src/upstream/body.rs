@@ -1,9 +1,11 @@
 //! [`PooledBody`]: an origin response body read straight off its connection, by whichever
 //! task polls it. The connection goes back to the pool when the body has been read to its
 //! end and the connection may persist; a body dropped early, failed or close-delimited closes
-//! it (the unread rest would poison the next reply).
+//! it (the unread rest would poison the next reply). On a pipelined connection the body holds
+//! its request's [`Ticket`] instead, and its end passes the turn to the next response.
 
 use super::conn::Connection;
+use super::pipe::Ticket;
 use super::wire::{ChunkedDecoder, Framing, WireError};
 use super::{Target, Upstream};
 use bytes::Bytes;
@@ -46,10 +48,27 @@ pub(super) struct Home {
     pub keep_alive: bool,
 }
 
+/// The connection a body is read from.
+pub(super) enum Link {
+    /// Held alone until the body ends.
+    Own(Connection),
+    /// Shared with the pipelined requests behind this one.
+    Piped(Ticket),
+}
+
+impl Link {
+    fn with<R>(&mut self, f: impl FnOnce(&mut Connection) -> R) -> R {
+        match self {
+            Link::Own(conn) => f(conn),
+            Link::Piped(ticket) => ticket.with_conn(f),
+        }
+    }
+}
+
 /// An origin response body. Fails when the origin is silent for longer than the read
 /// timeout.
 pub struct PooledBody {
-    conn: Option<Connection>,
+    link: Option<Link>,
     remaining: Remaining,
     home: Home,
     read_timeout: Duration,
@@ -65,52 +84,59 @@ impl std::fmt::Debug for PooledBody {
 }
 
 impl PooledBody {
-    pub(super) fn new(conn: Connection, framing: Framing, home: Home, read_timeout: Duration) -> Self {
+    pub(super) fn new(link: Link, framing: Framing, home: Home, read_timeout: Duration) -> Self {
         let remaining = match framing {
             Framing::Empty | Framing::Length(0) => Remaining::Done,
             Framing::Length(n) => Remaining::Length(n),
             Framing::Chunked => Remaining::Chunked(ChunkedDecoder::default()),
             Framing::UntilClose => Remaining::UntilClose,
         };
-        let mut body = Self { conn: Some(conn), remaining, home, read_timeout, silence: None, waiting: false };
+        let mut body = Self { link: Some(link), remaining, home, read_timeout, silence: None, waiting: false };
         if matches!(body.remaining, Remaining::Done) {
             body.release();
         }
         body
     }
 
-    /// The body ended: the connection goes back to the pool if it may carry another request.
+    /// The body ended: the connection goes back to the pool if it may carry another request,
+    /// or the next pipelined response may be read.
     fn release(&mut self) {
         self.remaining = Remaining::Done;
-        if let Some(conn) = self.conn.take() {
-            if self.home.keep_alive {
-                self.home.upstream.checkin(&self.home.target, conn);
+        match self.link.take() {
+            Some(Link::Own(conn)) if self.home.keep_alive => self.home.upstream.checkin(&self.home.target, conn),
+            Some(Link::Piped(ticket)) => {
+                ticket.finish();
+                self.home.upstream.notify_returned(&self.home.target, false);
             }
+            _ => {}
         }
     }
 
     fn fail(&mut self, err: OriginBodyError) -> Poll<Option<Result<Frame<Bytes>, OriginBodyError>>> {
-        self.conn = None;
+        self.link = None;
         self.remaining = Remaining::Done;
         Poll::Ready(Some(Err(err)))
     }
 
     /// The next piece of body already read, if any; releases the connection at the end.
     fn buffered(&mut self) -> Result<Option<Bytes>, WireError> {
-        let Some(conn) = self.conn.as_mut() else { return Ok(None) };
-        let (data, ended) = match &mut self.remaining {
-            Remaining::Length(left) if !conn.buf.is_empty() => {
-                let take = usize::try_from(*left).unwrap_or(usize::MAX).min(conn.buf.len());
-                *left -= take as u64;
-                (Some(conn.buf.split_to(take).freeze()), *left == 0)
-            }
-            Remaining::Chunked(decoder) => {
-                let data = decoder.decode(&mut conn.buf)?;
-                (data, decoder.is_done())
-            }
-            Remaining::UntilClose if !conn.buf.is_empty() => (Some(conn.buf.split().freeze()), false),
-            _ => (None, false),
-        };
+        let Some(link) = self.link.as_mut() else { return Ok(None) };
+        let remaining = &mut self.remaining;
+        let (data, ended) = link.with(|conn| -> Result<_, WireError> {
+            Ok(match remaining {
+                Remaining::Length(left) if !conn.buf.is_empty() => {
+                    let take = usize::try_from(*left).unwrap_or(usize::MAX).min(conn.buf.len());
+                    *left -= take as u64;
+                    (Some(conn.buf.split_to(take).freeze()), *left == 0)
+                }
+                Remaining::Chunked(decoder) => {
+                    let data = decoder.decode(&mut conn.buf)?;
+                    (data, decoder.is_done())
+                }
+                Remaining::UntilClose if !conn.buf.is_empty() => (Some(conn.buf.split().freeze()), false),
+                _ => (None, false),
+            })
+        })?;
         if ended {
             self.release();
         }
@@ -145,11 +171,11 @@ impl Body for PooledBody {
                 Err(e) => return this.fail(e.into()),
             }
             let want = this.read_size();
-            let Some(conn) = this.conn.as_mut() else { return Poll::Ready(None) };
-            match conn.poll_read_more(cx, want) {
+            let Some(link) = this.link.as_mut() else { return Poll::Ready(None) };
+            match link.with(|conn| conn.poll_read_more(cx, want)) {
                 Poll::Ready(Ok(0)) => {
                     if matches!(this.remaining, Remaining::UntilClose) {
-                        this.conn = None;
+                        this.link = None;
                         this.remaining = Remaining::Done;
                         return Poll::Ready(None);
                     }

@@ -17,7 +17,7 @@ use tokio::net::TcpStream;
 use tokio::sync::OwnedSemaphorePermit;
 
 /// The first read buffer of a connection; reads of large bodies ask for more.
-const READ_CHUNK: usize = 16 * 1024;
+pub(super) const READ_CHUNK: usize = 16 * 1024;
 
 /// A plain or TLS byte stream to an origin.
 pub enum Stream {

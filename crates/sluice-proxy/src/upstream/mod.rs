@@ -1,6 +1,7 @@
 //! Connections to origins: our own HTTP/1.1 client (RFC 9112), a pool per (scheme, host,
-//! port), connect and response timeouts, optional per-host connection limits, and one retry
-//! of an idempotent, bodiless request whose reused connection turned out closed.
+//! port), connect and response timeouts, optional per-host connection limits, one retry of an
+//! idempotent, bodiless request whose reused connection turned out closed, and optional
+//! pipelining of GET and HEAD requests (`upstream.pipeline`, [`pipe`]).
 //!
 //! The client is ours rather than hyper's because a pass-through response is then read by
 //! the very task that writes it to the client: hyper's client drives each connection from a
@@ -14,6 +15,7 @@
 
 mod body;
 mod conn;
+mod pipe;
 mod wire;
 
 pub use body::PooledBody;
@@ -22,10 +24,11 @@ use crate::body::OutBody;
 use crate::config::UpstreamConfig;
 use crate::error::ProxyError;
 use crate::metrics::Metrics;
-use body::Home;
+use body::{Home, Link};
 use conn::{Connection, ExchangeError, Stream};
 use http::{Method, Request, Response};
 use parking_lot::Mutex;
+use pipe::{Pipe, Ticket};
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::AtomicBool;
@@ -85,6 +88,8 @@ struct HostLimit {
 
 struct Inner {
     idle: Mutex<HashMap<Target, Vec<Idle>>>,
+    /// Connections carrying pipelined requests (`upstream.pipeline` > 1), in use or idle.
+    pipes: Mutex<HashMap<Target, Vec<Arc<Pipe>>>>,
     limits: Mutex<HashMap<Target, HostLimit>>,
     config: UpstreamConfig,
     tls: tokio_rustls::TlsConnector,
@@ -123,6 +128,7 @@ impl Upstream {
             .with_no_client_auth();
         let inner = Inner {
             idle: Mutex::default(),
+            pipes: Mutex::default(),
             limits: Mutex::default(),
             config,
             tls: tokio_rustls::TlsConnector::from(Arc::new(tls)),
@@ -154,12 +160,27 @@ impl Upstream {
         let (parts, body) = req.into_parts();
         let mut head = Vec::with_capacity(512);
         wire::encode_request_head(&parts, conn::request_framing(&parts, &body), &mut head);
-        // A pooled connection may have been closed by the origin while idle. An idempotent
-        // request without a body that got nothing back on it is sent again, once, on a fresh
-        // connection (RFC 9110 §9.2.2).
+        // A pooled connection may have been closed by the origin while idle, and a pipelined
+        // request may go unanswered when the origin closes the connection in front of it. An
+        // idempotent request without a body that got nothing back is sent again, once, on a
+        // fresh connection (RFC 9110 §9.2.2, RFC 9112 §9.3.2).
         let replayable = matches!(body, OutBody::Empty) && is_idempotent(&parts.method);
-        let mut body = Some(body);
         let mut fresh = false;
+        if replayable && self.inner.config.pipeline > 1 && pipelinable(&parts) {
+            match self.send_piped(target, &head, &parts.method).await? {
+                Ok(response) => return Ok(response),
+                Err(err) if err.nothing_received() => {
+                    tracing::debug!(
+                        "pipelined request to {}:{} unanswered ({err}); retrying",
+                        target.host,
+                        target.port
+                    );
+                    fresh = true;
+                }
+                Err(err) => return Err(self.exchange_failed(target, err)),
+            }
+        }
+        let mut body = Some(body);
         loop {
             let (mut conn, reused) =
                 if fresh { (self.fresh_connection(target).await?, false) } else { self.connection(target).await? };
@@ -167,9 +188,7 @@ impl Upstream {
             match conn.exchange(&head, out, &parts.method).await {
                 Ok(response) => {
                     let peer = conn.peer;
-                    let home = Home { upstream: self.clone(), target: target.clone(), keep_alive: response.keep_alive };
-                    let body = PooledBody::new(conn, response.framing, home, self.inner.config.read_timeout.0);
-                    return Ok(OriginResponse { response: Response::from_parts(response.parts, body), peer });
+                    return Ok(self.response(target, Link::Own(conn), peer, response));
                 }
                 Err(err) if reused && replayable && err.nothing_received() => {
                     tracing::debug!(
@@ -179,25 +198,88 @@ impl Upstream {
                     );
                     fresh = true;
                 }
-                Err(ExchangeError::RequestBody(cause)) if cause.is::<crate::req_body::ModuleBodyError>() => {
-                    return Err(ProxyError::new(
-                        crate::error::Kind::Internal,
-                        crate::error::Side::Module,
-                        cause.to_string(),
-                    ));
-                }
-                Err(err) => {
-                    self.inner.metrics.origin_errors.fetch_add(1, Relaxed);
-                    let what = match err {
-                        ExchangeError::RequestBody(_) => "the client's request body failed",
-                        _ => "origin failed",
-                    };
-                    return Err(
-                        ProxyError::bad_gateway(format!("{what} ({}:{})", target.host, target.port)).with_cause(err)
-                    );
-                }
+                Err(err) => return Err(self.exchange_failed(target, err)),
             }
         }
+    }
+
+    /// Sends a request on a pipelined connection. The outer error: no connection could be
+    /// had; the inner one: the exchange failed (retryable when nothing came back for it).
+    async fn send_piped(
+        &self,
+        target: &Target,
+        head: &[u8],
+        method: &Method,
+    ) -> Result<Result<OriginResponse, ExchangeError>, ProxyError> {
+        let (ticket, writes) = self.enqueue(target, head).await?;
+        self.inner.metrics.origin_pipelined.fetch_add(1, Relaxed);
+        if writes {
+            self.inner.metrics.origin_pipeline_writes.fetch_add(1, Relaxed);
+        }
+        let head = ticket.exchange(writes, method).await;
+        Ok(head.map(|head| {
+            let peer = ticket.with_conn(|conn| conn.peer);
+            self.response(target, Link::Piped(ticket), peer, head)
+        }))
+    }
+
+    /// Queues `head` on a pipelined connection to `target`: the busiest one with room (so
+    /// that requests queued together go out in one write), else a new one. At the per-host
+    /// connection limit, waits until a pipe has room or a connection slot frees.
+    async fn enqueue(&self, target: &Target, head: &[u8]) -> Result<(Ticket, bool), ProxyError> {
+        let depth = self.inner.config.pipeline;
+        loop {
+            let busiest = {
+                let mut pipes = self.inner.pipes.lock();
+                pipes.get_mut(target).and_then(|list| {
+                    list.retain(|pipe| !pipe.is_closed());
+                    list.iter().filter(|pipe| pipe.in_flight() < depth).max_by_key(|pipe| pipe.in_flight()).cloned()
+                })
+            };
+            if let Some(pipe) = busiest {
+                if let Some(queued) = pipe.enqueue(head, depth) {
+                    return Ok(queued);
+                }
+                continue;
+            }
+            let Some((conn, _)) = self.connection_or_returned(target).await? else { continue };
+            let pipe = Pipe::new(conn);
+            let queued = pipe.enqueue(head, depth);
+            {
+                let mut pipes = self.inner.pipes.lock();
+                match pipes.get_mut(target) {
+                    Some(list) => list.push(pipe),
+                    None => drop(pipes.insert(target.clone(), vec![pipe])),
+                }
+            }
+            // Requests waiting at the connection limit may queue on the new pipe.
+            self.notify_returned(target, true);
+            if let Some(queued) = queued {
+                return Ok(queued);
+            }
+        }
+    }
+
+    /// An origin's response whose body is read from `link`.
+    fn response(&self, target: &Target, link: Link, peer: IpAddr, head: wire::ResponseHead) -> OriginResponse {
+        let home = Home { upstream: self.clone(), target: target.clone(), keep_alive: head.keep_alive };
+        let body = PooledBody::new(link, head.framing, home, self.inner.config.read_timeout.0);
+        OriginResponse { response: Response::from_parts(head.parts, body), peer }
+    }
+
+    /// The error a client gets for a failed exchange: 400 when its own request body was
+    /// malformed or cut short, 500 when a module broke it, 502 when the origin failed.
+    fn exchange_failed(&self, target: &Target, err: ExchangeError) -> ProxyError {
+        use crate::error::{Kind, Side};
+        if let ExchangeError::RequestBody(cause) = &err {
+            return if cause.is::<crate::req_body::ModuleBodyError>() {
+                ProxyError::new(Kind::Internal, Side::Module, cause.to_string())
+            } else {
+                ProxyError::bad_request(format!("the request body failed: {cause}"))
+            };
+        }
+        self.inner.metrics.origin_errors.fetch_add(1, Relaxed);
+        ProxyError::bad_gateway(format!("origin failed ({}:{})", target.host, target.port)).with_cause(err)
     }
 
     /// An idle pooled connection that is still open and quiet, if any. An emptied list stays
@@ -220,7 +302,7 @@ impl Upstream {
         if !conn.is_reusable() {
             return;
         }
-        let returned = {
+        {
             let mut pools = self.inner.idle.lock();
             // The target is cloned only when its list is new (or was reaped).
             let list = match pools.get_mut(target) {
@@ -231,12 +313,22 @@ impl Upstream {
                 return;
             }
             list.push(Idle { conn, since: Instant::now() });
-            drop(pools);
-            self.inner.limits.lock().get(target).map(|limit| Arc::clone(&limit.returned))
-        };
-        // A request waiting for a connection slot can take this one.
-        if let Some(returned) = returned {
-            returned.notify_one();
+        }
+        self.notify_returned(target, false);
+    }
+
+    /// Tells requests waiting for a connection slot to `target` that one may be free: one
+    /// of them when a connection went back to the pool or a pipelined one has room again,
+    /// all of them when a new pipelined connection opened.
+    fn notify_returned(&self, target: &Target, all: bool) {
+        if self.inner.config.max_connections_per_host == 0 {
+            return;
+        }
+        let returned = self.inner.limits.lock().get(target).map(|limit| Arc::clone(&limit.returned));
+        match returned {
+            Some(returned) if all => returned.notify_waiters(),
+            Some(returned) => returned.notify_one(),
+            None => {}
         }
     }
 
@@ -278,20 +370,28 @@ impl Upstream {
     /// permit frees) or one is returned to the pool, whichever comes first.
     async fn connection(&self, target: &Target) -> Result<(Connection, bool), ProxyError> {
         loop {
-            if let Some(conn) = self.checkout(target) {
-                return Ok((conn, true));
+            if let Some(found) = self.connection_or_returned(target).await? {
+                return Ok(found);
             }
-            let Some(limit) = self.limit(target) else { return Ok((self.connect(target, None).await?, false)) };
-            let returned = limit.returned.notified();
-            tokio::pin!(returned);
-            returned.as_mut().enable();
-            if let Ok(permit) = Arc::clone(&limit.permits).try_acquire_owned() {
-                return Ok((self.connect(target, Some(permit)).await?, false));
-            }
-            tokio::select! {
-                permit = Arc::clone(&limit.permits).acquire_owned() => return Ok((self.connect(target, permit.ok()).await?, false)),
-                () = &mut returned => continue,
-            }
+        }
+    }
+
+    /// Like [`Self::connection`], but `None` as soon as a connection is returned while
+    /// waiting at the limit (or a pipelined one has room again): the caller looks again.
+    async fn connection_or_returned(&self, target: &Target) -> Result<Option<(Connection, bool)>, ProxyError> {
+        if let Some(conn) = self.checkout(target) {
+            return Ok(Some((conn, true)));
+        }
+        let Some(limit) = self.limit(target) else { return Ok(Some((self.connect(target, None).await?, false))) };
+        let returned = limit.returned.notified();
+        tokio::pin!(returned);
+        returned.as_mut().enable();
+        if let Ok(permit) = Arc::clone(&limit.permits).try_acquire_owned() {
+            return Ok(Some((self.connect(target, Some(permit)).await?, false)));
+        }
+        tokio::select! {
+            permit = Arc::clone(&limit.permits).acquire_owned() => Ok(Some((self.connect(target, permit.ok()).await?, false))),
+            () = &mut returned => Ok(None),
         }
     }
 
@@ -345,6 +445,24 @@ fn reap(inner: &Inner) {
         list.retain_mut(|idle| idle.since.elapsed() <= max_idle && idle.conn.is_reusable());
         !list.is_empty()
     });
+    drop(pools);
+    inner.pipes.lock().retain(|_, list| {
+        list.retain(|pipe| !pipe.is_spent(max_idle));
+        !list.is_empty()
+    });
+}
+
+/// Whether a request may be queued behind others on one connection: no `Upgrade`, no
+/// `Expect`, and no `Connection: close` (its response ends the connection).
+fn pipelinable(parts: &http::request::Parts) -> bool {
+    matches!(parts.method, Method::GET | Method::HEAD)
+        && !parts.headers.contains_key(http::header::UPGRADE)
+        && !parts.headers.contains_key(http::header::EXPECT)
+        && !parts
+            .headers
+            .get_all(http::header::CONNECTION)
+            .iter()
+            .any(|v| v.to_str().is_ok_and(|v| v.split(',').any(|t| t.trim().eq_ignore_ascii_case("close"))))
 }
 
 /// Methods whose requests may be repeated automatically (RFC 9110 §9.2.2).
