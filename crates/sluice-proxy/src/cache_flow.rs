@@ -611,9 +611,10 @@ async fn fetch(
             if let Some(leader) = leader.as_mut() {
                 leader.publish(Outcome::NotShareable);
             }
-            state.hit_for_pass.remember(&spec.key, detail, response_time);
-            if stale.is_some() {
-                // A new, unstorable response supersedes what we had.
+            state.hit_for_pass.remember(&spec.key, parts.status, detail, response_time);
+            if stale.is_some() && !parts.status.is_server_error() {
+                // A new, unstorable response supersedes what we had; a server error does not
+                // (RFC 9111 §4.3.3: the stored response may still serve, e.g. stale-if-error).
                 state.store.remove(&spec.key);
             }
             Ok(Fetched::Pass { parts: Box::new(parts), body, detail })

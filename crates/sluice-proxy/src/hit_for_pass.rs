@@ -43,10 +43,12 @@ impl HitForPass {
         }
     }
 
-    /// Records that the response for `key` was not stored because of `reason`; only reasons
-    /// that belong to the response are remembered.
-    pub fn remember(&self, key: &str, reason: &str, now: SystemTime) {
-        if self.ttl.is_zero() || !REMEMBERED.contains(&reason) {
+    /// Records that the response for `key`, of `status`, was not stored because of `reason`;
+    /// only reasons that belong to the response are remembered, and never for a server error
+    /// (5xx): that says nothing about the URL's next answer, and bypassing the cache would
+    /// send a whole herd to an origin that is recovering.
+    pub fn remember(&self, key: &str, status: http::StatusCode, reason: &str, now: SystemTime) {
+        if self.ttl.is_zero() || status.is_server_error() || !REMEMBERED.contains(&reason) {
             return;
         }
         let mut until = self.until.lock();
@@ -72,15 +74,18 @@ impl HitForPass {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use http::StatusCode;
 
     #[test]
     fn only_response_reasons_are_remembered_until_the_ttl() {
         let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1000);
         let h = HitForPass::new(Duration::from_secs(120), 10);
-        h.remember("a", "no-store", now);
-        h.remember("b", "request-no-store", now);
+        h.remember("a", StatusCode::OK, "no-store", now);
+        h.remember("b", StatusCode::OK, "request-no-store", now);
+        h.remember("c", StatusCode::SERVICE_UNAVAILABLE, "no-freshness-information", now);
         assert!(h.applies("a", now + Duration::from_secs(119)));
         assert!(!h.applies("b", now));
+        assert!(!h.applies("c", now), "a server error is no reason to bypass the cache");
         assert!(!h.applies("a", now + Duration::from_secs(121)));
     }
 
@@ -89,7 +94,7 @@ mod tests {
         let now = SystemTime::UNIX_EPOCH;
         let h = HitForPass::new(Duration::from_secs(120), 3);
         for i in 0..10 {
-            h.remember(&format!("k{i}"), "private", now);
+            h.remember(&format!("k{i}"), StatusCode::OK, "private", now);
         }
         assert!(h.until.lock().len() <= 3);
         assert!(h.applies("k9", now));

@@ -502,6 +502,29 @@ async fn rfc5861_4_stale_if_error_covers_an_unreachable_origin() {
     assert_eq!(r.text(), "good");
 }
 
+#[tokio::test]
+async fn rfc9111_4_3_3_a_server_error_neither_drops_the_stored_response_nor_bypasses_the_cache() {
+    let h = Harness::forward().await;
+    h.origin.on_seq(
+        "/flaky",
+        vec![
+            Reply::ok("v1").header("Cache-Control", "max-age=10"),
+            Reply::status(503, "down"),
+            Reply::ok("v2").header("Cache-Control", "max-age=10"),
+        ],
+    );
+    assert_eq!(h.get("/flaky").await.text(), "v1");
+    h.advance(30);
+    assert_eq!(h.get("/flaky").await.status, 503, "no stale-if-error: the error is passed on");
+    // The origin recovers: the next request goes through the cache as usual (no hit-for-pass
+    // after a server error), and what it fetches is stored.
+    assert_eq!(h.get("/flaky").await.text(), "v2");
+    let hit = h.get("/flaky").await;
+    assert_eq!(hit.text(), "v2");
+    assert!(cache_status(&hit).contains("hit"), "{}", cache_status(&hit));
+    assert_eq!(h.origin.hits("/flaky"), 3);
+}
+
 // ---- RFC 9213, RFC 9211 -------------------------------------------------------------------
 
 #[tokio::test]
