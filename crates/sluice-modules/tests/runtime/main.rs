@@ -7,3 +7,4 @@ mod config_reload;
 mod support;
 mod under_load;
 mod wasm_entry;
+mod wasm_failures;
