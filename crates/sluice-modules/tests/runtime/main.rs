@@ -8,3 +8,4 @@ mod support;
 mod under_load;
 mod wasm_entry;
 mod wasm_failures;
+mod wasm_foreign;

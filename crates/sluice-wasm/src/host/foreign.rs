@@ -9,10 +9,18 @@
 //! | `sluice.cache_delete` | absolute URL | number of variants removed (decimal) |
 //! | `sluice.cache_delete_prefix` | absolute URL prefix | number of objects removed (decimal) |
 //! | `sluice.cache_delete_tag` | a tag (`Surrogate-Key` / `Cache-Tag`) | number of objects removed (decimal) |
+//! | `sluice.cache_validate` | absolute URL | number of stored responses whose revalidation was started (decimal: `1`, or `0` when nothing is stored) |
+//!
+//! `sluice.cache_validate` starts the revalidation ([`CacheApi::validate`]: a conditional
+//! request to the origin) in the background on the proxy's runtime and returns at once:
+//! Proxy-Wasm has no way to suspend a plugin on a host call, so the plugin does not wait for
+//! the origin and does not see the outcome (a later `sluice.cache_query` shows the refreshed
+//! object; the outcome is traced at debug level, a failure at warn).
 //!
 //! Errors: an unknown name gives `NotFound`; a bad URL `BadArgument`; no cache at hand (a
-//! tick before the proxy passed one) or a cache failure `InternalFailure`;
-//! `sluice.no_more_callbacks` outside an HTTP callback `BadArgument`.
+//! tick before the proxy passed one), a cache failure, or `sluice.cache_validate` called
+//! outside the proxy's runtime `InternalFailure`; `sluice.no_more_callbacks` outside an HTTP
+//! callback `BadArgument`.
 
 use super::{memory_and_state, HostState};
 use crate::abi::Status;
@@ -62,6 +70,7 @@ fn call(state: &mut HostState, name: &[u8], args: &[u8]) -> Result<Option<Vec<u8
         b"sluice.cache_delete" => |cache, url| Ok(cache.delete(url)?.to_string().into_bytes()),
         b"sluice.cache_delete_prefix" => |cache, url| Ok(cache.delete_prefix(url)?.to_string().into_bytes()),
         b"sluice.cache_delete_tag" => |cache, tag| Ok(cache.delete_tag(tag)?.to_string().into_bytes()),
+        b"sluice.cache_validate" => |cache, url| Ok(start_validation(cache, url)?.to_string().into_bytes()),
         _ => return Err(Status::NotFound),
     };
     let url = std::str::from_utf8(args).map_err(|_| Status::BadArgument)?;
@@ -74,6 +83,24 @@ fn call(state: &mut HostState, name: &[u8], args: &[u8]) -> Result<Option<Vec<u8
         Err(CacheError::BadUrl(_)) => Err(Status::BadArgument),
         Err(_) => Err(Status::InternalFailure),
     }
+}
+
+/// Starts revalidating `url` in the background; 1 when started, 0 when nothing is stored.
+fn start_validation(cache: &dyn CacheApi, url: &str) -> Result<usize, CacheError> {
+    if cache.query(url)?.is_empty() {
+        return Ok(0);
+    }
+    let runtime = tokio::runtime::Handle::try_current()
+        .map_err(|_| CacheError::Unsupported("sluice.cache_validate outside the proxy's runtime"))?;
+    let validation = cache.validate(url);
+    let url = url.to_owned();
+    runtime.spawn(async move {
+        match validation.await {
+            Ok(done) => tracing::debug!(%url, outcome = ?done.outcome, "sluice.cache_validate"),
+            Err(e) => tracing::warn!(%url, "sluice.cache_validate failed: {e}"),
+        }
+    });
+    Ok(1)
 }
 
 /// The `sluice.cache_query` result: `[{"key", "status", "size", "age_s", "lifetime_s",
