@@ -143,7 +143,12 @@ impl WasmTxn {
             slot,
             generation,
             context,
-            facts: TxnFacts { id: info.id, client: info.client, cache: Arc::clone(&info.cache) },
+            facts: TxnFacts {
+                id: info.id,
+                client: info.client,
+                cache: Arc::clone(&info.cache),
+                log_fields: Default::default(),
+            },
             state: State::Active,
             done_called: false,
             deleted: false,
@@ -421,10 +426,13 @@ impl Txn for WasmTxn {
         }
     }
 
-    fn log(&mut self, _info: &TxnInfo, _outcome: &TxnOutcome, _fields: &mut LogFields) {
+    /// `proxy_on_log`, then the fields the plugin added with `sluice.log_field` (in this
+    /// callback or any before).
+    fn log(&mut self, _info: &TxnInfo, _outcome: &TxnOutcome, fields: &mut LogFields) {
         if self.state == State::Active {
             self.notify(Callback::Log);
         }
+        fields.fields.append(&mut self.facts.log_fields.lock());
     }
 }
 

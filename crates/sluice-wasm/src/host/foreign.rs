@@ -10,6 +10,7 @@
 //! | `sluice.cache_delete_prefix` | absolute URL prefix | number of objects removed (decimal) |
 //! | `sluice.cache_delete_tag` | a tag (`Surrogate-Key` / `Cache-Tag`) | number of objects removed (decimal) |
 //! | `sluice.cache_validate` | absolute URL | number of stored responses whose revalidation was started (decimal: `1`, or `0` when nothing is stored) |
+//! | `sluice.log_field` | `NAME=VALUE` | none; appends `NAME=VALUE` to the transaction's access log line |
 //!
 //! `sluice.cache_validate` starts the revalidation ([`CacheApi::validate`]: a conditional
 //! request to the origin) in the background on the proxy's runtime and returns at once:
@@ -17,10 +18,17 @@
 //! the origin and does not see the outcome (a later `sluice.cache_query` shows the refreshed
 //! object; the outcome is traced at debug level, a failure at warn).
 //!
+//! `sluice.log_field`: NAME is one or more of `A-Z a-z 0-9 _ . -`, VALUE any UTF-8 without
+//! control characters (the line stays one line); at most [`MAX_LOG_FIELDS`] per transaction.
+//! Fields are written in the order they were added, after those of the modules before this
+//! one, when the host calls the module's log phase: not after `sluice.no_more_callbacks` or
+//! a failure of the plugin, after which the host calls the module no more.
+//!
 //! Errors: an unknown name gives `NotFound`; a bad URL `BadArgument`; no cache at hand (a
 //! tick before the proxy passed one), a cache failure, or `sluice.cache_validate` called
-//! outside the proxy's runtime `InternalFailure`; `sluice.no_more_callbacks` outside an HTTP
-//! callback `BadArgument`.
+//! outside the proxy's runtime `InternalFailure`; `sluice.no_more_callbacks` or
+//! `sluice.log_field` outside an HTTP callback, a malformed field or one too many
+//! `BadArgument`.
 
 use super::{memory_and_state, HostState};
 use crate::abi::Status;
@@ -64,6 +72,11 @@ fn call(state: &mut HostState, name: &[u8], args: &[u8]) -> Result<Option<Vec<u8
         lend.no_more_callbacks = true;
         return Ok(None);
     }
+    if name == b"sluice.log_field" {
+        let lend = state.call.lend().ok_or(Status::BadArgument)?;
+        add_log_field(&mut lend.txn().log_fields.lock(), args)?;
+        return Ok(None);
+    }
     let op: fn(&dyn CacheApi, &str) -> Result<Vec<u8>, CacheError> = match name {
         b"sluice.cache_query" => |cache, url| Ok(query_json(&cache.query(url)?)),
         b"sluice.cache_expire" => |cache, url| Ok(cache.expire(url)?.to_string().into_bytes()),
@@ -83,6 +96,22 @@ fn call(state: &mut HostState, name: &[u8], args: &[u8]) -> Result<Option<Vec<u8
         Err(CacheError::BadUrl(_)) => Err(Status::BadArgument),
         Err(_) => Err(Status::InternalFailure),
     }
+}
+
+/// How many fields `sluice.log_field` may add to one transaction.
+pub(crate) const MAX_LOG_FIELDS: usize = 64;
+
+/// Parses `NAME=VALUE` and appends it to `fields` (see the module docs for the rules).
+fn add_log_field(fields: &mut Vec<(String, String)>, arg: &[u8]) -> Result<(), Status> {
+    let arg = std::str::from_utf8(arg).map_err(|_| Status::BadArgument)?;
+    let (name, value) = arg.split_once('=').ok_or(Status::BadArgument)?;
+    let name_ok =
+        !name.is_empty() && name.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'));
+    if !name_ok || value.chars().any(char::is_control) || fields.len() >= MAX_LOG_FIELDS {
+        return Err(Status::BadArgument);
+    }
+    fields.push((name.to_owned(), value.to_owned()));
+    Ok(())
 }
 
 /// Starts revalidating `url` in the background; 1 when started, 0 when nothing is stored.

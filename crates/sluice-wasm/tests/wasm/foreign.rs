@@ -100,6 +100,23 @@ fn cache_validate_starts_a_revalidation_on_the_runtime_and_returns_at_once() {
 }
 
 #[test]
+fn log_field_adds_to_the_access_log_line_from_any_callback() {
+    let module = module();
+    let info = info(1, Arc::new(MemCache::default()));
+    let run = play(&module, &info, Exchange::get("/", &[("x-log", "plugin=yes")], &["body"]));
+    let fields: Vec<(&str, &str)> = run.log_fields.iter().map(|(n, v)| (n.as_str(), v.as_str())).collect();
+    assert_eq!(fields, [("plugin", "yes"), ("phase", "log")], "the second from proxy_on_log");
+
+    // Malformed fields are refused with BadArgument (2); the request goes on.
+    for bad in ["no-equals-sign", "=empty-name", "bad name=v", "tab=a\tb"] {
+        let run = play(&module, &info, Exchange::get("/", &[("x-log", bad)], &[]));
+        let names: Vec<&str> = run.log_fields.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(names, ["phase"], "{bad:?} refused");
+    }
+    assert!(module.recent_logs().iter().any(|line| line == "info log_field err 2"), "{:?}", module.recent_logs());
+}
+
+#[test]
 fn no_more_callbacks_ends_the_plugins_part_but_still_deletes_its_context() {
     let module = module();
     let info = info(1, Arc::new(MemCache::default()));
