@@ -1,5 +1,6 @@
 //! The modules' CPU pool (`[cpu_pool]`, `TxnInfo::cpu`) through the proxy: deferred CPU work
-//! reaches the response, and a saturated pool refuses at once so the module can answer.
+//! reaches the response, a saturated pool refuses at once so the module can answer, and the
+//! job of a client that went away while it was queued never runs.
 
 mod common;
 
@@ -166,4 +167,114 @@ fn the_pool_is_configured_from_the_file() {
     let defaults = Config::parse("").unwrap().cpu_pool.build();
     assert_eq!(defaults.threads(), std::thread::available_parallelism().unwrap().get());
     assert_eq!(defaults.queue(), sluice_module::CpuPool::DEFAULT_QUEUE);
+}
+
+/// Reports what happens to every request's job on `events`: `admitted PATH` (the pool took
+/// it), `run PATH` (it started), `drop PATH` (the transaction's state went). The job of
+/// `/block` then waits for `release`.
+struct Lane {
+    events: Mutex<mpsc::Sender<String>>,
+    release: Arc<Mutex<mpsc::Receiver<()>>>,
+}
+
+struct LaneTxn {
+    path: String,
+    events: mpsc::Sender<String>,
+    release: Arc<Mutex<mpsc::Receiver<()>>>,
+}
+
+impl Module for Lane {
+    fn name(&self) -> &str {
+        "lane"
+    }
+    fn new_txn(&self, _: &TxnInfo) -> Option<Box<dyn Txn>> {
+        let events = self.events.lock().unwrap().clone();
+        Some(Box::new(LaneTxn { path: String::new(), events, release: Arc::clone(&self.release) }))
+    }
+}
+
+impl Txn for LaneTxn {
+    fn req_headers(&mut self, info: &TxnInfo, req: &mut http::request::Parts) -> Flow {
+        self.path = req.uri.path().to_owned();
+        let (path, events, release) = (self.path.clone(), self.events.clone(), Arc::clone(&self.release));
+        let job = info.cpu.spawn(move || {
+            events.send(format!("run {path}")).unwrap();
+            if path == "/block" {
+                release.lock().unwrap().recv().unwrap();
+            }
+        });
+        let Ok(job) = job else { return Flow::Respond(LocalResponse::text(StatusCode::SERVICE_UNAVAILABLE, "busy")) };
+        self.events.send(format!("admitted {}", self.path)).unwrap();
+        Flow::Defer {
+            work: Box::pin(async move {
+                job.await.unwrap();
+                Flow::Continue
+            }),
+            deadline: Duration::from_secs(30),
+        }
+    }
+}
+
+impl Drop for LaneTxn {
+    fn drop(&mut self) {
+        let _ = self.events.send(format!("drop {}", self.path));
+    }
+}
+
+/// Receives events into `seen` until `wanted` is among them (10 s at most).
+async fn wait_for(events: &Arc<Mutex<mpsc::Receiver<String>>>, seen: &mut Vec<String>, wanted: &str) {
+    while !seen.iter().any(|event| event == wanted) {
+        let events = Arc::clone(events);
+        let event = tokio::task::spawn_blocking(move || events.lock().unwrap().recv_timeout(Duration::from_secs(10)))
+            .await
+            .unwrap()
+            .unwrap_or_else(|_| panic!("no {wanted:?} after {seen:?}"));
+        seen.push(event);
+    }
+}
+
+#[tokio::test]
+async fn a_queued_job_whose_client_went_away_never_runs_and_frees_its_place() {
+    let (events_tx, events) = mpsc::channel();
+    let events = Arc::new(Mutex::new(events));
+    let (release, release_rx) = mpsc::channel();
+    let lane = Lane { events: Mutex::new(events_tx), release: Arc::new(Mutex::new(release_rx)) };
+    let module = LoadedModule { module: Arc::new(lane), on_error: FailurePolicy::Closed };
+    let one_thread_one_queued = |c: &mut Config, _| c.cpu_pool = CpuPoolConfig { threads: 1, queue: 1 };
+    let h = Arc::new(Harness::build_with_modules(Mode::Forward, one_thread_one_queued, vec![module]).await);
+    for path in ["/block", "/queued", "/after"] {
+        h.origin.on(path, Reply::ok(path));
+    }
+    let mut seen = Vec::new();
+
+    let blocked = tokio::spawn({
+        let h = Arc::clone(&h);
+        async move { h.get("/block").await }
+    });
+    wait_for(&events, &mut seen, "run /block").await;
+
+    // A client whose job waits in the queue behind /block, and who then leaves.
+    {
+        use tokio::io::AsyncWriteExt;
+        let mut stream = tokio::net::TcpStream::connect(h.addr()).await.unwrap();
+        let request = format!("GET {} HTTP/1.1\r\nHost: a\r\n\r\n", h.origin.url("/queued"));
+        stream.write_all(request.as_bytes()).await.unwrap();
+        wait_for(&events, &mut seen, "admitted /queued").await;
+    }
+    wait_for(&events, &mut seen, "drop /queued").await;
+
+    // Its place in the queue is free again: /after is admitted while /block still runs.
+    let after = tokio::spawn({
+        let h = Arc::clone(&h);
+        async move { h.get("/after").await }
+    });
+    wait_for(&events, &mut seen, "admitted /after").await;
+    release.send(()).unwrap();
+    assert_eq!(blocked.await.unwrap().text(), "/block");
+    assert_eq!(after.await.unwrap().text(), "/after");
+    // /queued asked for the thread before /after did: had it not been cancelled, it would have run first.
+    seen.extend(events.lock().unwrap().try_iter());
+    assert!(seen.iter().any(|event| event == "run /after"), "{seen:?}");
+    assert!(!seen.iter().any(|event| event == "run /queued"), "the abandoned job never ran: {seen:?}");
+    assert_eq!(h.origin.hits("/queued"), 0);
 }
