@@ -152,3 +152,23 @@ fn query_json(objects: &[ObjectInfo]) -> Vec<u8> {
         .collect();
     serde_json::to_vec(&list).unwrap_or_else(|_| b"[]".to_vec())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn log_fields_are_checked_and_bounded() {
+        let mut fields = Vec::new();
+        add_log_field(&mut fields, b"a.b-c_9=value with = and spaces").unwrap();
+        assert_eq!(fields, [("a.b-c_9".to_owned(), "value with = and spaces".to_owned())]);
+        for bad in [&b"no-equals"[..], b"=v", b"sp ace=v", b"n=\x01", b"n=\xff"] {
+            assert_eq!(add_log_field(&mut fields, bad), Err(Status::BadArgument), "{bad:?}");
+        }
+        while fields.len() < MAX_LOG_FIELDS {
+            add_log_field(&mut fields, b"n=v").unwrap();
+        }
+        assert_eq!(add_log_field(&mut fields, b"n=v"), Err(Status::BadArgument), "one too many");
+        assert_eq!(fields.len(), MAX_LOG_FIELDS);
+    }
+}
