@@ -23,11 +23,13 @@
 //! sends it chunked, or with the new `Content-Length` when the body was buffered.
 //!
 //! Everything a module may touch of the cache is behind [`CacheApi`], reachable from every
-//! phase through [`TxnInfo::cache`].
+//! phase through [`TxnInfo::cache`]; CPU work goes to the bounded [`CpuPool`] at
+//! [`TxnInfo::cpu`].
 
 mod body;
 mod cache_api;
 mod cache_read;
+mod cpu_pool;
 mod resolution;
 
 pub use body::BodyChunk;
@@ -35,6 +37,7 @@ pub use cache_api::{
     CacheApi, CacheError, CacheFuture, EmptyCache, Expiry, FetchMode, FetchResponse, Injection, ObjectInfo,
     ObjectReader, Revalidation, Validated,
 };
+pub use cpu_pool::{CpuError, CpuJob, CpuPool};
 pub use resolution::Resolution;
 
 use futures_util::future::BoxFuture;
@@ -52,6 +55,9 @@ pub struct TxnInfo {
     pub client: SocketAddr,
     /// The cache, for content management from any phase.
     pub cache: Arc<dyn CacheApi>,
+    /// The proxy's bounded pool for CPU work (`[cpu_pool]` in the configuration), to await
+    /// from [`Flow::Defer`].
+    pub cpu: CpuPool,
 }
 
 impl std::fmt::Debug for TxnInfo {
@@ -93,7 +99,7 @@ pub enum Flow {
     /// the body phase once with all of it. A body larger than `max` fails the transaction open
     /// or closed as configured for the module.
     Buffer { max: usize },
-    /// Async work (an external call, CPU work on a bounded pool): the host awaits the future,
+    /// Async work (an external call, CPU work on [`TxnInfo::cpu`]): the host awaits the future,
     /// at most `deadline`, and uses the verdict it yields (past the deadline: the module's
     /// failure policy). The future is dropped, cancelling the work, if the client goes away.
     /// Honoured in header phases.

@@ -23,6 +23,7 @@ pub struct Config {
     pub log: LogConfig,
     pub admin: AdminConfig,
     pub shutdown: ShutdownConfig,
+    pub cpu_pool: CpuPoolConfig,
     pub module: Vec<ModuleConfig>,
 }
 
@@ -39,6 +40,7 @@ impl Default for Config {
             log: LogConfig::default(),
             admin: AdminConfig::default(),
             shutdown: ShutdownConfig::default(),
+            cpu_pool: CpuPoolConfig::default(),
             module: Vec::new(),
         }
     }
@@ -433,6 +435,30 @@ pub struct ShutdownConfig {
 impl Default for ShutdownConfig {
     fn default() -> Self {
         Self { drain: Dur(Duration::from_secs(30)) }
+    }
+}
+
+/// The bounded pool modules run CPU work on (`sluice_module::CpuPool`, reached through
+/// `TxnInfo::cpu`).
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct CpuPoolConfig {
+    /// Jobs running at once at most; 0: one per core.
+    pub threads: usize,
+    /// Jobs waiting for a thread at most; a job past that is refused at once.
+    pub queue: usize,
+}
+
+impl Default for CpuPoolConfig {
+    fn default() -> Self {
+        Self { threads: 0, queue: sluice_module::CpuPool::DEFAULT_QUEUE }
+    }
+}
+
+impl CpuPoolConfig {
+    /// The pool this configures.
+    pub fn build(&self) -> sluice_module::CpuPool {
+        sluice_module::CpuPool::new(self.threads, self.queue)
     }
 }
 

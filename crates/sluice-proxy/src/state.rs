@@ -14,7 +14,7 @@ use crate::tiers::Tiers;
 use crate::upstream::Upstream;
 use http::{HeaderValue, Version};
 use sluice_http::freshness::Heuristic;
-use sluice_module::CacheApi;
+use sluice_module::{CacheApi, CpuPool};
 use sluice_store::{Collapser, MemoryStore};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -30,6 +30,8 @@ pub struct State {
     pub content: Arc<dyn CacheApi>,
     /// The same object, concretely (attached to the running proxy by `start`).
     pub(crate) content_impl: Arc<crate::content::Content>,
+    /// The bounded pool for modules' CPU work (`[cpu_pool]`), handed to modules.
+    pub cpu: CpuPool,
     pub collapser: Collapser,
     pub hit_for_pass: crate::hit_for_pass::HitForPass,
     pub upstream: Upstream,
@@ -108,6 +110,7 @@ impl State {
             heuristic,
             content,
             content_impl,
+            cpu: config.cpu_pool.build(),
             name,
             via,
             next_txn: AtomicU64::new(1),

@@ -48,7 +48,8 @@ impl std::fmt::Debug for Txn {
 impl Txn {
     /// Starts a transaction for `req` from `client`.
     pub fn start<B>(state: &Arc<State>, client: SocketAddr, req: &Request<B>) -> Self {
-        let info = TxnInfo { id: state.next_txn_id(), client, cache: Arc::clone(&state.content) };
+        let info =
+            TxnInfo { id: state.next_txn_id(), client, cache: Arc::clone(&state.content), cpu: state.cpu.clone() };
         let modules = SharedChain::new(&state.modules.load(), &info);
         let headers = req.headers();
         Self {

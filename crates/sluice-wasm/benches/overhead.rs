@@ -17,7 +17,7 @@ mod plugins;
 use bytes::Bytes;
 use http::StatusCode;
 use sluice_module::{
-    BodyChunk, EmptyCache, LogFields, LookupOutcome, LookupOverride, Module, Txn, TxnInfo, TxnOutcome,
+    BodyChunk, CpuPool, EmptyCache, LogFields, LookupOutcome, LookupOverride, Module, Txn, TxnInfo, TxnOutcome,
 };
 use sluice_wasm::{HostEnv, WasmConfig, WasmModule};
 use std::hint::black_box;
@@ -62,7 +62,12 @@ fn transaction(
 
 /// Mean time per transaction over one run of `iterations`.
 fn measure(module: &dyn Module, iterations: u32) -> Duration {
-    let info = TxnInfo { id: 1, client: SocketAddr::from(([127, 0, 0, 1], 5000)), cache: Arc::new(EmptyCache) };
+    let info = TxnInfo {
+        id: 1,
+        client: SocketAddr::from(([127, 0, 0, 1], 5000)),
+        cache: Arc::new(EmptyCache),
+        cpu: CpuPool::default(),
+    };
     let (req, ()) = http::Request::get("http://origin.example/static/app.js?v=3")
         .header("host", "origin.example")
         .header("user-agent", "Mozilla/5.0 (X11; Linux x86_64) bench")

@@ -15,8 +15,10 @@
 //!
 //! Verdicts: a local response (`proxy_send_local_response`) gives `Flow::Respond` (which the
 //! host honours in request phases); `sluice.no_more_callbacks` gives `Flow::Done`; `Pause`
-//! from a headers callback with a body to come gives `Flow::Buffer` (the body callback then
-//! gets the whole body at once, end of stream set); `Pause` from a body callback holds the
+//! from a headers callback with a body to come gives `Flow::Buffer` (where the host honours
+//! it, `req_headers` and `client_resp_headers`, the body callback then gets the whole body at
+//! once, end of stream set; from `origin_resp_headers` the host ignores it and the body comes
+//! per chunk); `Pause` from a body callback holds the
 //! data seen so far (the callback is called again with all of it and the next chunk, up to
 //! `max_buffer_bytes`) until the plugin continues or the body ends; anything else continues.
 //!
@@ -141,7 +143,12 @@ impl WasmTxn {
             slot,
             generation,
             context,
-            facts: TxnFacts { id: info.id, client: info.client, cache: Arc::clone(&info.cache) },
+            facts: TxnFacts {
+                id: info.id,
+                client: info.client,
+                cache: Arc::clone(&info.cache),
+                log_fields: Default::default(),
+            },
             state: State::Active,
             done_called: false,
             deleted: false,
@@ -419,10 +426,13 @@ impl Txn for WasmTxn {
         }
     }
 
-    fn log(&mut self, _info: &TxnInfo, _outcome: &TxnOutcome, _fields: &mut LogFields) {
+    /// `proxy_on_log`, then the fields the plugin added with `sluice.log_field` (in this
+    /// callback or any before).
+    fn log(&mut self, _info: &TxnInfo, _outcome: &TxnOutcome, fields: &mut LogFields) {
         if self.state == State::Active {
             self.notify(Callback::Log);
         }
+        fields.fields.append(&mut self.facts.log_fields.lock());
     }
 }
 

@@ -7,3 +7,5 @@ mod config_reload;
 mod support;
 mod under_load;
 mod wasm_entry;
+mod wasm_failures;
+mod wasm_foreign;

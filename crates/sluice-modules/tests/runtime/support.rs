@@ -105,3 +105,23 @@ pub fn add_headers_entry(name: &str) -> String {
         plugin("add_headers").display().to_string()
     )
 }
+
+/// A `[[module]]` entry for test plugin `plugin` (e.g. `trap`) named `name`: one instance, a
+/// 50 ms callback deadline, a crashed instance recreated at once, failures `on_error`.
+pub fn strict_entry(name: &str, plugin_name: &str, on_error: &str) -> String {
+    format!(
+        "[[module]]\nname = \"{name}\"\nkind = \"wasm\"\non_error = \"{on_error}\"\n[module.settings]\npath = {:?}\n\
+         instances = 1\n[module.settings.limits]\ndeadline_ms = 50\nbackoff_base_ms = 0\n",
+        plugin(plugin_name).display().to_string()
+    )
+}
+
+/// Waits (up to 10 s of real time) until `done` holds; panics with `what` otherwise. For
+/// effects no response signals: background work, the access log's writer thread.
+pub async fn until(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !done() {
+        assert!(tokio::time::Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+}

@@ -34,6 +34,8 @@ pub(crate) struct TxnFacts {
     pub id: u64,
     pub client: SocketAddr,
     pub cache: Arc<dyn CacheApi>,
+    /// Access log fields added by `sluice.log_field`, handed to the log phase.
+    pub log_fields: parking_lot::Mutex<Vec<(String, String)>>,
 }
 
 /// The request head as a callback sees it: the live head (writable, request phases) or the
@@ -248,7 +250,12 @@ mod tests {
     }
 
     fn facts() -> TxnFacts {
-        TxnFacts { id: 7, client: SocketAddr::from(([192, 0, 2, 1], 1)), cache: Arc::new(EmptyCache) }
+        TxnFacts {
+            id: 7,
+            client: SocketAddr::from(([192, 0, 2, 1], 1)),
+            cache: Arc::new(EmptyCache),
+            log_fields: Default::default(),
+        }
     }
 
     #[test]

@@ -74,6 +74,49 @@ fn foreign_function_errors_have_abi_statuses() {
 }
 
 #[test]
+fn cache_validate_starts_a_revalidation_on_the_runtime_and_returns_at_once() {
+    let module = module();
+    let cache = Arc::new(MemCache::with(&["http://v.example/"]));
+    let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
+    runtime.block_on(async {
+        assert_eq!(call(&module, &cache, "sluice.cache_validate", Some("http://v.example/")), (200, None, "1".into()));
+        // Nothing stored: nothing to validate.
+        assert_eq!(call(&module, &cache, "sluice.cache_validate", Some("http://w.example/")), (200, None, "0".into()));
+        // Not an absolute URL: BadArgument (2).
+        assert_eq!(
+            call(&module, &cache, "sluice.cache_validate", Some("nope")),
+            (500, Some("2".into()), String::new())
+        );
+    });
+    assert_eq!(
+        cache.calls(),
+        ["query http://v.example/", "validate http://v.example/", "query http://w.example/", "query nope"]
+    );
+    // Outside a Tokio runtime there is nothing to run it on: InternalFailure (10).
+    assert_eq!(
+        call(&module, &cache, "sluice.cache_validate", Some("http://v.example/")),
+        (500, Some("10".into()), String::new())
+    );
+}
+
+#[test]
+fn log_field_adds_to_the_access_log_line_from_any_callback() {
+    let module = module();
+    let info = info(1, Arc::new(MemCache::default()));
+    let run = play(&module, &info, Exchange::get("/", &[("x-log", "plugin=yes")], &["body"]));
+    let fields: Vec<(&str, &str)> = run.log_fields.iter().map(|(n, v)| (n.as_str(), v.as_str())).collect();
+    assert_eq!(fields, [("plugin", "yes"), ("phase", "log")], "the second from proxy_on_log");
+
+    // Malformed fields are refused with BadArgument (2); the request goes on.
+    for bad in ["no-equals-sign", "=empty-name", "bad name=v", "tab=a\tb"] {
+        let run = play(&module, &info, Exchange::get("/", &[("x-log", bad)], &[]));
+        let names: Vec<&str> = run.log_fields.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(names, ["phase"], "{bad:?} refused");
+    }
+    assert!(module.recent_logs().iter().any(|line| line == "info log_field err 2"), "{:?}", module.recent_logs());
+}
+
+#[test]
 fn no_more_callbacks_ends_the_plugins_part_but_still_deletes_its_context() {
     let module = module();
     let info = info(1, Arc::new(MemCache::default()));

@@ -7,6 +7,9 @@
 //! - `x-done: 1`: calls `sluice.no_more_callbacks`; this plugin would otherwise add
 //!   `x-after-done: yes` to the response.
 //!
+//! - `x-log: NAME=VALUE`: calls `sluice.log_field` with it, and again with `phase=log` from
+//!   `proxy_on_log`; a refused field is logged (`log_field err N`) and the request goes on.
+//!
 //! - `x-shared: KEY`: increments the number in shared data under KEY (compare-and-swap) and
 //!   answers `200` with the new value.
 //!
@@ -51,13 +54,23 @@ impl RootContext for Root {
     }
 
     fn create_http_context(&self, _context_id: u32) -> Option<Box<dyn HttpContext>> {
-        Some(Box::new(Caller))
+        Some(Box::new(Caller { logs: false }))
     }
 }
 
-struct Caller;
+struct Caller {
+    /// The request asked for log fields (`x-log`).
+    logs: bool,
+}
 
 impl Context for Caller {}
+
+/// Adds `field` (`NAME=VALUE`) to the access log line through `sluice.log_field`.
+fn log_field(field: &str) {
+    if let Err(status) = hostcalls::call_foreign_function("sluice.log_field", Some(field.as_bytes())) {
+        log::info!("log_field err {}", status as u32);
+    }
+}
 
 impl HttpContext for Caller {
     fn on_http_request_headers(&mut self, _num_headers: usize, _end_of_stream: bool) -> Action {
@@ -77,6 +90,11 @@ impl HttpContext for Caller {
             };
             self.send_http_response(200, vec![], Some(value.as_bytes()));
             return Action::Pause;
+        }
+        if let Some(field) = self.get_http_request_header("x-log") {
+            log_field(&field);
+            self.logs = true;
+            return Action::Continue;
         }
         if self.get_http_request_header("x-done").is_some() {
             if let Err(status) = self.call_foreign_function("sluice.no_more_callbacks", None) {
@@ -99,6 +117,12 @@ impl HttpContext for Caller {
             }
         }
         Action::Pause
+    }
+
+    fn on_log(&mut self) {
+        if self.logs {
+            log_field("phase=log");
+        }
     }
 
     fn on_http_response_headers(&mut self, _num_headers: usize, _end_of_stream: bool) -> Action {

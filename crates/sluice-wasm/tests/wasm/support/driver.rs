@@ -5,7 +5,7 @@
 use bytes::Bytes;
 use http::{request, response, StatusCode};
 use sluice_module::{
-    BodyChunk, CacheApi, Flow, LocalResponse, LogFields, LookupOutcome, LookupOverride, Module, Txn, TxnInfo,
+    BodyChunk, CacheApi, CpuPool, Flow, LocalResponse, LogFields, LookupOutcome, LookupOverride, Module, Txn, TxnInfo,
     TxnOutcome,
 };
 use std::net::SocketAddr;
@@ -31,7 +31,7 @@ pub fn response(status: u16, headers: &[(&str, &str)]) -> response::Parts {
 
 /// Transaction info for client `192.0.2.7:4242`.
 pub fn info(id: u64, cache: Arc<dyn CacheApi>) -> TxnInfo {
-    TxnInfo { id, client: SocketAddr::from(([192, 0, 2, 7], 4242)), cache }
+    TxnInfo { id, client: SocketAddr::from(([192, 0, 2, 7], 4242)), cache, cpu: CpuPool::default() }
 }
 
 /// One transaction to play: a miss (origin phases, then client phases).
@@ -68,6 +68,8 @@ pub struct Run {
     /// The response body chunk by chunk as the client got it.
     pub resp_chunks: Vec<Bytes>,
     pub responded: Option<LocalResponse>,
+    /// The fields the module added to the access log line.
+    pub log_fields: Vec<(String, String)>,
 }
 
 impl Run {
@@ -145,7 +147,9 @@ impl Player<'_> {
             let status = self.run.responded.as_ref().map(|r| r.status).unwrap_or(StatusCode::OK);
             let outcome = TxnOutcome { status, body_bytes: 0, result: "TCP_MISS", completed: true };
             self.txn.resp_done(self.info, &outcome);
-            self.txn.log(self.info, &outcome, &mut LogFields::default());
+            let mut fields = LogFields::default();
+            self.txn.log(self.info, &outcome, &mut fields);
+            self.run.log_fields = fields.fields;
         }
         self.run
     }
