@@ -62,10 +62,15 @@ impl std::fmt::Display for CpuError {
 
 impl std::error::Error for CpuError {}
 
-/// A bounded pool of threads for modules' CPU work (see the module docs). Cheap to clone:
-/// clones share the bounds.
+/// A bounded pool of threads for modules' CPU work (see the module docs). Cheap to clone
+/// (one reference count: every transaction's [`crate::TxnInfo`] carries one): clones share
+/// the bounds.
 #[derive(Clone)]
 pub struct CpuPool {
+    bounds: Arc<Bounds>,
+}
+
+struct Bounds {
     /// One permit per job allowed to run at once (`threads`).
     running: Arc<Semaphore>,
     /// One permit per job admitted, running or waiting (`threads + queue`).
@@ -76,7 +81,7 @@ pub struct CpuPool {
 
 impl std::fmt::Debug for CpuPool {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("CpuPool").field("threads", &self.threads).field("queue", &self.queue).finish()
+        f.debug_struct("CpuPool").field("threads", &self.bounds.threads).field("queue", &self.bounds.queue).finish()
     }
 }
 
@@ -98,22 +103,23 @@ impl CpuPool {
             0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
             n => n,
         };
-        Self {
+        let bounds = Bounds {
             running: Arc::new(Semaphore::new(threads)),
             admitted: Arc::new(Semaphore::new(threads + queue)),
             threads,
             queue,
-        }
+        };
+        Self { bounds: Arc::new(bounds) }
     }
 
     /// How many jobs run at once at most.
     pub fn threads(&self) -> usize {
-        self.threads
+        self.bounds.threads
     }
 
     /// How many jobs may wait for a thread at most.
     pub fn queue(&self) -> usize {
-        self.queue
+        self.bounds.queue
     }
 
     /// Admits `job`, or fails at once with [`CpuError::Full`]. The returned future runs it on
@@ -124,8 +130,8 @@ impl CpuPool {
         F: FnOnce() -> T + Send + 'static,
         T: Send + 'static,
     {
-        let admitted = Arc::clone(&self.admitted).try_acquire_owned().map_err(|_| CpuError::Full)?;
-        let running = Arc::clone(&self.running);
+        let admitted = Arc::clone(&self.bounds.admitted).try_acquire_owned().map_err(|_| CpuError::Full)?;
+        let running = Arc::clone(&self.bounds.running);
         let work = async move {
             // Waiting here is the queue; a drop while waiting means the job never starts.
             let permit: OwnedSemaphorePermit = running.acquire_owned().await.expect("the pool never closes");
