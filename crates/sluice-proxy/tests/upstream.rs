@@ -9,6 +9,16 @@ use common::{cache_status, Harness};
 use sluice_testkit::{client, Reply};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
+/// Sends `request` as written on a new connection and reads the answer until the proxy
+/// closes it (the request says `Connection: close`).
+async fn exchange_raw(h: &Harness, request: &[u8]) -> String {
+    let mut stream = tokio::net::TcpStream::connect(h.addr()).await.unwrap();
+    stream.write_all(request).await.unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).await.unwrap();
+    answer
+}
+
 fn body_of(n: usize) -> String {
     (0..n).map(|i| char::from(b'a' + (i % 26) as u8)).collect()
 }
@@ -113,16 +123,12 @@ async fn request_bodies_with_a_length_are_forwarded() {
 async fn chunked_request_bodies_are_forwarded_chunked() {
     let h = Harness::reverse().await;
     h.origin.on("/upload", Reply::ok("uploaded"));
-    let mut stream = tokio::net::TcpStream::connect(h.addr()).await.unwrap();
-    stream
-        .write_all(
-            b"POST /upload HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n\
-              5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n",
-        )
-        .await
-        .unwrap();
-    let mut answer = String::new();
-    stream.read_to_string(&mut answer).await.unwrap();
+    let answer = exchange_raw(
+        &h,
+        b"POST /upload HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n\
+          5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n",
+    )
+    .await;
     assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
     assert!(answer.ends_with("uploaded"), "{answer}");
     let request = h.origin.last_request("/upload").unwrap();
@@ -134,16 +140,12 @@ async fn chunked_request_bodies_are_forwarded_chunked() {
 async fn rfc9112_7_1_a_malformed_chunked_request_body_is_the_clients_error() {
     let h = Harness::reverse().await;
     h.origin.on("/upload", Reply::ok("uploaded"));
-    let mut stream = tokio::net::TcpStream::connect(h.addr()).await.unwrap();
-    stream
-        .write_all(
-            b"POST /upload HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n\
-              zz\r\nhello\r\n0\r\n\r\n",
-        )
-        .await
-        .unwrap();
-    let mut answer = String::new();
-    stream.read_to_string(&mut answer).await.unwrap();
+    let answer = exchange_raw(
+        &h,
+        b"POST /upload HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n\
+          zz\r\nhello\r\n0\r\n\r\n",
+    )
+    .await;
     assert!(answer.starts_with("HTTP/1.1 400"), "{answer}");
     let metrics = &h.proxy.state.metrics;
     assert_eq!(metrics.origin_errors.load(std::sync::atomic::Ordering::Relaxed), 0, "not the origin's failure");
