@@ -4,97 +4,15 @@
 
 mod common;
 
+use common::recorder::{Journal, Recorder};
 use common::Harness;
 use http::{HeaderValue, StatusCode};
-use sluice_module::{
-    BodyChunk, BodyEdits, FailurePolicy, Flow, LocalResponse, LookupOutcome, LookupOverride, Module, Txn, TxnInfo,
-    TxnOutcome,
-};
+use sluice_module::{BodyChunk, BodyEdits, FailurePolicy, Flow, LocalResponse, Module, Txn, TxnInfo};
 use sluice_proxy::config::Mode;
 use sluice_proxy::LoadedModule;
 use sluice_testkit::{client, Reply};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
-
-// ---- a module that records every call ------------------------------------------------------
-
-type Journal = Arc<Mutex<Vec<String>>>;
-
-struct Recorder {
-    journal: Journal,
-}
-
-struct RecorderTxn {
-    journal: Journal,
-}
-
-impl RecorderTxn {
-    fn note(&self, what: impl Into<String>) {
-        self.journal.lock().unwrap().push(what.into());
-    }
-}
-
-impl Txn for RecorderTxn {
-    fn req_headers(&mut self, _: &TxnInfo, _: &mut http::request::Parts) -> Flow {
-        self.note("req_headers");
-        Flow::Continue
-    }
-    fn req_body(&mut self, _: &TxnInfo, chunk: &mut BodyChunk) -> Flow {
-        if chunk.is_end() {
-            self.note("req_body:end");
-        }
-        Flow::Continue
-    }
-    fn cache_lookup(&mut self, _: &TxnInfo, outcome: LookupOutcome, _: &mut LookupOverride) -> Flow {
-        self.note(format!("cache_lookup:{outcome:?}"));
-        Flow::Continue
-    }
-    fn resolve(&mut self, _: &TxnInfo, _: &sluice_module::Resolution) -> Flow {
-        self.note("resolve");
-        Flow::Continue
-    }
-    fn req_out(&mut self, _: &TxnInfo, _: &mut http::request::Parts) -> Flow {
-        self.note("req_out");
-        Flow::Continue
-    }
-    fn origin_resp_headers(&mut self, _: &TxnInfo, resp: &mut http::response::Parts) -> Flow {
-        self.note(format!("origin_resp_headers:{}", resp.status.as_u16()));
-        Flow::Continue
-    }
-    fn client_resp_headers(&mut self, _: &TxnInfo, resp: &mut http::response::Parts) -> Flow {
-        self.note(format!("client_resp_headers:{}", resp.status.as_u16()));
-        Flow::Continue
-    }
-    fn client_resp_body(&mut self, _: &TxnInfo, chunk: &mut BodyChunk) -> Flow {
-        if chunk.is_end() {
-            self.note("client_resp_body:end");
-        }
-        Flow::Continue
-    }
-    fn resp_done(&mut self, _: &TxnInfo, outcome: &TxnOutcome) {
-        self.note(format!("resp_done:{}", outcome.result));
-    }
-    fn log(&mut self, _: &TxnInfo, _: &TxnOutcome, fields: &mut sluice_module::LogFields) {
-        fields.add("recorder", "1");
-        self.note("log");
-    }
-}
-
-impl Drop for RecorderTxn {
-    fn drop(&mut self) {
-        self.note("drop");
-    }
-}
-
-impl Module for Recorder {
-    fn name(&self) -> &str {
-        "recorder"
-    }
-    fn new_txn(&self, _: &TxnInfo) -> Option<Box<dyn Txn>> {
-        self.journal.lock().unwrap().push("new_txn".into());
-        Some(Box::new(RecorderTxn { journal: Arc::clone(&self.journal) }))
-    }
-}
 
 fn loaded(module: impl Module, on_error: FailurePolicy) -> LoadedModule {
     LoadedModule { module: Arc::new(module), on_error }
@@ -121,17 +39,15 @@ fn stateless<T: Txn + Default + 'static>(name: &'static str, on_error: FailurePo
 }
 
 async fn recorded(mode: Mode) -> (Harness, Journal) {
-    let journal: Journal = Arc::default();
-    let module = loaded(Recorder { journal: Arc::clone(&journal) }, FailurePolicy::Open);
-    let h = Harness::build_with_modules(mode, |_, _| {}, vec![module]).await;
+    let journal = Journal::default();
+    let h = Harness::build_with_modules(mode, |_, _| {}, vec![Recorder::loaded(&journal, FailurePolicy::Open)]).await;
     (h, journal)
 }
 
 /// Takes the journal once the transaction has ended (its state dropped).
 async fn take(h: &Harness, journal: &Journal) -> Vec<String> {
-    h.eventually("the transaction state to drop", |_| journal.lock().unwrap().last().is_some_and(|l| l == "drop"))
-        .await;
-    std::mem::take(&mut *journal.lock().unwrap())
+    h.eventually("the transaction state to drop", |_| journal.entries().last().is_some_and(|l| l == "drop")).await;
+    journal.take()
 }
 
 fn seq(items: &[&str]) -> Vec<String> {
@@ -286,8 +202,8 @@ async fn phases_on_a_request_with_a_body() {
 #[tokio::test]
 async fn phases_on_an_origin_error_and_on_connect() {
     let (h, journal) = {
-        let journal: Journal = Arc::default();
-        let module = loaded(Recorder { journal: Arc::clone(&journal) }, FailurePolicy::Open);
+        let journal = Journal::default();
+        let module = Recorder::loaded(&journal, FailurePolicy::Open);
         let h = Harness::build_with_modules(
             Mode::Forward,
             |c, origin| c.access.connect_ports = vec![origin.port()],
@@ -468,7 +384,7 @@ async fn deferred_work_is_awaited_and_its_deadline_enforced() {
 
 #[tokio::test]
 async fn a_client_that_leaves_during_defer_cancels_it_and_drops_the_state_once() {
-    let journal: Journal = Arc::default();
+    let journal = Journal::default();
     struct Waiter {
         journal: Journal,
     }
@@ -482,7 +398,7 @@ async fn a_client_that_leaves_during_defer_cancels_it_and_drops_the_state_once()
     }
     impl Drop for WaiterTxn {
         fn drop(&mut self) {
-            self.journal.lock().unwrap().push("drop".into());
+            self.journal.note(0, "drop");
         }
     }
     impl Module for Waiter {
@@ -490,10 +406,10 @@ async fn a_client_that_leaves_during_defer_cancels_it_and_drops_the_state_once()
             "waiter"
         }
         fn new_txn(&self, _: &TxnInfo) -> Option<Box<dyn Txn>> {
-            Some(Box::new(WaiterTxn { journal: Arc::clone(&self.journal) }))
+            Some(Box::new(WaiterTxn { journal: self.journal.clone() }))
         }
     }
-    let module = loaded(Waiter { journal: Arc::clone(&journal) }, FailurePolicy::Open);
+    let module = loaded(Waiter { journal: journal.clone() }, FailurePolicy::Open);
     let h = Harness::forward_with(vec![module]).await;
     {
         use tokio::io::AsyncWriteExt;
@@ -505,8 +421,8 @@ async fn a_client_that_leaves_during_defer_cancels_it_and_drops_the_state_once()
         })
         .await;
     }
-    h.eventually("the abandoned transaction's state to drop", |_| !journal.lock().unwrap().is_empty()).await;
-    assert_eq!(*journal.lock().unwrap(), seq(&["drop"]));
+    h.eventually("the abandoned transaction's state to drop", |_| !journal.entries().is_empty()).await;
+    assert_eq!(journal.entries(), seq(&["drop"]));
     assert_eq!(h.origin.hits("/w"), 0);
 }
 
