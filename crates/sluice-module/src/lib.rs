@@ -90,8 +90,10 @@ pub enum Flow {
     Respond(LocalResponse),
     /// Hold the message (from a headers phase, `req_headers` or `client_resp_headers`:
     /// headers included) until its whole body has arrived, at most `max` bytes, then call
-    /// the body phase once with all of it. A body larger than `max` fails the transaction open
-    /// or closed as configured for the module.
+    /// the body phase once with all of it; elsewhere it is logged and treated as `Continue`.
+    /// A body larger than `max` fails the modules that asked to buffer it, each as configured:
+    /// open, the module sits out the rest of the transaction and the message goes on
+    /// unchanged; closed, the transaction fails. The other modules go on.
     Buffer { max: usize },
     /// Async work (an external call, CPU work on a bounded pool): the host awaits the future,
     /// at most `deadline`, and uses the verdict it yields (past the deadline: the module's

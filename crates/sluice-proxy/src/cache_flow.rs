@@ -164,7 +164,9 @@ pub async fn serve(
             None => LookupOutcome::Miss,
         };
         let mut decision = LookupOverride::Keep;
-        if let Some(local) = module_phase!(txn, true, |m, info| m.cache_lookup(info, outcome, &mut decision))?.respond {
+        if let Some(local) =
+            module_phase!(txn, Respond, |m, info| m.cache_lookup(info, outcome, &mut decision))?.respond
+        {
             return Ok(respond::local(state, *local));
         }
         match decision {
@@ -514,7 +516,7 @@ async fn fetch(
         }
         let mut parts = origin_request(&spec.uri, Method::GET, headers)?;
         if let Some(txn) = txn.as_mut() {
-            if let Some(local) = module_phase!(txn, true, |m, info| m.req_out(info, &mut parts))?.respond {
+            if let Some(local) = module_phase!(txn, Respond, |m, info| m.req_out(info, &mut parts))?.respond {
                 return Ok(Fetched::Local(local));
             }
         }
@@ -553,7 +555,7 @@ async fn fetch(
     let (mut parts, body) = origin.response.into_parts();
     sluice_http::hop::remove_hop_by_hop(&mut parts.headers);
     if let Some(txn) = txn.as_mut() {
-        module_phase!(txn, false, |m, info| m.origin_resp_headers(info, &mut parts))?;
+        module_phase!(txn, Nothing, |m, info| m.origin_resp_headers(info, &mut parts))?;
     }
     if let Some(validated) = validating {
         if parts.status == StatusCode::NOT_MODIFIED {

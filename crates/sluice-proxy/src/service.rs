@@ -170,7 +170,7 @@ async fn route(
     }
     check_host(&req)?;
     let (mut parts, body) = req.into_parts();
-    let requested = module_phase!(txn, true, |m, info| m.req_headers(info, &mut parts))?;
+    let requested = module_phase!(txn, RespondOrBufferRequest, |m, info| m.req_headers(info, &mut parts))?;
     if let Some(local) = requested.respond {
         return Ok(Routed::Response(respond::local(state, *local)));
     }
@@ -438,15 +438,17 @@ async fn pass(
         crate::resolve::Resolved::Respond(local) => return Ok(respond::local(state, *local)),
     };
     let mut parts = origin_request(&forward.uri, forward.client.method.clone(), headers)?;
-    if let Some(local) = module_phase!(txn, true, |m, info| m.req_out(info, &mut parts))?.respond {
+    if let Some(local) = module_phase!(txn, Respond, |m, info| m.req_out(info, &mut parts))?.respond {
         return Ok(respond::local(state, *local));
     }
     // The modules see a streaming body chunk by chunk as it goes out (req_body.rs).
     let out_body = match body {
-        OutBody::Client(body) if !txn.modules.is_empty() => match crate::req_body::PhasedRequestBody::of(txn, body) {
-            Ok(phased) => OutBody::Phased(Box::new(phased)),
-            Err(body) => OutBody::Client(body),
-        },
+        body @ (OutBody::Client(_) | OutBody::Prefixed(_)) if !txn.modules.is_empty() => {
+            match crate::req_body::PhasedRequestBody::of(txn, body) {
+                Ok(phased) => OutBody::Phased(Box::new(phased)),
+                Err(body) => body,
+            }
+        }
         body => body,
     };
     let origin = crate::source::send(state, target, Request::from_parts(parts, out_body)).await?;
@@ -454,7 +456,7 @@ async fn pass(
     txn.code = ResultCode::Miss;
     let (mut parts, body) = origin.response.into_parts();
     sluice_http::hop::remove_hop_by_hop(&mut parts.headers);
-    module_phase!(txn, false, |m, info| m.origin_resp_headers(info, &mut parts))?;
+    module_phase!(txn, Nothing, |m, info| m.origin_resp_headers(info, &mut parts))?;
     for uri in sluice_http::invalidation::targets(&forward.client.method, &forward.uri, parts.status, &parts.headers) {
         if let Some(key) = sluice_http::key::primary_key(&uri) {
             state.store.remove(&key);

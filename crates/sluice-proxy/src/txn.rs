@@ -5,7 +5,7 @@
 //! once, in its `Drop`, whether the response completed, failed, or was never produced.
 
 use crate::access_log::LogRecord;
-use crate::chain::{ModuleFailure, PhaseOutcome, PhaseStart, SharedChain};
+use crate::chain::{Honours, ModuleFailure, PhaseOutcome, PhaseStart, SharedChain};
 use crate::error::{Kind, ProxyError, Side};
 use crate::outcome::ResultCode;
 use crate::state::State;
@@ -115,14 +115,14 @@ impl Txn {
     /// deferred, and then the rest of the phase is returned, to await at once.
     pub fn phase<'a>(
         &'a mut self,
-        allow_respond: bool,
+        honours: Honours,
         mut call: impl FnMut(&mut dyn ModuleTxn, &TxnInfo) -> Flow + Send + 'a,
     ) -> Phase<'a> {
         if self.modules.is_empty() {
             return Phase::Ready(Ok(PhaseOutcome::default()));
         }
         let Self { modules, info, .. } = self;
-        match modules.start_phase(allow_respond, move |m| call(m, info)) {
+        match modules.start_phase(honours, move |m| call(m, info)) {
             PhaseStart::Ready(result) => Phase::Ready(result),
             PhaseStart::Waiting(rest) => Phase::Waiting(rest),
         }
@@ -154,13 +154,14 @@ pub enum Phase<'a> {
     Waiting(BoxFuture<'a, Result<PhaseOutcome, ModuleFailure>>),
 }
 
-/// `module_phase!(txn, allow_respond, |m, info| m.some_phase(info, ...))`: runs a header
-/// phase ([`Txn::phase`]) and evaluates to its `Result<PhaseOutcome, ProxyError>` (a closed
+/// `module_phase!(txn, X, |m, info| m.some_phase(info, ...))`: runs a header phase
+/// ([`Txn::phase`]) honouring the verdicts of `Honours::X`, and evaluates to its
+/// `Result<PhaseOutcome, ProxyError>` (a closed
 /// module failure is a 500). Use it in an async fn: it awaits only when a module deferred, so
 /// the common case polls no future and keeps none in the caller's state.
 macro_rules! module_phase {
-    ($txn:expr, $allow_respond:expr, $call:expr) => {{
-        let phase = $txn.phase($allow_respond, $call);
+    ($txn:expr, $honours:ident, $call:expr) => {{
+        let phase = $txn.phase($crate::chain::Honours::$honours, $call);
         let result = match phase {
             $crate::txn::Phase::Ready(result) => result,
             $crate::txn::Phase::Waiting(rest) => rest.await,
