@@ -280,7 +280,9 @@ pub trait Module: Send + Sync + 'static {
     /// The module's name, as used in configuration and logs.
     fn name(&self) -> &str;
 
-    /// Called at the start of every transaction; `None` means this module sits it out.
+    /// Called at the start of every transaction; `None` means this module sits it out. A
+    /// panic here fails the transaction as configured: open, the module sits it out; closed,
+    /// the client gets a 500 and no phase runs (other modules see the error response).
     fn new_txn(&self, info: &TxnInfo) -> Option<Box<dyn Txn>>;
 
     /// The module's `settings` changed (a configuration reload, or `PUT /modules/<name>`

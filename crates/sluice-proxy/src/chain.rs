@@ -177,9 +177,13 @@ enum Step {
 }
 
 impl ModuleChain {
-    /// Asks every module for its state; modules answering `None` sit the transaction out.
-    pub fn new(modules: &[LoadedModule], info: &TxnInfo) -> Self {
+    /// Asks every module for its state; modules answering `None` sit the transaction out. A
+    /// module that panics in `new_txn` sits it out too; when it guards transactions closed,
+    /// its failure is returned as well, and the transaction must fail (the other modules keep
+    /// their states, which see the error response and are dropped as usual).
+    pub fn new(modules: &[LoadedModule], info: &TxnInfo) -> (Self, Option<ModuleFailure>) {
         let mut slots = Slots::new();
+        let mut failure = None;
         for loaded in modules {
             let created = std::panic::catch_unwind(AssertUnwindSafe(|| loaded.module.new_txn(info)));
             match created {
@@ -193,11 +197,13 @@ impl ModuleChain {
                 }),
                 Ok(None) => {}
                 Err(_) => {
-                    tracing::error!("module {} panicked in new_txn; it sits this transaction out", loaded.module.name())
+                    if let Err(failed) = new_txn_panicked(loaded) {
+                        failure.get_or_insert(failed);
+                    }
                 }
             }
         }
-        Self { slots }
+        (Self { slots }, failure)
     }
 
     /// True when no module takes part (the common fast path).
@@ -353,13 +359,14 @@ impl std::fmt::Debug for SharedChain {
 }
 
 impl SharedChain {
-    /// The chain of a new transaction.
-    pub fn new(modules: &[LoadedModule], info: &TxnInfo) -> Self {
+    /// The chain of a new transaction, and the failure of a module that guards it closed and
+    /// panicked in `new_txn` (see [`ModuleChain::new`]).
+    pub fn new(modules: &[LoadedModule], info: &TxnInfo) -> (Self, Option<ModuleFailure>) {
         if modules.is_empty() {
-            return Self::default();
+            return (Self::default(), None);
         }
-        let chain = ModuleChain::new(modules, info);
-        Self { chain: if chain.is_empty() { Holder::Empty } else { Holder::Own(chain) } }
+        let (chain, failure) = ModuleChain::new(modules, info);
+        (Self { chain: if chain.is_empty() { Holder::Empty } else { Holder::Own(chain) } }, failure)
     }
 
     /// True when no module takes part.
@@ -586,6 +593,20 @@ impl Slot {
                 what: what.to_owned(),
             }))),
         }
+    }
+}
+
+/// A module panicked in `new_txn`: it sits the transaction out, which fails closed when the
+/// module guards it so.
+#[cold]
+fn new_txn_panicked(loaded: &LoadedModule) -> Result<(), ModuleFailure> {
+    tracing::error!("module {} panicked in new_txn", loaded.module.name());
+    match loaded.on_error {
+        FailurePolicy::Open => Ok(()),
+        FailurePolicy::Closed => Err(ModuleFailure(Box::new(FailureDetail {
+            module: loaded.module.name().to_owned(),
+            what: "panicked in new_txn".to_owned(),
+        }))),
     }
 }
 

@@ -170,6 +170,7 @@ async fn route(
     }
     check_host(&req)?;
     let (mut parts, body) = req.into_parts();
+    txn.check_start()?;
     let requested = module_phase!(txn, RespondOrBufferRequest, |m, info| m.req_headers(info, &mut parts))?;
     if let Some(local) = requested.respond {
         return Ok(Routed::Response(respond::local(state, *local)));

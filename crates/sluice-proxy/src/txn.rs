@@ -20,6 +20,9 @@ use std::time::Instant;
 pub struct Txn {
     pub info: TxnInfo,
     pub modules: SharedChain,
+    /// A module guarding the transaction closed panicked in `new_txn`: the transaction must
+    /// fail ([`Txn::check_start`]).
+    start_failure: Option<ModuleFailure>,
     /// How it was served (set as the pipeline decides).
     pub code: ResultCode,
     /// The origin address, when the request went forward.
@@ -49,10 +52,11 @@ impl Txn {
     /// Starts a transaction for `req` from `client`.
     pub fn start<B>(state: &Arc<State>, client: SocketAddr, req: &Request<B>) -> Self {
         let info = TxnInfo { id: state.next_txn_id(), client, cache: Arc::clone(&state.content) };
-        let modules = SharedChain::new(&state.modules.load(), &info);
+        let (modules, start_failure) = SharedChain::new(&state.modules.load(), &info);
         let headers = req.headers();
         Self {
             modules,
+            start_failure,
             code: ResultCode::None,
             peer: None,
             // Formatted only for the access log; routing sets the absolute URL.
@@ -106,6 +110,15 @@ impl Txn {
     pub fn record_end(&mut self, body_bytes: u64, completed: bool) {
         self.body_bytes = body_bytes;
         self.completed = completed;
+    }
+
+    /// Fails the transaction (500) when a module that guards it closed panicked in
+    /// `new_txn`; called before its first phase.
+    pub fn check_start(&mut self) -> Result<(), ProxyError> {
+        match self.start_failure.take() {
+            None => Ok(()),
+            Some(failure) => Err(module_error(failure)),
+        }
     }
 
     /// Runs a header phase of the modules taking part; free when none does. Use it through

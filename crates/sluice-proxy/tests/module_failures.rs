@@ -1,6 +1,6 @@
-//! Module failures end to end: a `Buffer` that overflows fails the transaction open or
-//! closed, as configured for the module that failed, and only that module; the other modules
-//! keep their phases, and the proxy lives on.
+//! Module failures end to end: a `Buffer` that overflows and panics in any phase fail the
+//! transaction open or closed, as configured for the module that failed, and only that
+//! module; the other modules keep their phases, and the proxy lives on.
 
 mod common;
 
@@ -138,4 +138,106 @@ async fn a_request_buffer_overflow_fails_only_the_module_that_asked_to_buffer() 
     let calls = take(&h, &journal).await;
     assert!(calls.contains(&"req_body:end".to_owned()), "the other module still sees the body: {calls:?}");
     assert_eq!(calls[calls.len() - 3..], seq(&["resp_done:TCP_MISS", "log", "drop"]));
+}
+
+// ---- panics ------------------------------------------------------------------------------------
+
+/// Panics in the phase it is named after (`new_txn` included; in `client_resp_body`, on the
+/// last piece); otherwise continues.
+struct Panicky {
+    phase: &'static str,
+}
+
+struct PanickyTxn {
+    phase: &'static str,
+}
+
+impl PanickyTxn {
+    fn maybe_panic(&self, phase: &str) -> Flow {
+        assert_ne!(self.phase, phase, "a module bug in {phase}");
+        Flow::Continue
+    }
+}
+
+impl Txn for PanickyTxn {
+    fn client_resp_headers(&mut self, _: &TxnInfo, _: &mut http::response::Parts) -> Flow {
+        self.maybe_panic("client_resp_headers")
+    }
+    fn client_resp_body(&mut self, _: &TxnInfo, chunk: &mut BodyChunk) -> Flow {
+        if chunk.is_end() {
+            return self.maybe_panic("client_resp_body");
+        }
+        Flow::Continue
+    }
+}
+
+impl Module for Panicky {
+    fn name(&self) -> &str {
+        self.phase
+    }
+    fn new_txn(&self, _: &TxnInfo) -> Option<Box<dyn Txn>> {
+        assert_ne!(self.phase, "new_txn", "a module bug in new_txn");
+        Some(Box::new(PanickyTxn { phase: self.phase }))
+    }
+}
+
+fn panicky(phase: &'static str, on_error: FailurePolicy) -> LoadedModule {
+    LoadedModule { module: Arc::new(Panicky { phase }), on_error }
+}
+
+#[tokio::test]
+async fn a_panic_in_new_txn_fails_open_or_closed_as_configured() {
+    let journal = Journal::default();
+    let open = Harness::forward_with(vec![
+        panicky("new_txn", FailurePolicy::Open),
+        Recorder::loaded(&journal, FailurePolicy::Open),
+    ])
+    .await;
+    open.origin.on("/n", Reply::ok("fine"));
+    assert_eq!(open.get("/n").await.text(), "fine", "open: the module sits the transaction out");
+    assert_eq!(take(&open, &journal).await.first().map(String::as_str), Some("new_txn"));
+
+    let closed = Harness::forward_with(vec![
+        panicky("new_txn", FailurePolicy::Closed),
+        Recorder::loaded(&journal, FailurePolicy::Open),
+    ])
+    .await;
+    closed.origin.on("/n", Reply::ok("fine"));
+    assert_eq!(closed.get("/n").await.status, 500, "closed: the transaction fails");
+    assert_eq!(closed.origin.hits("/n"), 0);
+    assert_eq!(
+        take(&closed, &journal).await,
+        seq(&["new_txn", "client_resp_headers:500", "client_resp_body:end", "resp_done:NONE", "log", "drop"]),
+        "the other module's state sees the error response and is dropped once"
+    );
+    assert_eq!(closed.get("/n").await.status, 500, "the proxy keeps serving");
+}
+
+#[tokio::test]
+async fn a_panic_in_client_resp_headers_fails_open_or_closed() {
+    let open = Harness::forward_with(vec![panicky("client_resp_headers", FailurePolicy::Open)]).await;
+    open.origin.on("/h", Reply::ok("delivered"));
+    assert_eq!(open.get("/h").await.text(), "delivered");
+    let closed = Harness::forward_with(vec![panicky("client_resp_headers", FailurePolicy::Closed)]).await;
+    closed.origin.on("/h", Reply::ok("delivered"));
+    let reply = closed.get("/h").await;
+    assert_eq!(reply.status, 500, "closed, before the head went out: a 500");
+    assert!(!reply.text().contains("delivered"));
+}
+
+#[tokio::test]
+async fn a_panic_in_client_resp_body_fails_open_or_cuts_the_connection() {
+    let open = Harness::forward_with(vec![panicky("client_resp_body", FailurePolicy::Open)]).await;
+    open.origin.on("/b", Reply::ok("delivered"));
+    let reply = open.get("/b").await;
+    assert_eq!(reply.status, 200);
+    assert_eq!(reply.text(), "delivered");
+    let closed = Harness::forward_with(vec![panicky("client_resp_body", FailurePolicy::Closed)]).await;
+    // In pieces, so that the head and the first pieces are out before the last one fails.
+    closed.origin.on("/b", Reply::ok("delivered in pieces").trickle(4));
+    let request = format!("GET {} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", closed.target("/b"));
+    let raw = sluice_testkit::client::raw(closed.addr(), request.as_bytes()).await;
+    assert!(raw.starts_with("HTTP/1.1 200"), "the head was already out: {raw}");
+    assert!(raw.contains("transfer-encoding: chunked"), "{raw}");
+    assert!(!raw.ends_with("0\r\n\r\n"), "closed, mid-body: the connection is cut: {raw:?}");
 }
