@@ -236,7 +236,9 @@ pub trait Txn: Send {
         Flow::Continue
     }
 
-    /// A piece of the origin's response body; changes here are what gets stored.
+    /// A piece of the origin's response body; changes here are what gets stored. Called for
+    /// every active module, whether or not it declared edits; a length change needs
+    /// [`BodyEdits::origin_response`] (undeclared, it fails the fill: nothing is stored).
     fn origin_resp_body(&mut self, info: &TxnInfo, chunk: &mut BodyChunk) -> Flow {
         let _ = (info, chunk);
         Flow::Continue

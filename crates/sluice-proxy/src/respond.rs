@@ -75,10 +75,12 @@ pub async fn finalize(
 }
 
 /// The body phases `body` runs for the modules still active; `None` when there are none.
+/// Every active module sees the body (`origin_resp_body` too, for a body straight from the
+/// origin); only a declared edit ([`sluice_module::BodyEdits`]) lets it change length.
 fn body_phases(txn: &mut Txn, body: &ProxyBody) -> Option<BodyPhases> {
     let edits = txn.modules.edits()?;
-    let origin = edits.origin_response && body.is_from_origin();
-    Some(BodyPhases { origin, client: true, may_change: edits.client_response || origin })
+    let origin = body.is_from_origin();
+    Some(BodyPhases { origin, client: true, may_change: edits.client_response || (origin && edits.origin_response) })
 }
 
 fn error_response(state: &State, mut txn: Txn, err: &ProxyError) -> Response<ProxyBody> {

@@ -141,10 +141,15 @@ impl Txn {
         }
     }
 
-    /// The module chain and transaction info, for a fetch that runs `origin_resp_body` on the
-    /// body it stores; `None` when no module may change that body.
-    pub fn origin_body_editors(&mut self) -> Option<(SharedChain, TxnInfo)> {
-        self.modules.edits().is_some_and(|e| e.origin_response).then(|| (self.modules.share(), self.info.clone()))
+    /// The `origin_resp_body` phase for a fetch that stores the body it reads (the chain is
+    /// then shared with the fetch); `None` when no module is active.
+    pub fn origin_body_phase(&mut self) -> Option<OriginBodyPhase> {
+        let edits = self.modules.edits()?;
+        Some(OriginBodyPhase {
+            chain: self.modules.share(),
+            info: self.info.clone(),
+            may_change: edits.origin_response,
+        })
     }
 
     /// Runs a body phase of the modules taking part on `chunk`.
@@ -155,6 +160,30 @@ impl Txn {
     ) -> Result<(), ModuleFailure> {
         let Self { modules, info, .. } = self;
         modules.body_phase(chunk, |m, c| call(m, info, c))
+    }
+}
+
+/// The modules' `origin_resp_body` phase on a body a fetch stores ([`Txn::origin_body_phase`]).
+pub struct OriginBodyPhase {
+    pub chain: SharedChain,
+    pub info: TxnInfo,
+    /// Some module declared that it may change the body
+    /// ([`sluice_module::BodyEdits::origin_response`]): readers of the fill get it without the
+    /// origin's length. Otherwise the length stays, and a module changing it fails the fill.
+    pub may_change: bool,
+}
+
+impl OriginBodyPhase {
+    /// Runs the phase on one piece of the body.
+    pub fn run(&mut self, data: bytes::Bytes, end: bool) -> Result<bytes::Bytes, String> {
+        let announced = data.len();
+        let mut chunk = sluice_module::BodyChunk::new(data, end);
+        let info = &self.info;
+        self.chain.body_phase(&mut chunk, |m, c| m.origin_resp_body(info, c)).map_err(|e| e.to_string())?;
+        if !self.may_change && chunk.data().len() != announced {
+            return Err("a module changed a stored body's length without declaring it in edits_body".into());
+        }
+        Ok(chunk.into_data())
     }
 }
 

@@ -116,6 +116,7 @@ async fn a_response_buffer_overflow_fails_only_the_module_that_asked_to_buffer()
             "req_out",
             "origin_resp_headers:200",
             "client_resp_headers:200",
+            "origin_resp_body:end",
             "client_resp_body:end",
             "resp_done:TCP_MISS",
             "log",

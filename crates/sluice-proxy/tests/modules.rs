@@ -71,6 +71,7 @@ async fn phases_on_a_miss_then_a_fresh_hit() {
             "req_out",
             "origin_resp_headers:200",
             "client_resp_headers:200",
+            "origin_resp_body:end",
             "client_resp_body:end",
             "resp_done:TCP_MISS",
             "log",
@@ -188,6 +189,7 @@ async fn phases_on_a_request_with_a_body() {
             "req_body:end",
             "origin_resp_headers:200",
             "client_resp_headers:200",
+            "origin_resp_body:end",
             "client_resp_body:end",
             "resp_done:TCP_MISS",
             "log",
@@ -577,6 +579,44 @@ async fn origin_body_edits_are_what_gets_stored() {
     assert_eq!(h.origin.hits("/page"), 1);
     h.origin.on("/pass", Reply::ok("x<ad>y"));
     assert_eq!(h.get("/pass").await.text(), "xy<!-- cleaned -->", "pass-through responses are edited too");
+}
+
+/// Reads the stored body in `origin_resp_body` without declaring an edit.
+#[derive(Default)]
+struct OriginReaderTxn {
+    seen: Vec<u8>,
+}
+
+impl Txn for OriginReaderTxn {
+    fn origin_resp_body(&mut self, _: &TxnInfo, chunk: &mut BodyChunk) -> Flow {
+        self.seen.extend_from_slice(chunk.data());
+        Flow::Continue
+    }
+}
+
+impl Drop for OriginReaderTxn {
+    fn drop(&mut self) {
+        if !self.seen.is_empty() {
+            ORIGIN_READ.lock().unwrap().push(String::from_utf8_lossy(&self.seen).into_owned());
+        }
+    }
+}
+
+/// What [`OriginReaderTxn`] states saw, one entry per transaction that saw a body.
+static ORIGIN_READ: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+
+#[tokio::test]
+async fn a_module_that_only_reads_origin_bodies_sees_them_and_keeps_content_length() {
+    let h = Harness::forward_with(vec![stateless::<OriginReaderTxn>("origin-reader", FailurePolicy::Closed)]).await;
+    h.origin.on("/read", Reply::ok("stored as is").header("Cache-Control", "max-age=60"));
+    let miss = h.get("/read").await;
+    assert_eq!(miss.text(), "stored as is");
+    assert_eq!(miss.header("content-length"), "12", "an undeclared reader keeps the origin's length");
+    h.eventually("the miss's state to drop", |_| !ORIGIN_READ.lock().unwrap().is_empty()).await;
+    assert_eq!(*ORIGIN_READ.lock().unwrap(), ["stored as is"], "origin_resp_body ran on the miss");
+    let hit = h.get("/read").await;
+    assert_eq!(hit.header("content-length"), "12");
+    assert_eq!(h.origin.hits("/read"), 1, "and the body was stored");
 }
 
 // ---- timers and admin endpoints ----------------------------------------------------------------
