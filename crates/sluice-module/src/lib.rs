@@ -256,7 +256,9 @@ pub trait Txn: Send {
         Flow::Continue
     }
 
-    /// The response was sent (or the transaction was aborted: see `outcome.completed`).
+    /// The response was sent (or the transaction was aborted: see `outcome.completed`). Called
+    /// after every other phase: when the client left during a fill, after the fill's last
+    /// `origin_resp_body`.
     fn resp_done(&mut self, info: &TxnInfo, outcome: &TxnOutcome) {
         let _ = (info, outcome);
     }

@@ -349,8 +349,20 @@ enum Holder {
     /// Held by one transaction alone.
     Own(ModuleChain),
     /// Held by a transaction and the fetch filling the cache for it.
-    Shared(Arc<parking_lot::Mutex<ModuleChain>>),
+    Shared(Arc<parking_lot::Mutex<SharedCell>>),
 }
+
+/// A chain held by more than one handle.
+struct SharedCell {
+    chain: ModuleChain,
+    /// The transaction's end for the modules (`resp_done`, `log`), parked by the transaction
+    /// while a fill still runs `origin_resp_body` ([`SharedChain::end_after_fill`]); run by
+    /// whichever handle goes last, just before the states are dropped.
+    end: Option<EndOfTxn>,
+}
+
+/// See [`SharedCell::end`].
+pub type EndOfTxn = Box<dyn FnOnce(&mut ModuleChain) + Send>;
 
 impl std::fmt::Debug for SharedChain {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -379,7 +391,7 @@ impl SharedChain {
     pub fn share(&mut self) -> SharedChain {
         let shared = match std::mem::take(&mut self.chain) {
             Holder::Empty => return Self::default(),
-            Holder::Own(chain) => Arc::new(parking_lot::Mutex::new(chain)),
+            Holder::Own(chain) => Arc::new(parking_lot::Mutex::new(SharedCell { chain, end: None })),
             Holder::Shared(shared) => shared,
         };
         self.chain = Holder::Shared(Arc::clone(&shared));
@@ -391,7 +403,7 @@ impl SharedChain {
         match &mut self.chain {
             Holder::Empty => None,
             Holder::Own(chain) => Some(f(chain)),
-            Holder::Shared(shared) => Some(f(&mut shared.lock())),
+            Holder::Shared(shared) => Some(f(&mut shared.lock().chain)),
         }
     }
 
@@ -506,10 +518,26 @@ impl SharedChain {
                 chain.notify(second);
             }
             Holder::Shared(shared) => {
-                let mut chain = shared.lock();
+                let chain = &mut shared.lock().chain;
                 chain.notify(first);
                 chain.notify(second);
             }
+        }
+    }
+
+    /// True once the chain was shared: a fill (or a streaming request body) may still hold it.
+    pub fn is_shared(&self) -> bool {
+        matches!(self.chain, Holder::Shared(_))
+    }
+
+    /// Ends the transaction for the modules of a shared chain: `end` (which calls
+    /// `resp_done` and `log`) runs when the last handle goes, so that no phase follows it even
+    /// when a fill goes on after its client left. Runs at once on a chain not shared.
+    pub fn end_after_fill(&mut self, end: EndOfTxn) {
+        match &mut self.chain {
+            Holder::Empty => {}
+            Holder::Own(chain) => end(chain),
+            Holder::Shared(shared) => shared.lock().end = Some(end),
         }
     }
 
@@ -519,27 +547,46 @@ impl SharedChain {
     }
 }
 
+impl Drop for SharedChain {
+    /// The last handle of a shared chain runs the transaction's parked end, then drops the
+    /// states.
+    fn drop(&mut self) {
+        // Checked before anything moves: an unshared chain (every hit) drops as it is.
+        if !self.is_shared() {
+            return;
+        }
+        if let Holder::Shared(shared) = std::mem::take(&mut self.chain) {
+            if let Some(cell) = Arc::into_inner(shared) {
+                let SharedCell { mut chain, end } = cell.into_inner();
+                if let Some(end) = end {
+                    end(&mut chain);
+                }
+            }
+        }
+    }
+}
+
 /// [`ModuleChain::run_from`] on a shared chain, under its lock; out of line, so that only the
 /// common unshared case is inlined.
 #[inline(never)]
 fn run_locked(
-    shared: &parking_lot::Mutex<ModuleChain>,
+    shared: &parking_lot::Mutex<SharedCell>,
     honours: Honours,
     call: &mut impl FnMut(&mut dyn ModuleTxn) -> Flow,
     outcome: &mut PhaseOutcome,
 ) -> Progress {
-    shared.lock().run_from(0, honours, call, outcome)
+    shared.lock().chain.run_from(0, honours, call, outcome)
 }
 
 /// [`ModuleChain::body_phase`] on a shared chain (a fill storing for its transaction), under
 /// its lock; out of line, so that only the common unshared case is inlined.
 #[inline(never)]
 fn body_phase_locked(
-    shared: &parking_lot::Mutex<ModuleChain>,
+    shared: &parking_lot::Mutex<SharedCell>,
     chunk: &mut BodyChunk,
     call: impl FnMut(&mut dyn ModuleTxn, &mut BodyChunk) -> Flow,
 ) -> Result<(), ModuleFailure> {
-    shared.lock().body_phase(chunk, call)
+    shared.lock().chain.body_phase(chunk, call)
 }
 
 impl Slot {

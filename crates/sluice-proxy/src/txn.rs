@@ -223,29 +223,54 @@ impl Drop for Txn {
     fn drop(&mut self) {
         let state = Arc::clone(&self.state);
         state.metrics.record(self.code, self.status, self.body_bytes, self.completed);
+        let record = state.access_log.is_some().then(|| self.log_record());
+        if self.modules.is_shared() {
+            // A fill still runs `origin_resp_body` (its client left): `resp_done`, `log` and
+            // the log line wait until it is done, so that no phase comes after them.
+            let outcome = self.outcome();
+            let info = self.info.clone();
+            self.modules.end_after_fill(Box::new(move |chain| {
+                let mut fields = LogFields::default();
+                chain.notify(|m| m.resp_done(&info, &outcome));
+                chain.notify(|m| m.log(&info, &outcome, &mut fields));
+                if let (Some(log), Some(mut record)) = (&state.access_log, record) {
+                    record.extra = fields.fields;
+                    log.log(record);
+                }
+            }));
+            return;
+        }
         let mut fields = LogFields::default();
         if !self.modules.is_empty() {
             let outcome = self.outcome();
             let info = &self.info;
             self.modules.notify_both(|m| m.resp_done(info, &outcome), |m| m.log(info, &outcome, &mut fields));
         }
-        if let Some(log) = &state.access_log {
-            log.log(LogRecord {
-                end: state.clock.now(),
-                elapsed: self.started.elapsed(),
-                client: self.info.client.ip(),
-                code: self.code,
-                status: self.status,
-                bytes: self.head_bytes + self.body_bytes,
-                method: self.method.clone(),
-                url: std::mem::take(&mut self.url),
-                version: self.version,
-                peer: self.peer,
-                content_type: self.content_type.take(),
-                referer: self.referer.take(),
-                user_agent: self.user_agent.take(),
-                extra: fields.fields,
-            });
+        if let (Some(log), Some(mut record)) = (&state.access_log, record) {
+            record.extra = fields.fields;
+            log.log(record);
+        }
+    }
+}
+
+impl Txn {
+    /// The access log line, without the modules' fields.
+    fn log_record(&mut self) -> LogRecord {
+        LogRecord {
+            end: self.state.clock.now(),
+            elapsed: self.started.elapsed(),
+            client: self.info.client.ip(),
+            code: self.code,
+            status: self.status,
+            bytes: self.head_bytes + self.body_bytes,
+            method: self.method.clone(),
+            url: std::mem::take(&mut self.url),
+            version: self.version,
+            peer: self.peer,
+            content_type: self.content_type.take(),
+            referer: self.referer.take(),
+            user_agent: self.user_agent.take(),
+            extra: Vec::new(),
         }
     }
 }

@@ -135,6 +135,66 @@ async fn phases_on_a_stale_revalidation_and_a_304_to_the_client() {
 }
 
 #[tokio::test]
+async fn a_client_that_leaves_during_a_fill_gets_resp_done_and_log_after_the_fill() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let (h, journal) = recorded(Mode::Forward).await;
+    // An origin that sends half the body, then the rest when told to.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let origin = listener.local_addr().unwrap();
+    let (release, released) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(async move {
+        let (mut conn, _) = listener.accept().await.unwrap();
+        let mut head = Vec::new();
+        while !head.ends_with(b"\r\n\r\n") {
+            let mut byte = [0u8; 1];
+            conn.read_exact(&mut byte).await.unwrap();
+            head.push(byte[0]);
+        }
+        let reply = "HTTP/1.1 200 OK\r\nContent-Length: 10\r\nCache-Control: max-age=60\r\n\r\nhello";
+        conn.write_all(reply.as_bytes()).await.unwrap();
+        released.await.unwrap();
+        conn.write_all(b"world").await.unwrap();
+        conn
+    });
+    let url = format!("http://{origin}/fill");
+    let mut client = tokio::net::TcpStream::connect(h.addr()).await.unwrap();
+    client.write_all(format!("GET {url} HTTP/1.1\r\nHost: {origin}\r\n\r\n").as_bytes()).await.unwrap();
+    let mut got = Vec::new();
+    while !got.ends_with(b"hello") {
+        let mut buf = [0u8; 1024];
+        let n = client.read(&mut buf).await.unwrap();
+        assert!(n > 0, "the proxy closed early");
+        got.extend_from_slice(&buf[..n]);
+    }
+    drop(client);
+    h.eventually("the client's transaction to end", |h| {
+        h.proxy.state.metrics.aborted.load(std::sync::atomic::Ordering::Relaxed) == 1
+    })
+    .await;
+    assert!(!journal.entries().iter().any(|c| c.starts_with("resp_done")), "resp_done waits for the fill");
+    release.send(()).unwrap();
+    assert_eq!(
+        take(&h, &journal).await,
+        seq(&[
+            "new_txn",
+            "req_headers",
+            "cache_lookup:Miss",
+            "resolve",
+            "req_out",
+            "origin_resp_headers:200",
+            "client_resp_headers:200",
+            "origin_resp_body:end",
+            "resp_done:TCP_MISS:aborted",
+            "log",
+            "drop"
+        ])
+    );
+    let _conn = server.await.unwrap();
+    let hit = sluice_testkit::client::get(h.addr(), &url, &[]).await;
+    assert_eq!(hit.text(), "helloworld", "the fill went on and was stored");
+}
+
+#[tokio::test]
 async fn phases_on_head_and_on_a_bodyless_204() {
     let (h, journal) = recorded(Mode::Forward).await;
     h.origin.on("/head", Reply::ok("body").header("Cache-Control", "max-age=60"));
