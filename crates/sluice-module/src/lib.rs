@@ -52,11 +52,21 @@ pub struct TxnInfo {
     pub client: SocketAddr,
     /// The cache, for content management from any phase.
     pub cache: Arc<dyn CacheApi>,
+    /// True for the proxy's own background revalidation of a stale stored response
+    /// (`stale-while-revalidate`), started by a request from `client` that was answered from
+    /// the cache: no client waits for it. Its phases are `resolve`, `req_out`,
+    /// `origin_resp_headers`, `origin_resp_body`, then `resp_done` and `log`; what they change
+    /// is what gets stored.
+    pub background: bool,
 }
 
 impl std::fmt::Debug for TxnInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("TxnInfo").field("id", &self.id).field("client", &self.client).finish_non_exhaustive()
+        f.debug_struct("TxnInfo")
+            .field("id", &self.id)
+            .field("client", &self.client)
+            .field("background", &self.background)
+            .finish_non_exhaustive()
     }
 }
 

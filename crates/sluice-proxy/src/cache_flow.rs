@@ -198,7 +198,8 @@ pub async fn serve(
                 return Ok(hit(state, txn, &forward.client, object, now, ResultCode::StaleHit, None))
             }
             Reuse::StaleWhileRevalidate => {
-                revalidate_in_background(state, spec(state, &forward, &key), Arc::clone(object), req_cc.clone());
+                let spec = spec(state, &forward, &key);
+                revalidate_in_background(state, spec, Arc::clone(object), req_cc.clone(), txn.info.client);
                 return Ok(hit(state, txn, &forward.client, object, now, ResultCode::StaleHit, None));
             }
             Reuse::Validate => {}
@@ -456,14 +457,40 @@ fn hit(
 }
 
 /// Starts a background revalidation (RFC 5861 `stale-while-revalidate`) unless a fetch for
-/// the key is already in flight.
-fn revalidate_in_background(state: &Arc<State>, spec: FetchSpec, stale: Arc<Object>, req_cc: CacheControl) {
+/// the key is already in flight. It is a transaction of its own ([`Txn::background`]), set
+/// off by a request from `client`: the modules run their origin phases on what gets stored,
+/// and it is logged and counted with its result (`TCP_REFRESH_*`).
+fn revalidate_in_background(
+    state: &Arc<State>,
+    spec: FetchSpec,
+    stale: Arc<Object>,
+    req_cc: CacheControl,
+    client: std::net::SocketAddr,
+) {
     let Join::Leader(leader) = state.collapser.join(&spec.key) else { return };
     let state = Arc::clone(state);
     tokio::spawn(async move {
-        if let Err(e) = fetch(&state, &spec, &req_cc, Some(Stale::Object(&stale)), Some(leader), None).await {
-            tracing::info!("background revalidation of {} failed: {e}", spec.uri);
-        }
+        let mut txn = Txn::background(&state, client, &spec.uri);
+        let fetched = match txn.check_start() {
+            Ok(()) => fetch(&state, &spec, &req_cc, Some(Stale::Object(&stale)), Some(leader), Some(&mut txn)).await,
+            Err(err) => Err(err),
+        };
+        let (code, status) = match &fetched {
+            Ok(Fetched::Refreshed(_) | Fetched::Confirmed(_)) => {
+                (ResultCode::RefreshUnmodified, StatusCode::NOT_MODIFIED)
+            }
+            Ok(Fetched::Filling { meta, .. }) => (ResultCode::RefreshModified, meta.status),
+            Ok(Fetched::Pass { parts, .. }) => (ResultCode::RefreshModified, parts.status),
+            Ok(Fetched::ServeStale) => (ResultCode::RefreshFailOld, StatusCode::BAD_GATEWAY),
+            Ok(Fetched::Local(local)) => (ResultCode::None, local.status),
+            Err(err) => {
+                tracing::info!("background revalidation of {} failed: {err}", spec.uri);
+                (ResultCode::RefreshFailErr, err.status())
+            }
+        };
+        txn.code = code;
+        txn.record_status(status);
+        txn.complete(0, fetched.is_ok());
     });
 }
 

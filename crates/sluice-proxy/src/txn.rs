@@ -51,7 +51,21 @@ impl std::fmt::Debug for Txn {
 impl Txn {
     /// Starts a transaction for `req` from `client`.
     pub fn start<B>(state: &Arc<State>, client: SocketAddr, req: &Request<B>) -> Self {
-        let info = TxnInfo { id: state.next_txn_id(), client, cache: Arc::clone(&state.content) };
+        Self::begin(state, client, req, false)
+    }
+
+    /// Starts the transaction of a background revalidation (`stale-while-revalidate`) of
+    /// `uri`, which a request from `client` set off: the modules see it with
+    /// [`TxnInfo::background`] set, from `resolve` to `origin_resp_body`, then `resp_done` and
+    /// `log` (docs/modules.md, "Background revalidation").
+    pub fn background(state: &Arc<State>, client: SocketAddr, uri: &http::Uri) -> Self {
+        let mut req = Request::new(());
+        *req.uri_mut() = uri.clone();
+        Self::begin(state, client, &req, true)
+    }
+
+    fn begin<B>(state: &Arc<State>, client: SocketAddr, req: &Request<B>, background: bool) -> Self {
+        let info = TxnInfo { id: state.next_txn_id(), client, cache: Arc::clone(&state.content), background };
         let (modules, start_failure) = SharedChain::new(&state.modules.load(), &info);
         let headers = req.headers();
         Self {
@@ -104,6 +118,12 @@ impl Txn {
     pub fn complete(mut self, body_bytes: u64, completed: bool) {
         self.body_bytes = body_bytes;
         self.completed = completed;
+    }
+
+    /// Records the status of a transaction that sends no response head (a background
+    /// revalidation: the origin's status).
+    pub fn record_status(&mut self, status: http::StatusCode) {
+        self.status = status.as_u16();
     }
 
     /// Records the outcome without ending the transaction (the body calls this when it ends).

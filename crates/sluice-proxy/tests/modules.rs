@@ -134,6 +134,68 @@ async fn phases_on_a_stale_revalidation_and_a_304_to_the_client() {
     );
 }
 
+/// Tags the stored response in `origin_resp_headers` with who fetched it: `client` or
+/// `background`.
+#[derive(Default)]
+struct OriginTaggerTxn;
+
+impl Txn for OriginTaggerTxn {
+    fn origin_resp_headers(&mut self, info: &TxnInfo, resp: &mut http::response::Parts) -> Flow {
+        let by = if info.background { "background" } else { "client" };
+        resp.headers.insert("x-fetched-by", HeaderValue::from_static(by));
+        Flow::Continue
+    }
+}
+
+#[tokio::test]
+async fn phases_on_a_stale_while_revalidate_hit_and_its_background_revalidation() {
+    let journal = Journal::default();
+    let modules = vec![
+        Recorder::loaded(&journal, FailurePolicy::Open),
+        stateless::<OriginTaggerTxn>("origin-tagger", FailurePolicy::Open),
+    ];
+    let h = Harness::forward_with(modules).await;
+    let cc = "max-age=10, stale-while-revalidate=60";
+    h.origin.on("/swr", Reply::ok("v1").header("Cache-Control", cc));
+    assert_eq!(h.get("/swr").await.header("x-fetched-by"), "client");
+    take(&h, &journal).await;
+    h.origin.on("/swr", Reply::ok("v2").header("Cache-Control", cc));
+    h.advance(20);
+    let stale = h.get("/swr").await;
+    assert_eq!((stale.text(), stale.header("x-fetched-by")), ("v1".to_owned(), "client"));
+    h.eventually("the client's and the background transaction to end", |_| journal.drops() == 2).await;
+    let txns = journal.take_by_txn();
+    assert_eq!(
+        txns,
+        [
+            seq(&[
+                "new_txn",
+                "req_headers",
+                "cache_lookup:Stale",
+                "client_resp_headers:200",
+                "client_resp_body:end",
+                "resp_done:TCP_STALE_HIT",
+                "log",
+                "drop"
+            ]),
+            seq(&[
+                "new_txn:background",
+                "resolve",
+                "req_out",
+                "origin_resp_headers:200",
+                "origin_resp_body:end",
+                "resp_done:TCP_REFRESH_MODIFIED",
+                "log",
+                "drop"
+            ]),
+        ]
+    );
+    let hit = h.get("/swr").await;
+    assert_eq!(hit.text(), "v2", "the revalidation stored the new response");
+    assert_eq!(hit.header("x-fetched-by"), "background", "with the modules' origin_resp_headers edit");
+    assert_eq!(h.origin.hits("/swr"), 2);
+}
+
 #[tokio::test]
 async fn a_client_that_leaves_during_a_fill_gets_resp_done_and_log_after_the_fill() {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};

@@ -62,7 +62,7 @@ fn transaction(
 
 /// Mean time per transaction over one run of `iterations`.
 fn measure(module: &dyn Module, iterations: u32) -> Duration {
-    let info = TxnInfo { id: 1, client: SocketAddr::from(([127, 0, 0, 1], 5000)), cache: Arc::new(EmptyCache) };
+    let info = TxnInfo { id: 1, client: SocketAddr::from(([127, 0, 0, 1], 5000)), cache: Arc::new(EmptyCache), background: false };
     let (req, ()) = http::Request::get("http://origin.example/static/app.js?v=3")
         .header("host", "origin.example")
         .header("user-agent", "Mozilla/5.0 (X11; Linux x86_64) bench")

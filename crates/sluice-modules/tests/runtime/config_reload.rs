@@ -53,5 +53,6 @@ fn txn_info(proxy: &Proxy) -> sluice_module::TxnInfo {
         id: 1,
         client: "127.0.0.1:1".parse().unwrap(),
         cache: Arc::clone(&proxy.running.state.content),
+        background: false,
     }
 }

@@ -44,8 +44,9 @@ impl Journal {
     }
 }
 
-/// Records every call of every transaction in its journal (`resp_done` with `:aborted` when
-/// the outcome is not complete). Its `log` adds `recorder=1`.
+/// Records every call of every transaction in its journal (`new_txn:background` for a
+/// background revalidation, `resp_done` with `:aborted` when the outcome is not complete).
+/// Its `log` adds `recorder=1`.
 pub struct Recorder {
     pub journal: Journal,
 }
@@ -132,7 +133,7 @@ impl Module for Recorder {
         "recorder"
     }
     fn new_txn(&self, info: &TxnInfo) -> Option<Box<dyn Txn>> {
-        self.journal.note(info.id, "new_txn");
+        self.journal.note(info.id, if info.background { "new_txn:background" } else { "new_txn" });
         Some(Box::new(RecorderTxn { id: info.id, journal: self.journal.clone() }))
     }
 }
