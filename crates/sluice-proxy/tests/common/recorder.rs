@@ -44,71 +44,94 @@ impl Journal {
     }
 }
 
+/// `(phase, verdict)`: answer `verdict()` instead of `Continue` in the phase named `phase` (a
+/// header phase, or a body phase on its last piece).
+pub type Script = (&'static str, fn() -> Flow);
+
 /// Records every call of every transaction in its journal (`new_txn:background` for a
 /// background revalidation, `resp_done` with `:aborted` when the outcome is not complete).
 /// Its `log` adds `recorder=1`.
 pub struct Recorder {
     pub journal: Journal,
+    pub script: Option<Script>,
 }
 
 impl Recorder {
     /// A recorder writing to `journal`, loaded with `on_error`.
     pub fn loaded(journal: &Journal, on_error: FailurePolicy) -> LoadedModule {
-        LoadedModule { module: Arc::new(Recorder { journal: journal.clone() }), on_error }
+        LoadedModule { module: Arc::new(Recorder { journal: journal.clone(), script: None }), on_error }
+    }
+
+    /// A recorder that answers `verdict()` in `phase`.
+    pub fn scripted(journal: &Journal, phase: &'static str, verdict: fn() -> Flow) -> LoadedModule {
+        let module = Recorder { journal: journal.clone(), script: Some((phase, verdict)) };
+        LoadedModule { module: Arc::new(module), on_error: FailurePolicy::Open }
     }
 }
 
 struct RecorderTxn {
     id: u64,
     journal: Journal,
+    script: Option<Script>,
 }
 
 impl RecorderTxn {
     fn note(&self, what: impl Into<String>) {
         self.journal.note(self.id, what);
     }
+
+    /// The verdict for `phase`: the scripted one, or `Continue`.
+    fn verdict(&self, phase: &str) -> Flow {
+        match self.script {
+            Some((scripted, verdict)) if scripted == phase => verdict(),
+            _ => Flow::Continue,
+        }
+    }
 }
 
 impl Txn for RecorderTxn {
     fn req_headers(&mut self, _: &TxnInfo, _: &mut http::request::Parts) -> Flow {
         self.note("req_headers");
-        Flow::Continue
+        self.verdict("req_headers")
     }
     fn req_body(&mut self, _: &TxnInfo, chunk: &mut BodyChunk) -> Flow {
         if chunk.is_end() {
             self.note("req_body:end");
+            return self.verdict("req_body");
         }
         Flow::Continue
     }
     fn cache_lookup(&mut self, _: &TxnInfo, outcome: LookupOutcome, _: &mut LookupOverride) -> Flow {
         self.note(format!("cache_lookup:{outcome:?}"));
-        Flow::Continue
+        self.verdict("cache_lookup")
     }
     fn resolve(&mut self, _: &TxnInfo, _: &Resolution) -> Flow {
         self.note("resolve");
-        Flow::Continue
+        self.verdict("resolve")
     }
     fn req_out(&mut self, _: &TxnInfo, _: &mut http::request::Parts) -> Flow {
         self.note("req_out");
-        Flow::Continue
+        self.verdict("req_out")
     }
     fn origin_resp_headers(&mut self, _: &TxnInfo, resp: &mut http::response::Parts) -> Flow {
         self.note(format!("origin_resp_headers:{}", resp.status.as_u16()));
-        Flow::Continue
+        self.verdict("origin_resp_headers")
     }
     fn origin_resp_body(&mut self, _: &TxnInfo, chunk: &mut BodyChunk) -> Flow {
         if chunk.is_end() {
             self.note("origin_resp_body:end");
+            return self.verdict("origin_resp_body");
         }
         Flow::Continue
     }
     fn client_resp_headers(&mut self, _: &TxnInfo, resp: &mut http::response::Parts) -> Flow {
         self.note(format!("client_resp_headers:{}", resp.status.as_u16()));
-        Flow::Continue
+        self.verdict("client_resp_headers")
     }
     fn client_resp_body(&mut self, _: &TxnInfo, chunk: &mut BodyChunk) -> Flow {
         if chunk.is_end() {
             self.note("client_resp_body:end");
+            return self.verdict("client_resp_body");
         }
         Flow::Continue
     }
@@ -134,6 +157,6 @@ impl Module for Recorder {
     }
     fn new_txn(&self, info: &TxnInfo) -> Option<Box<dyn Txn>> {
         self.journal.note(info.id, if info.background { "new_txn:background" } else { "new_txn" });
-        Some(Box::new(RecorderTxn { id: info.id, journal: self.journal.clone() }))
+        Some(Box::new(RecorderTxn { id: info.id, journal: self.journal.clone(), script: self.script }))
     }
 }
