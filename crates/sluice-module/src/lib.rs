@@ -191,10 +191,15 @@ impl LogFields {
 /// method fails the transaction open (the module is skipped from then on) or closed (the
 /// client gets 500), as configured for the module; the proxy lives on.
 pub trait Txn: Send {
-    /// Which bodies this state may change; asked once, after `req_headers`. The host sends a
-    /// body that may change without `Content-Length` (or with the new one when buffered); a
-    /// body no module declared keeps its length, and changing its length anyway cuts the
-    /// response.
+    /// Which bodies this state may change. Asked of the modules still active whenever the host
+    /// decides how a body is framed (the request body as it goes out, the origin body as a
+    /// fill starts, the response as it goes to the client) and, for a `Range` request, when
+    /// the request head is final; keep the answer the same throughout a transaction. The host
+    /// sends a body that may change without `Content-Length` (or with the new one when
+    /// buffered); a body no module declared keeps its length, and changing its length anyway
+    /// cuts the response (or fails the fill or the request). A module that may change the
+    /// body the client gets turns a `Range` request into a request for the whole body (200,
+    /// never a 206 whose `Content-Range` the edit would break).
     fn edits_body(&self) -> BodyEdits {
         BodyEdits::default()
     }

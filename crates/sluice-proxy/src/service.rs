@@ -206,7 +206,7 @@ async fn route(
         parts.extensions.insert(crate::esi::EsiRoute::clone(&route));
         (route, client_url(conn, &parts), parts.headers.clone())
     });
-    let forward =
+    let mut forward =
         Forward { target, uri, client: parts, host, client_ip: conn.client_ip.clone(), client_tls: conn.tls, reverse };
     if forward.client.method.as_str() == "PURGE" {
         return purge(state, conn, &forward).map(Routed::Response);
@@ -232,6 +232,7 @@ async fn route(
     let method = forward.client.method.clone();
     let mut response = match key {
         Some(key) if !state.hit_for_pass.applies(&key, state.clock.now()) => {
+            whole_for_body_editors(txn, &mut forward.client.headers, true);
             crate::cache_flow::serve(state, txn, forward, key).await?
         }
         Some(_) => within_deadline(state, pass(state, txn, forward, body, Fwd::Bypass)).await?,
@@ -247,6 +248,21 @@ async fn route(
         response = crate::esi::apply(state, &route, request, response);
     }
     Ok(Routed::Response(response))
+}
+
+/// A module that may change the body the client gets would make a `206`'s `Content-Range`
+/// wrong: for such a request the client's `Range` (and `If-Range`) is dropped, and the answer
+/// is the whole, edited body (RFC 9110 §14.2 lets a server ignore `Range`). `stored`: the
+/// cache answers, from a body the origin phases already shaped, so only `client_response`
+/// edits count; otherwise `origin_response` edits do too. Free without modules or `Range`.
+fn whole_for_body_editors(txn: &mut Txn, headers: &mut HeaderMap, stored: bool) {
+    if txn.modules.is_empty() || !headers.contains_key(header::RANGE) {
+        return;
+    }
+    if txn.modules.edits().is_some_and(|e| e.client_response || (!stored && e.origin_response)) {
+        headers.remove(header::RANGE);
+        headers.remove(header::IF_RANGE);
+    }
 }
 
 /// The URL a client asked for, as it named it: its scheme, `Host` (or the request
@@ -421,6 +437,7 @@ async fn pass(
     reason: Fwd,
 ) -> Result<Response<ProxyBody>, ProxyError> {
     let esi_route = forward.client.extensions.get::<crate::esi::EsiRoute>().is_some();
+    whole_for_body_editors(txn, &mut forward.client.headers, false);
     let mut headers = forward.take_origin_headers(state);
     if esi_route && forward.client.method == Method::GET {
         // The answer may be an ESI template, which cannot be sent in part or as "not

@@ -628,6 +628,31 @@ async fn an_undeclared_body_change_cuts_the_response_instead_of_corrupting_it() 
     assert!(!raw.contains("changed without saying so"), "{raw}");
 }
 
+#[tokio::test]
+async fn a_range_request_gets_the_whole_body_when_a_module_may_change_it() {
+    let h = Harness::forward_with(vec![loaded(Tagger { tag: "a" }, FailurePolicy::Open)]).await;
+    h.origin.on("/range", Reply::ok("0123456789").header("Cache-Control", "max-age=60"));
+    h.get("/range").await;
+    let hit = h.get_with("/range", &[("Range", "bytes=0-3")]).await;
+    assert_eq!(hit.status, 200, "no 206 whose Content-Range the edit would break");
+    assert_eq!(hit.text(), "0123456789[a]");
+    assert_eq!(hit.header("content-range"), "");
+    // Not stored (hit-for-pass next time): the origin is not asked for a range either.
+    h.origin.on("/pass", Reply::ok("whole").header("Cache-Control", "no-store"));
+    h.get("/pass").await;
+    let pass = h.get_with("/pass", &[("Range", "bytes=0-1")]).await;
+    assert_eq!(pass.text(), "whole[a]");
+    assert_eq!(h.origin.last_request("/pass").unwrap().header("range"), None);
+
+    let reader = Harness::forward_with(vec![stateless::<ShoutTxn>("shout", FailurePolicy::Open)]).await;
+    reader.origin.on("/range", Reply::ok("0123456789").header("Cache-Control", "max-age=60"));
+    reader.get("/range").await;
+    let partial = reader.get_with("/range", &[("Range", "bytes=0-3")]).await;
+    assert_eq!(partial.status, 206, "a module that does not declare edits keeps ranges");
+    assert_eq!(partial.text(), "0123");
+    assert_eq!(partial.header("content-range"), "bytes 0-3/10");
+}
+
 // ---- content management from a phase -------------------------------------------------------------
 
 #[derive(Default)]
