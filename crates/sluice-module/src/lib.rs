@@ -58,11 +58,21 @@ pub struct TxnInfo {
     /// The proxy's bounded pool for CPU work (`[cpu_pool]` in the configuration), to await
     /// from [`Flow::Defer`].
     pub cpu: CpuPool,
+    /// True for the proxy's own background revalidation of a stale stored response
+    /// (`stale-while-revalidate`), started by a request from `client` that was answered from
+    /// the cache: no client waits for it. Its phases are `resolve`, `req_out`,
+    /// `origin_resp_headers`, `origin_resp_body`, then `resp_done` and `log`; what they change
+    /// is what gets stored.
+    pub background: bool,
 }
 
 impl std::fmt::Debug for TxnInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("TxnInfo").field("id", &self.id).field("client", &self.client).finish_non_exhaustive()
+        f.debug_struct("TxnInfo")
+            .field("id", &self.id)
+            .field("client", &self.client)
+            .field("background", &self.background)
+            .finish_non_exhaustive()
     }
 }
 
@@ -96,8 +106,10 @@ pub enum Flow {
     Respond(LocalResponse),
     /// Hold the message (from a headers phase, `req_headers` or `client_resp_headers`:
     /// headers included) until its whole body has arrived, at most `max` bytes, then call
-    /// the body phase once with all of it. A body larger than `max` fails the transaction open
-    /// or closed as configured for the module.
+    /// the body phase once with all of it; elsewhere it is logged and treated as `Continue`.
+    /// A body larger than `max` fails the modules that asked to buffer it, each as configured:
+    /// open, the module sits out the rest of the transaction and the message goes on
+    /// unchanged; closed, the transaction fails. The other modules go on.
     Buffer { max: usize },
     /// Async work (an external call, CPU work on [`TxnInfo::cpu`]): the host awaits the future,
     /// at most `deadline`, and uses the verdict it yields (past the deadline: the module's
@@ -185,10 +197,15 @@ impl LogFields {
 /// method fails the transaction open (the module is skipped from then on) or closed (the
 /// client gets 500), as configured for the module; the proxy lives on.
 pub trait Txn: Send {
-    /// Which bodies this state may change; asked once, after `req_headers`. The host sends a
-    /// body that may change without `Content-Length` (or with the new one when buffered); a
-    /// body no module declared keeps its length, and changing its length anyway cuts the
-    /// response.
+    /// Which bodies this state may change. Asked of the modules still active whenever the host
+    /// decides how a body is framed (the request body as it goes out, the origin body as a
+    /// fill starts, the response as it goes to the client) and, for a `Range` request, when
+    /// the request head is final; keep the answer the same throughout a transaction. The host
+    /// sends a body that may change without `Content-Length` (or with the new one when
+    /// buffered); a body no module declared keeps its length, and changing its length anyway
+    /// cuts the response (or fails the fill or the request). A module that may change the
+    /// body the client gets turns a `Range` request into a request for the whole body (200,
+    /// never a 206 whose `Content-Range` the edit would break).
     fn edits_body(&self) -> BodyEdits {
         BodyEdits::default()
     }
@@ -240,7 +257,9 @@ pub trait Txn: Send {
         Flow::Continue
     }
 
-    /// A piece of the origin's response body; changes here are what gets stored.
+    /// A piece of the origin's response body; changes here are what gets stored. Called for
+    /// every active module, whether or not it declared edits; a length change needs
+    /// [`BodyEdits::origin_response`] (undeclared, it fails the fill: nothing is stored).
     fn origin_resp_body(&mut self, info: &TxnInfo, chunk: &mut BodyChunk) -> Flow {
         let _ = (info, chunk);
         Flow::Continue
@@ -258,7 +277,9 @@ pub trait Txn: Send {
         Flow::Continue
     }
 
-    /// The response was sent (or the transaction was aborted: see `outcome.completed`).
+    /// The response was sent (or the transaction was aborted: see `outcome.completed`). Called
+    /// after every other phase: when the client left during a fill, after the fill's last
+    /// `origin_resp_body`.
     fn resp_done(&mut self, info: &TxnInfo, outcome: &TxnOutcome) {
         let _ = (info, outcome);
     }
@@ -284,7 +305,9 @@ pub trait Module: Send + Sync + 'static {
     /// The module's name, as used in configuration and logs.
     fn name(&self) -> &str;
 
-    /// Called at the start of every transaction; `None` means this module sits it out.
+    /// Called at the start of every transaction; `None` means this module sits it out. A
+    /// panic here fails the transaction as configured: open, the module sits it out; closed,
+    /// the client gets a 500 and no phase runs (other modules see the error response).
     fn new_txn(&self, info: &TxnInfo) -> Option<Box<dyn Txn>>;
 
     /// The module's `settings` changed (a configuration reload, or `PUT /modules/<name>`

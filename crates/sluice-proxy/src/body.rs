@@ -110,6 +110,26 @@ enum Source {
     },
     /// An ESI template being assembled.
     Esi(Box<crate::esi::Assembler>),
+    /// What was read of a body, then the rest of it (a response held for a buffering module
+    /// that failed open). Boxed: rare, and it would make every body larger.
+    Resumed(Box<Resumed>),
+}
+
+/// See [`Source::Resumed`].
+struct Resumed {
+    /// Taken when sent.
+    read: Option<Bytes>,
+    rest: ProxyBody,
+}
+
+impl Resumed {
+    fn size_hint(&self) -> SizeHint {
+        let read = self.read.as_ref().map_or(0, |r| r.len() as u64);
+        match self.rest.size_hint().exact() {
+            Some(n) => SizeHint::with_exact(read + n),
+            None => SizeHint::default(),
+        }
+    }
 }
 
 /// Which module body phases a response body runs, chunk by chunk.
@@ -199,6 +219,11 @@ impl ProxyBody {
         true
     }
 
+    /// `read`, the part of a body already read, then the rest of it, `rest`.
+    pub fn resumed(read: Bytes, rest: ProxyBody) -> Self {
+        Self::of(Source::Resumed(Box::new(Resumed { read: Some(read), rest })))
+    }
+
     /// An ESI template's assembled body (length unknown).
     pub fn esi(assembler: crate::esi::Assembler) -> Self {
         Self::of(Source::Esi(Box::new(assembler)))
@@ -206,7 +231,11 @@ impl ProxyBody {
 
     /// True when this body streams straight from the origin (not from the store).
     pub fn is_from_origin(&self) -> bool {
-        matches!(self.source, Source::Origin(_))
+        match &self.source {
+            Source::Origin(_) => true,
+            Source::Resumed(body) => body.rest.is_from_origin(),
+            _ => false,
+        }
     }
 
     /// Hands the transaction to the body, which runs `phases` on each chunk and ends the
@@ -234,6 +263,7 @@ impl ProxyBody {
             Source::Disk(body) => body.size_hint(),
             Source::ZeroCopy { body, queued, .. } => return *queued == body.len(),
             Source::Esi(body) => body.size_hint(),
+            Source::Resumed(body) => body.size_hint(),
         };
         hint.exact() == Some(0)
     }
@@ -248,6 +278,7 @@ impl ProxyBody {
             Source::Disk(body) => body.is_end_stream(),
             Source::ZeroCopy { body, queued, .. } => *queued == body.len(),
             Source::Esi(body) => body.is_end_stream(),
+            Source::Resumed(body) => body.read.is_none() && body.rest.is_end_stream(),
         }
     }
 
@@ -274,6 +305,10 @@ impl ProxyBody {
                 Poll::Ready(Some(Ok(Frame::data(zero_copy::placeholder(n as usize)))))
             }
             Source::Esi(body) => Pin::new(body.as_mut()).poll_frame(cx),
+            Source::Resumed(body) => match body.read.take() {
+                Some(read) => Poll::Ready(Some(Ok(Frame::data(read)))),
+                None => Pin::new(&mut body.rest).poll_frame(cx),
+            },
         }
     }
 
@@ -367,6 +402,7 @@ impl Body for ProxyBody {
             Source::Disk(body) => body.size_hint(),
             Source::ZeroCopy { body, queued, .. } => SizeHint::with_exact(body.len() - queued),
             Source::Esi(body) => body.size_hint(),
+            Source::Resumed(body) => body.size_hint(),
         }
     }
 }

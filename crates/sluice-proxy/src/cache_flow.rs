@@ -14,7 +14,6 @@
 //! ```
 
 use crate::body::{OutBody, ProxyBody};
-use crate::chain::SharedChain;
 use crate::error::{Kind, ProxyError, Side};
 use crate::meta::{Directives, Received};
 use crate::outcome::ResultCode;
@@ -24,7 +23,7 @@ use crate::service::{origin_request, Forward};
 use crate::source::{Dest, SourceBody};
 use crate::state::State;
 use crate::tiers::{DiskHit, Tiers};
-use crate::txn::{module_phase, Txn};
+use crate::txn::{module_phase, OriginBodyPhase, Txn};
 use bytes::Bytes;
 use http::header::{self, HeaderMap, HeaderValue};
 use http::{request, response, Method, Request, Response, StatusCode, Uri};
@@ -34,7 +33,7 @@ use sluice_http::conditional::Precondition;
 use sluice_http::reuse::{self, Reuse, StoredFreshness};
 use sluice_http::vary;
 use sluice_http::CacheControl;
-use sluice_module::{LookupOutcome, LookupOverride, TxnInfo};
+use sluice_module::{LookupOutcome, LookupOverride};
 use sluice_store::disk::DiskBody;
 use sluice_store::{Fill, Join, Leader, Lookup, Object, ObjectMeta, Outcome, Suspended};
 use std::sync::Arc;
@@ -164,7 +163,9 @@ pub async fn serve(
             None => LookupOutcome::Miss,
         };
         let mut decision = LookupOverride::Keep;
-        if let Some(local) = module_phase!(txn, true, |m, info| m.cache_lookup(info, outcome, &mut decision))?.respond {
+        if let Some(local) =
+            module_phase!(txn, Respond, |m, info| m.cache_lookup(info, outcome, &mut decision))?.respond
+        {
             return Ok(respond::local(state, *local));
         }
         match decision {
@@ -197,7 +198,8 @@ pub async fn serve(
                 return Ok(hit(state, txn, &forward.client, object, now, ResultCode::StaleHit, None))
             }
             Reuse::StaleWhileRevalidate => {
-                revalidate_in_background(state, spec(state, &forward, &key), Arc::clone(object), req_cc.clone());
+                let spec = spec(state, &forward, &key);
+                revalidate_in_background(state, spec, Arc::clone(object), req_cc.clone(), txn.info.client);
                 return Ok(hit(state, txn, &forward.client, object, now, ResultCode::StaleHit, None));
             }
             Reuse::Validate => {}
@@ -455,14 +457,40 @@ fn hit(
 }
 
 /// Starts a background revalidation (RFC 5861 `stale-while-revalidate`) unless a fetch for
-/// the key is already in flight.
-fn revalidate_in_background(state: &Arc<State>, spec: FetchSpec, stale: Arc<Object>, req_cc: CacheControl) {
+/// the key is already in flight. It is a transaction of its own ([`Txn::background`]), set
+/// off by a request from `client`: the modules run their origin phases on what gets stored,
+/// and it is logged and counted with its result (`TCP_REFRESH_*`).
+fn revalidate_in_background(
+    state: &Arc<State>,
+    spec: FetchSpec,
+    stale: Arc<Object>,
+    req_cc: CacheControl,
+    client: std::net::SocketAddr,
+) {
     let Join::Leader(leader) = state.collapser.join(&spec.key) else { return };
     let state = Arc::clone(state);
     tokio::spawn(async move {
-        if let Err(e) = fetch(&state, &spec, &req_cc, Some(Stale::Object(&stale)), Some(leader), None).await {
-            tracing::info!("background revalidation of {} failed: {e}", spec.uri);
-        }
+        let mut txn = Txn::background(&state, client, &spec.uri);
+        let fetched = match txn.check_start() {
+            Ok(()) => fetch(&state, &spec, &req_cc, Some(Stale::Object(&stale)), Some(leader), Some(&mut txn)).await,
+            Err(err) => Err(err),
+        };
+        let (code, status) = match &fetched {
+            Ok(Fetched::Refreshed(_) | Fetched::Confirmed(_)) => {
+                (ResultCode::RefreshUnmodified, StatusCode::NOT_MODIFIED)
+            }
+            Ok(Fetched::Filling { meta, .. }) => (ResultCode::RefreshModified, meta.status),
+            Ok(Fetched::Pass { parts, .. }) => (ResultCode::RefreshModified, parts.status),
+            Ok(Fetched::ServeStale) => (ResultCode::RefreshFailOld, StatusCode::BAD_GATEWAY),
+            Ok(Fetched::Local(local)) => (ResultCode::None, local.status),
+            Err(err) => {
+                tracing::info!("background revalidation of {} failed: {err}", spec.uri);
+                (ResultCode::RefreshFailErr, err.status())
+            }
+        };
+        txn.code = code;
+        txn.record_status(status);
+        txn.complete(0, fetched.is_ok());
     });
 }
 
@@ -514,7 +542,7 @@ async fn fetch(
         }
         let mut parts = origin_request(&spec.uri, Method::GET, headers)?;
         if let Some(txn) = txn.as_mut() {
-            if let Some(local) = module_phase!(txn, true, |m, info| m.req_out(info, &mut parts))?.respond {
+            if let Some(local) = module_phase!(txn, Respond, |m, info| m.req_out(info, &mut parts))?.respond {
                 return Ok(Fetched::Local(local));
             }
         }
@@ -553,7 +581,7 @@ async fn fetch(
     let (mut parts, body) = origin.response.into_parts();
     sluice_http::hop::remove_hop_by_hop(&mut parts.headers);
     if let Some(txn) = txn.as_mut() {
-        module_phase!(txn, false, |m, info| m.origin_resp_headers(info, &mut parts))?;
+        module_phase!(txn, Nothing, |m, info| m.origin_resp_headers(info, &mut parts))?;
     }
     if let Some(validated) = validating {
         if parts.status == StatusCode::NOT_MODIFIED {
@@ -584,12 +612,13 @@ async fn fetch(
         }
     }
     let cc = directives(state, spec).cache_control(&parts.headers);
-    // Modules that may change the stored body run in the pump; readers of the fill then get
-    // it without the origin's length (the stored object gets the true one).
-    let editors = txn.and_then(Txn::origin_body_editors);
+    // The active modules see the stored body in the pump; when one may change it, readers of
+    // the fill get it without the origin's length (the stored object gets the true one).
+    let editors = if has_body(parts.status) { txn.and_then(Txn::origin_body_phase) } else { None };
+    let may_change = editors.as_ref().is_some_and(|e| e.may_change);
     let verdict = storability(state, spec, &parts, &cc).and_then(|()| {
         let mut headers = parts.headers.clone();
-        if editors.is_some() {
+        if may_change {
             headers.remove(header::CONTENT_LENGTH);
         }
         let meta = build_meta(state, spec, parts.status, headers, request_time, response_time);
@@ -600,7 +629,7 @@ async fn fetch(
     });
     match verdict {
         Ok(meta) => {
-            let fill = Fill::new(if editors.is_some() { None } else { content_length(&parts.headers) });
+            let fill = Fill::new(if may_change { None } else { content_length(&parts.headers) });
             if let Some(leader) = leader.as_mut() {
                 leader.publish(Outcome::Filling { meta: Arc::clone(&meta), fill: Arc::clone(&fill) });
             }
@@ -620,6 +649,11 @@ async fn fetch(
             Ok(Fetched::Pass { parts: Box::new(parts), body, detail })
         }
     }
+}
+
+/// True when a response with `status` has a body (RFC 9110 §6.4.1).
+fn has_body(status: StatusCode) -> bool {
+    !(status.is_informational() || status == StatusCode::NO_CONTENT || status == StatusCode::NOT_MODIFIED)
 }
 
 /// A response stale on arrival with no validator and no stale-serving window could never be
@@ -673,26 +707,27 @@ fn build_meta(
 }
 
 /// Reads an origin body into `fill`, through the modules' `origin_resp_body` phase when
-/// `editors` is given, and stores the object when it is complete. A body that fails
-/// (truncated, reset, silent, or a module failing closed) fails the fill and is never stored;
-/// one that grows past the object limit is streamed to its readers but not stored.
+/// `editors` is given (every piece, the last with `is_end()`), and stores the object when it
+/// is complete. A body that fails (truncated, reset, silent, or a module failing closed, or
+/// changing its length undeclared) fails the fill and is never stored; one that grows past
+/// the object limit is streamed to its readers but not stored.
 async fn pump(
     state: Arc<State>,
     mut body: SourceBody,
     fill: Arc<Fill>,
     meta: Arc<ObjectMeta>,
     leader: Option<Leader>,
-    mut editors: Option<(SharedChain, TxnInfo)>,
+    mut editors: Option<OriginBodyPhase>,
 ) {
     let max = state.store.max_object();
     let mut too_large = false;
     let mut modules_saw_end = false;
     let editing = editors.is_some();
     let mut edit = |data: Bytes, end: bool| -> Result<Bytes, String> {
-        let Some((chain, info)) = &mut editors else { return Ok(data) };
-        let mut chunk = sluice_module::BodyChunk::new(data, end);
-        chain.body_phase(&mut chunk, |m, c| m.origin_resp_body(info, c)).map_err(|e| e.to_string())?;
-        Ok(chunk.into_data())
+        match &mut editors {
+            Some(phase) => phase.run(data, end),
+            None => Ok(data),
+        }
     };
     while let Some(frame) = body.frame().await {
         let data = match frame {

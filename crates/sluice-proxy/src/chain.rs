@@ -43,6 +43,33 @@ struct Slot {
     on_error: FailurePolicy,
     /// False after the module answered `Done` or failed open.
     active: bool,
+    /// The module answered `Buffer` at `req_headers` (the request body is held for it).
+    buffers_request: bool,
+    /// The module answered `Buffer` at `client_resp_headers` (the response is held for it).
+    buffers_response: bool,
+}
+
+/// The verdicts a header phase honours besides `Continue`, `Done` and `Defer`; the others
+/// are logged and treated as `Continue`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Honours {
+    /// Nothing more (`origin_resp_headers`).
+    Nothing,
+    /// `Respond`: a request phase (`cache_lookup`, `resolve`, `req_out`, a buffered `req_body`).
+    Respond,
+    /// `Respond`, and `Buffer` of the request body (`req_headers`).
+    RespondOrBufferRequest,
+    /// `Buffer` of the response (`client_resp_headers`).
+    BufferResponse,
+}
+
+/// Which message a module asked to buffer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BufferSide {
+    /// The request body, asked for at `req_headers`.
+    Request,
+    /// The response, asked for at `client_resp_headers`.
+    Response,
 }
 
 /// What a header phase asks of the host, besides going on.
@@ -150,9 +177,13 @@ enum Step {
 }
 
 impl ModuleChain {
-    /// Asks every module for its state; modules answering `None` sit the transaction out.
-    pub fn new(modules: &[LoadedModule], info: &TxnInfo) -> Self {
+    /// Asks every module for its state; modules answering `None` sit the transaction out. A
+    /// module that panics in `new_txn` sits it out too; when it guards transactions closed,
+    /// its failure is returned as well, and the transaction must fail (the other modules keep
+    /// their states, which see the error response and are dropped as usual).
+    pub fn new(modules: &[LoadedModule], info: &TxnInfo) -> (Self, Option<ModuleFailure>) {
         let mut slots = Slots::new();
+        let mut failure = None;
         for loaded in modules {
             let created = std::panic::catch_unwind(AssertUnwindSafe(|| loaded.module.new_txn(info)));
             match created {
@@ -161,14 +192,18 @@ impl ModuleChain {
                     module: Arc::clone(&loaded.module),
                     on_error: loaded.on_error,
                     active: true,
+                    buffers_request: false,
+                    buffers_response: false,
                 }),
                 Ok(None) => {}
                 Err(_) => {
-                    tracing::error!("module {} panicked in new_txn; it sits this transaction out", loaded.module.name())
+                    if let Err(failed) = new_txn_panicked(loaded) {
+                        failure.get_or_insert(failed);
+                    }
                 }
             }
         }
-        Self { slots }
+        (Self { slots }, failure)
     }
 
     /// True when no module takes part (the common fast path).
@@ -197,7 +232,7 @@ impl ModuleChain {
     fn run_from(
         &mut self,
         start: usize,
-        allow_respond: bool,
+        honours: Honours,
         call: &mut impl FnMut(&mut dyn ModuleTxn) -> Flow,
         outcome: &mut PhaseOutcome,
     ) -> Progress {
@@ -215,7 +250,7 @@ impl ModuleChain {
                         return Progress::Deferred(Box::new(Deferred { index: i, work, deadline }))
                     }
                     flow => {
-                        if outcome.record(slot.step(flow, allow_respond)) {
+                        if outcome.record(slot.step(flow, honours)) {
                             break;
                         }
                     }
@@ -246,7 +281,7 @@ impl ModuleChain {
                 Verdict::Continue => {}
                 Verdict::Done => slot.active = false,
                 Verdict::Other(flow) => {
-                    slot.step(*flow, false);
+                    slot.step(*flow, Honours::Nothing);
                 }
                 Verdict::Panicked => slot.fail("panicked in a body phase")?,
             }
@@ -266,8 +301,8 @@ impl ModuleChain {
     }
 
     /// Applies module `i`'s verdict (see [`Slot::step`]).
-    fn step(&mut self, i: usize, flow: Flow, allow_respond: bool) -> Step {
-        self.slots[i].step(flow, allow_respond)
+    fn step(&mut self, i: usize, flow: Flow, honours: Honours) -> Step {
+        self.slots[i].step(flow, honours)
     }
 
     /// Applies module `i`'s failure policy (see [`Slot::fail`]).
@@ -275,13 +310,18 @@ impl ModuleChain {
         self.slots[i].fail(what)
     }
 
-    /// Fails the transaction on behalf of whichever active module asked to buffer more than
-    /// it allowed (closed if any buffering module is closed).
-    pub fn fail_buffering(&mut self, what: &str) -> Result<(), ModuleFailure> {
+    /// A message held for the modules that asked to buffer it (`side`) outgrew their limit:
+    /// applies each such module's failure policy, and only theirs (open: it sits out the rest
+    /// of the transaction; closed: the transaction fails). The other modules go on.
+    pub fn fail_buffering(&mut self, side: BufferSide, what: &str) -> Result<(), ModuleFailure> {
         let mut result = Ok(());
-        for i in 0..self.slots.len() {
-            if self.slots[i].active {
-                if let Err(e) = self.fail(i, what) {
+        for slot in self.slots.iter_mut().filter(|s| s.active) {
+            let asked = match side {
+                BufferSide::Request => slot.buffers_request,
+                BufferSide::Response => slot.buffers_response,
+            };
+            if asked {
+                if let Err(e) = slot.fail(what) {
                     result = Err(e);
                 }
             }
@@ -309,8 +349,20 @@ enum Holder {
     /// Held by one transaction alone.
     Own(ModuleChain),
     /// Held by a transaction and the fetch filling the cache for it.
-    Shared(Arc<parking_lot::Mutex<ModuleChain>>),
+    Shared(Arc<parking_lot::Mutex<SharedCell>>),
 }
+
+/// A chain held by more than one handle.
+struct SharedCell {
+    chain: ModuleChain,
+    /// The transaction's end for the modules (`resp_done`, `log`), parked by the transaction
+    /// while a fill still runs `origin_resp_body` ([`SharedChain::end_after_fill`]); run by
+    /// whichever handle goes last, just before the states are dropped.
+    end: Option<EndOfTxn>,
+}
+
+/// See [`SharedCell::end`].
+pub type EndOfTxn = Box<dyn FnOnce(&mut ModuleChain) + Send>;
 
 impl std::fmt::Debug for SharedChain {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -319,13 +371,14 @@ impl std::fmt::Debug for SharedChain {
 }
 
 impl SharedChain {
-    /// The chain of a new transaction.
-    pub fn new(modules: &[LoadedModule], info: &TxnInfo) -> Self {
+    /// The chain of a new transaction, and the failure of a module that guards it closed and
+    /// panicked in `new_txn` (see [`ModuleChain::new`]).
+    pub fn new(modules: &[LoadedModule], info: &TxnInfo) -> (Self, Option<ModuleFailure>) {
         if modules.is_empty() {
-            return Self::default();
+            return (Self::default(), None);
         }
-        let chain = ModuleChain::new(modules, info);
-        Self { chain: if chain.is_empty() { Holder::Empty } else { Holder::Own(chain) } }
+        let (chain, failure) = ModuleChain::new(modules, info);
+        (Self { chain: if chain.is_empty() { Holder::Empty } else { Holder::Own(chain) } }, failure)
     }
 
     /// True when no module takes part.
@@ -338,7 +391,7 @@ impl SharedChain {
     pub fn share(&mut self) -> SharedChain {
         let shared = match std::mem::take(&mut self.chain) {
             Holder::Empty => return Self::default(),
-            Holder::Own(chain) => Arc::new(parking_lot::Mutex::new(chain)),
+            Holder::Own(chain) => Arc::new(parking_lot::Mutex::new(SharedCell { chain, end: None })),
             Holder::Shared(shared) => shared,
         };
         self.chain = Holder::Shared(Arc::clone(&shared));
@@ -350,7 +403,7 @@ impl SharedChain {
         match &mut self.chain {
             Holder::Empty => None,
             Holder::Own(chain) => Some(f(chain)),
-            Holder::Shared(shared) => Some(f(&mut shared.lock())),
+            Holder::Shared(shared) => Some(f(&mut shared.lock().chain)),
         }
     }
 
@@ -360,28 +413,28 @@ impl SharedChain {
         self.with(|chain| chain.active_edits()).flatten()
     }
 
-    /// Runs a header phase on every active module in order. `allow_respond` is true for
-    /// request phases: the first local answer stops the phase.
+    /// Runs a header phase on every active module in order. `honours` says which verdicts
+    /// apply: in request phases, the first local answer stops the phase.
     ///
     /// Modules that answer at once are called synchronously (under one lock when shared)
     /// before this returns: the common case constructs no future and adds no timer. Only
     /// when a module answers `Defer` is the rest of the phase returned as a (boxed) future,
     /// which awaits the deferred work (without the lock) within its deadline and calls the
     /// modules after it; the caller must await it before the transaction goes on.
-    pub fn start_phase<'a, F>(&'a mut self, allow_respond: bool, mut call: F) -> PhaseStart<'a>
+    pub fn start_phase<'a, F>(&'a mut self, honours: Honours, mut call: F) -> PhaseStart<'a>
     where
         F: FnMut(&mut dyn ModuleTxn) -> Flow + Send + 'a,
     {
         let mut outcome = PhaseOutcome::default();
         let progress = match &mut self.chain {
             Holder::Empty => Progress::Finished,
-            Holder::Own(chain) => chain.run_from(0, allow_respond, &mut call, &mut outcome),
-            Holder::Shared(shared) => run_locked(shared, allow_respond, &mut call, &mut outcome),
+            Holder::Own(chain) => chain.run_from(0, honours, &mut call, &mut outcome),
+            Holder::Shared(shared) => run_locked(shared, honours, &mut call, &mut outcome),
         };
         match progress {
             Progress::Finished => PhaseStart::Ready(Ok(outcome)),
             Progress::Failed(failure) => PhaseStart::Ready(Err(failure)),
-            Progress::Deferred(deferred) => self.waiting(*deferred, allow_respond, call, outcome),
+            Progress::Deferred(deferred) => self.waiting(*deferred, honours, call, outcome),
         }
     }
 
@@ -392,14 +445,14 @@ impl SharedChain {
     fn waiting<'a, F>(
         &'a mut self,
         deferred: Deferred,
-        allow_respond: bool,
+        honours: Honours,
         call: F,
         outcome: PhaseOutcome,
     ) -> PhaseStart<'a>
     where
         F: FnMut(&mut dyn ModuleTxn) -> Flow + Send + 'a,
     {
-        PhaseStart::Waiting(Box::pin(self.wait_and_resume(deferred, allow_respond, call, outcome)))
+        PhaseStart::Waiting(Box::pin(self.wait_and_resume(deferred, honours, call, outcome)))
     }
 
     /// The waiting path of [`Self::start_phase`]: awaits the deferred work of one module,
@@ -407,7 +460,7 @@ impl SharedChain {
     async fn wait_and_resume(
         &mut self,
         mut deferred: Deferred,
-        allow_respond: bool,
+        honours: Honours,
         mut call: impl FnMut(&mut dyn ModuleTxn) -> Flow,
         mut outcome: PhaseOutcome,
     ) -> Result<PhaseOutcome, ModuleFailure> {
@@ -422,7 +475,7 @@ impl SharedChain {
             let resumed = self.with(|chain| {
                 match flow {
                     Ok(flow) => {
-                        if outcome.record(chain.step(index, flow, allow_respond)) {
+                        if outcome.record(chain.step(index, flow, honours)) {
                             return Progress::Finished;
                         }
                     }
@@ -432,7 +485,7 @@ impl SharedChain {
                         }
                     }
                 }
-                chain.run_from(index + 1, allow_respond, &mut call, &mut outcome)
+                chain.run_from(index + 1, honours, &mut call, &mut outcome)
             });
             match resumed {
                 None | Some(Progress::Finished) => return Ok(outcome),
@@ -465,16 +518,51 @@ impl SharedChain {
                 chain.notify(second);
             }
             Holder::Shared(shared) => {
-                let mut chain = shared.lock();
+                let chain = &mut shared.lock().chain;
                 chain.notify(first);
                 chain.notify(second);
             }
         }
     }
 
+    /// True once the chain was shared: a fill (or a streaming request body) may still hold it.
+    pub fn is_shared(&self) -> bool {
+        matches!(self.chain, Holder::Shared(_))
+    }
+
+    /// Ends the transaction for the modules of a shared chain: `end` (which calls
+    /// `resp_done` and `log`) runs when the last handle goes, so that no phase follows it even
+    /// when a fill goes on after its client left. Runs at once on a chain not shared.
+    pub fn end_after_fill(&mut self, end: EndOfTxn) {
+        match &mut self.chain {
+            Holder::Empty => {}
+            Holder::Own(chain) => end(chain),
+            Holder::Shared(shared) => shared.lock().end = Some(end),
+        }
+    }
+
     /// See [`ModuleChain::fail_buffering`].
-    pub fn fail_buffering(&mut self, what: &str) -> Result<(), ModuleFailure> {
-        self.with(|chain| chain.fail_buffering(what)).unwrap_or(Ok(()))
+    pub fn fail_buffering(&mut self, side: BufferSide, what: &str) -> Result<(), ModuleFailure> {
+        self.with(|chain| chain.fail_buffering(side, what)).unwrap_or(Ok(()))
+    }
+}
+
+impl Drop for SharedChain {
+    /// The last handle of a shared chain runs the transaction's parked end, then drops the
+    /// states.
+    fn drop(&mut self) {
+        // Checked before anything moves: an unshared chain (every hit) drops as it is.
+        if !self.is_shared() {
+            return;
+        }
+        if let Holder::Shared(shared) = std::mem::take(&mut self.chain) {
+            if let Some(cell) = Arc::into_inner(shared) {
+                let SharedCell { mut chain, end } = cell.into_inner();
+                if let Some(end) = end {
+                    end(&mut chain);
+                }
+            }
+        }
     }
 }
 
@@ -482,42 +570,56 @@ impl SharedChain {
 /// common unshared case is inlined.
 #[inline(never)]
 fn run_locked(
-    shared: &parking_lot::Mutex<ModuleChain>,
-    allow_respond: bool,
+    shared: &parking_lot::Mutex<SharedCell>,
+    honours: Honours,
     call: &mut impl FnMut(&mut dyn ModuleTxn) -> Flow,
     outcome: &mut PhaseOutcome,
 ) -> Progress {
-    shared.lock().run_from(0, allow_respond, call, outcome)
+    shared.lock().chain.run_from(0, honours, call, outcome)
 }
 
 /// [`ModuleChain::body_phase`] on a shared chain (a fill storing for its transaction), under
 /// its lock; out of line, so that only the common unshared case is inlined.
 #[inline(never)]
 fn body_phase_locked(
-    shared: &parking_lot::Mutex<ModuleChain>,
+    shared: &parking_lot::Mutex<SharedCell>,
     chunk: &mut BodyChunk,
     call: impl FnMut(&mut dyn ModuleTxn, &mut BodyChunk) -> Flow,
 ) -> Result<(), ModuleFailure> {
-    shared.lock().body_phase(chunk, call)
+    shared.lock().chain.body_phase(chunk, call)
 }
 
 impl Slot {
     /// Applies this module's verdict (the loops consume `Continue` and `Done` themselves);
-    /// out of line, to keep the loops small.
+    /// out of line, to keep the loops small. A `Buffer` the phase honours is remembered, so
+    /// that an overflow fails this module and no other ([`ModuleChain::fail_buffering`]).
     #[inline(never)]
-    fn step(&mut self, flow: Flow, allow_respond: bool) -> Step {
+    fn step(&mut self, flow: Flow, honours: Honours) -> Step {
         match flow {
             Flow::Continue => Step::Go,
             Flow::Done => {
                 self.active = false;
                 Step::Go
             }
-            Flow::Respond(response) if allow_respond => Step::Respond(response),
+            Flow::Respond(response) if matches!(honours, Honours::Respond | Honours::RespondOrBufferRequest) => {
+                Step::Respond(response)
+            }
             Flow::Respond(_) => {
                 tracing::warn!("module {} answered Respond where it cannot; ignored", self.module.name());
                 Step::Go
             }
-            Flow::Buffer { max } => Step::Buffer(max),
+            Flow::Buffer { max } if honours == Honours::RespondOrBufferRequest => {
+                self.buffers_request = true;
+                Step::Buffer(max)
+            }
+            Flow::Buffer { max } if honours == Honours::BufferResponse => {
+                self.buffers_response = true;
+                Step::Buffer(max)
+            }
+            Flow::Buffer { .. } => {
+                tracing::warn!("module {} answered Buffer where it cannot; ignored", self.module.name());
+                Step::Go
+            }
             Flow::Defer { .. } => {
                 tracing::warn!("module {} deferred in a body phase, where it cannot; ignored", self.module.name());
                 Step::Go
@@ -538,6 +640,20 @@ impl Slot {
                 what: what.to_owned(),
             }))),
         }
+    }
+}
+
+/// A module panicked in `new_txn`: it sits the transaction out, which fails closed when the
+/// module guards it so.
+#[cold]
+fn new_txn_panicked(loaded: &LoadedModule) -> Result<(), ModuleFailure> {
+    tracing::error!("module {} panicked in new_txn", loaded.module.name());
+    match loaded.on_error {
+        FailurePolicy::Open => Ok(()),
+        FailurePolicy::Closed => Err(ModuleFailure(Box::new(FailureDetail {
+            module: loaded.module.name().to_owned(),
+            what: "panicked in new_txn".to_owned(),
+        }))),
     }
 }
 

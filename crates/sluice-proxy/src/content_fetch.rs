@@ -77,7 +77,10 @@ pub async fn fetch_as(state: &Arc<State>, request: Request<()>, mode: Mode) -> F
     let mut txn = Txn::start(state, INTERNAL, &request);
     let (mut parts, ()) = request.into_parts();
     let result = async {
-        if let Some(local) = module_phase!(txn, true, |m, info| m.req_headers(info, &mut parts))?.respond {
+        txn.check_start()?;
+        if let Some(local) =
+            module_phase!(txn, RespondOrBufferRequest, |m, info| m.req_headers(info, &mut parts))?.respond
+        {
             return Ok(respond::local(state, *local));
         }
         let conn = ConnInfo {

@@ -4,7 +4,7 @@
 //! so that the module may still answer locally or defer).
 
 use crate::body::{BoxError, OutBody, PrefixedBody};
-use crate::chain::SharedChain;
+use crate::chain::{BufferSide, SharedChain};
 use crate::error::ProxyError;
 use crate::txn::{module_phase, Txn};
 use bytes::{Bytes, BytesMut};
@@ -21,7 +21,9 @@ use std::task::{Context, Poll};
 /// apply once the request is on its way: a `Respond` is logged and ignored (a module that
 /// needs the whole body first asks for it with `Buffer` at `req_headers`).
 pub struct PhasedRequestBody {
-    body: Incoming,
+    /// The client's body ([`OutBody::Client`]), or the part of it a buffering module that
+    /// failed open had read, then the rest ([`OutBody::Prefixed`]).
+    body: OutBody,
     chain: SharedChain,
     info: TxnInfo,
     /// Some module declared that it may change the request body
@@ -41,7 +43,7 @@ impl std::fmt::Debug for PhasedRequestBody {
 impl PhasedRequestBody {
     /// `body` through the `req_body` phase of `txn`'s modules; `body` back when no module
     /// is active any more (it then streams as it is).
-    pub fn of(txn: &mut Txn, body: Incoming) -> Result<Self, Incoming> {
+    pub fn of(txn: &mut Txn, body: OutBody) -> Result<Self, OutBody> {
         match txn.modules.edits() {
             Some(edits) => Ok(Self {
                 body,
@@ -84,7 +86,7 @@ impl Body for PhasedRequestBody {
                 Poll::Ready(polled) => polled,
             };
             let (data, end) = match polled {
-                Some(Err(e)) => return Poll::Ready(Some(Err(e.into()))),
+                Some(Err(e)) => return Poll::Ready(Some(Err(e))),
                 Some(Ok(frame)) => match frame.into_data() {
                     Ok(data) => (data, this.body.is_end_stream()),
                     // Trailers are not forwarded to origins.
@@ -131,8 +133,9 @@ pub enum Buffered {
 
 /// Reads the whole request body (at most `max` bytes, the smallest limit the modules asked
 /// for at `req_headers`), then runs the `req_body` phase once on all of it, as a request
-/// phase: a module may answer locally or defer. A body over `max` fails the buffering
-/// modules (closed: the request fails; open: the body goes on unchanged, read part first).
+/// phase: a module may answer locally or defer. A body over `max` fails the modules that
+/// asked to buffer it, and only those (closed: the request fails; open: they sit out the rest
+/// of the transaction, and the body goes on unchanged, read part first, through the others).
 pub async fn buffer(txn: &mut Txn, mut body: Incoming, max: usize) -> Result<Buffered, ProxyError> {
     let mut whole = BytesMut::new();
     while let Some(frame) = body.frame().await {
@@ -140,7 +143,7 @@ pub async fn buffer(txn: &mut Txn, mut body: Incoming, max: usize) -> Result<Buf
         let Ok(data) = frame.into_data() else { continue };
         if whole.len() + data.len() > max {
             txn.modules
-                .fail_buffering(&format!("buffered request body exceeds {max} bytes"))
+                .fail_buffering(BufferSide::Request, &format!("buffered request body exceeds {max} bytes"))
                 .map_err(crate::txn::module_error)?;
             whole.extend_from_slice(&data);
             let prefixed = PrefixedBody { prefix: Some(whole.freeze()), rest: body };
@@ -149,7 +152,7 @@ pub async fn buffer(txn: &mut Txn, mut body: Incoming, max: usize) -> Result<Buf
         whole.extend_from_slice(&data);
     }
     let mut chunk = BodyChunk::new(whole.freeze(), true);
-    if let Some(local) = module_phase!(txn, true, |m, info| m.req_body(info, &mut chunk))?.respond {
+    if let Some(local) = module_phase!(txn, Respond, |m, info| m.req_body(info, &mut chunk))?.respond {
         return Ok(Buffered::Respond(local));
     }
     Ok(Buffered::Body(OutBody::Full(Some(chunk.into_data()))))

@@ -32,7 +32,7 @@ pub async fn resolve(txn: &mut Txn, dest: &Dest) -> Result<Resolved, ProxyError>
 
 async fn run(txn: &mut Txn, target: &crate::upstream::Target) -> Result<Resolved, ProxyError> {
     let resolution = Resolution::new(&target.host, target.port);
-    if let Some(local) = module_phase!(txn, true, |m, info| m.resolve(info, &resolution))?.respond {
+    if let Some(local) = module_phase!(txn, Respond, |m, info| m.resolve(info, &resolution))?.respond {
         return Ok(Resolved::Respond(local));
     }
     let addrs = resolution.addrs();

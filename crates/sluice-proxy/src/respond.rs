@@ -2,7 +2,8 @@
 //! local answers; and the last step every response takes ([`finalize`]).
 
 use crate::body::{BodyPhases, ProxyBody};
-use crate::error::{Kind, ProxyError, Side};
+use crate::chain::BufferSide;
+use crate::error::{Kind, ProxyError};
 use crate::state::State;
 use crate::txn::{module_phase, Txn};
 use bytes::Bytes;
@@ -32,27 +33,37 @@ pub async fn finalize(
     }
     let mut phases = BodyPhases::default();
     if !txn.modules.is_empty() {
-        match module_phase!(txn, false, |m, info| m.client_resp_headers(info, &mut parts)) {
+        match module_phase!(txn, BufferResponse, |m, info| m.client_resp_headers(info, &mut parts)) {
             Ok(outcome) => {
                 let has_body = *method != Method::HEAD
                     && !parts.status.is_informational()
                     && parts.status != StatusCode::NO_CONTENT
                     && parts.status != StatusCode::NOT_MODIFIED;
                 // No body phase without a body, or once every module is done.
-                if let Some(edits) = if has_body { txn.modules.edits() } else { None } {
-                    let origin = edits.origin_response && body.is_from_origin();
-                    phases = BodyPhases { origin, client: true, may_change: edits.client_response || origin };
-                    if let Some(max) = outcome.buffer {
-                        match buffer_whole_body(&mut txn, body, max, phases).await {
-                            Ok(whole) => {
+                if let Some(found) = if has_body { body_phases(&mut txn, &body) } else { None } {
+                    phases = found;
+                    match outcome.buffer {
+                        Some(max) => match buffer_whole_body(&mut txn, body, max, phases).await {
+                            Ok(Buffered::Whole(whole)) => {
                                 parts.headers.insert(header::CONTENT_LENGTH, HeaderValue::from(whole.len()));
                                 body = ProxyBody::full(whole);
                                 phases = BodyPhases::default();
                             }
+                            Ok(Buffered::Overflowed(resumed)) => {
+                                // The buffering modules failed open and sit the rest out: the
+                                // others see the body as it streams.
+                                body = *resumed;
+                                phases = body_phases(&mut txn, &body).unwrap_or_default();
+                                if phases.may_change {
+                                    parts.headers.remove(header::CONTENT_LENGTH);
+                                }
+                            }
                             Err(err) => return error_response(state, txn, &err),
+                        },
+                        None if phases.may_change => {
+                            parts.headers.remove(header::CONTENT_LENGTH);
                         }
-                    } else if phases.may_change {
-                        parts.headers.remove(header::CONTENT_LENGTH);
+                        None => {}
                     }
                 }
             }
@@ -63,6 +74,15 @@ pub async fn finalize(
     Response::from_parts(parts, body.with_txn(Box::new(txn), phases))
 }
 
+/// The body phases `body` runs for the modules still active; `None` when there are none.
+/// Every active module sees the body (`origin_resp_body` too, for a body straight from the
+/// origin); only a declared edit ([`sluice_module::BodyEdits`]) lets it change length.
+fn body_phases(txn: &mut Txn, body: &ProxyBody) -> Option<BodyPhases> {
+    let edits = txn.modules.edits()?;
+    let origin = body.is_from_origin();
+    Some(BodyPhases { origin, client: true, may_change: edits.client_response || (origin && edits.origin_response) })
+}
+
 fn error_response(state: &State, mut txn: Txn, err: &ProxyError) -> Response<ProxyBody> {
     let response = error(state, err);
     let (parts, body) = response.into_parts();
@@ -70,13 +90,24 @@ fn error_response(state: &State, mut txn: Txn, err: &ProxyError) -> Response<Pro
     Response::from_parts(parts, body.with_txn(Box::new(txn), BodyPhases::default()))
 }
 
+/// What holding a response body for the modules produced.
+enum Buffered {
+    /// The whole body, through the body phases.
+    Whole(Bytes),
+    /// The body outgrew the limit and the modules that asked for it failed open: what was
+    /// read, then the rest, untouched so far.
+    Overflowed(Box<ProxyBody>),
+}
+
 /// Reads the whole body (at most `max` bytes), then runs the body phases once on all of it.
+/// A body over `max` fails the modules that asked to buffer it, and only those (closed: an
+/// error; open: [`Buffered::Overflowed`]).
 async fn buffer_whole_body(
     txn: &mut Txn,
     mut body: ProxyBody,
     max: usize,
     phases: BodyPhases,
-) -> Result<Bytes, ProxyError> {
+) -> Result<Buffered, ProxyError> {
     use http_body_util::BodyExt;
     let mut whole = bytes::BytesMut::new();
     while let Some(frame) = body.frame().await {
@@ -85,13 +116,10 @@ async fn buffer_whole_body(
         if let Ok(data) = frame.into_data() {
             if whole.len() + data.len() > max {
                 txn.modules
-                    .fail_buffering(&format!("buffered body exceeds {max} bytes"))
+                    .fail_buffering(BufferSide::Response, &format!("buffered body exceeds {max} bytes"))
                     .map_err(crate::txn::module_error)?;
-                return Err(ProxyError::new(
-                    Kind::Internal,
-                    Side::Module,
-                    format!("body exceeds the {max}-byte buffer"),
-                ));
+                whole.extend_from_slice(&data);
+                return Ok(Buffered::Overflowed(Box::new(ProxyBody::resumed(whole.freeze(), body))));
             }
             whole.extend_from_slice(&data);
         }
@@ -101,7 +129,7 @@ async fn buffer_whole_body(
         txn.body_phase(&mut chunk, |m, info, c| m.origin_resp_body(info, c)).map_err(crate::txn::module_error)?;
     }
     txn.body_phase(&mut chunk, |m, info, c| m.client_resp_body(info, c)).map_err(crate::txn::module_error)?;
-    Ok(chunk.into_data())
+    Ok(Buffered::Whole(chunk.into_data()))
 }
 
 /// A plain-text response generated by the proxy.

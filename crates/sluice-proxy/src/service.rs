@@ -170,7 +170,8 @@ async fn route(
     }
     check_host(&req)?;
     let (mut parts, body) = req.into_parts();
-    let requested = module_phase!(txn, true, |m, info| m.req_headers(info, &mut parts))?;
+    txn.check_start()?;
+    let requested = module_phase!(txn, RespondOrBufferRequest, |m, info| m.req_headers(info, &mut parts))?;
     if let Some(local) = requested.respond {
         return Ok(Routed::Response(respond::local(state, *local)));
     }
@@ -205,7 +206,7 @@ async fn route(
         parts.extensions.insert(crate::esi::EsiRoute::clone(&route));
         (route, client_url(conn, &parts), parts.headers.clone())
     });
-    let forward =
+    let mut forward =
         Forward { target, uri, client: parts, host, client_ip: conn.client_ip.clone(), client_tls: conn.tls, reverse };
     if forward.client.method.as_str() == "PURGE" {
         return purge(state, conn, &forward).map(Routed::Response);
@@ -231,6 +232,7 @@ async fn route(
     let method = forward.client.method.clone();
     let mut response = match key {
         Some(key) if !state.hit_for_pass.applies(&key, state.clock.now()) => {
+            whole_for_body_editors(txn, &mut forward.client.headers, true);
             crate::cache_flow::serve(state, txn, forward, key).await?
         }
         Some(_) => within_deadline(state, pass(state, txn, forward, body, Fwd::Bypass)).await?,
@@ -246,6 +248,21 @@ async fn route(
         response = crate::esi::apply(state, &route, request, response);
     }
     Ok(Routed::Response(response))
+}
+
+/// A module that may change the body the client gets would make a `206`'s `Content-Range`
+/// wrong: for such a request the client's `Range` (and `If-Range`) is dropped, and the answer
+/// is the whole, edited body (RFC 9110 §14.2 lets a server ignore `Range`). `stored`: the
+/// cache answers, from a body the origin phases already shaped, so only `client_response`
+/// edits count; otherwise `origin_response` edits do too. Free without modules or `Range`.
+fn whole_for_body_editors(txn: &mut Txn, headers: &mut HeaderMap, stored: bool) {
+    if txn.modules.is_empty() || !headers.contains_key(header::RANGE) {
+        return;
+    }
+    if txn.modules.edits().is_some_and(|e| e.client_response || (!stored && e.origin_response)) {
+        headers.remove(header::RANGE);
+        headers.remove(header::IF_RANGE);
+    }
 }
 
 /// The URL a client asked for, as it named it: its scheme, `Host` (or the request
@@ -420,6 +437,7 @@ async fn pass(
     reason: Fwd,
 ) -> Result<Response<ProxyBody>, ProxyError> {
     let esi_route = forward.client.extensions.get::<crate::esi::EsiRoute>().is_some();
+    whole_for_body_editors(txn, &mut forward.client.headers, false);
     let mut headers = forward.take_origin_headers(state);
     if esi_route && forward.client.method == Method::GET {
         // The answer may be an ESI template, which cannot be sent in part or as "not
@@ -438,15 +456,17 @@ async fn pass(
         crate::resolve::Resolved::Respond(local) => return Ok(respond::local(state, *local)),
     };
     let mut parts = origin_request(&forward.uri, forward.client.method.clone(), headers)?;
-    if let Some(local) = module_phase!(txn, true, |m, info| m.req_out(info, &mut parts))?.respond {
+    if let Some(local) = module_phase!(txn, Respond, |m, info| m.req_out(info, &mut parts))?.respond {
         return Ok(respond::local(state, *local));
     }
     // The modules see a streaming body chunk by chunk as it goes out (req_body.rs).
     let out_body = match body {
-        OutBody::Client(body) if !txn.modules.is_empty() => match crate::req_body::PhasedRequestBody::of(txn, body) {
-            Ok(phased) => OutBody::Phased(Box::new(phased)),
-            Err(body) => OutBody::Client(body),
-        },
+        body @ (OutBody::Client(_) | OutBody::Prefixed(_)) if !txn.modules.is_empty() => {
+            match crate::req_body::PhasedRequestBody::of(txn, body) {
+                Ok(phased) => OutBody::Phased(Box::new(phased)),
+                Err(body) => body,
+            }
+        }
         body => body,
     };
     let origin = crate::source::send(state, target, Request::from_parts(parts, out_body)).await?;
@@ -454,7 +474,7 @@ async fn pass(
     txn.code = ResultCode::Miss;
     let (mut parts, body) = origin.response.into_parts();
     sluice_http::hop::remove_hop_by_hop(&mut parts.headers);
-    module_phase!(txn, false, |m, info| m.origin_resp_headers(info, &mut parts))?;
+    module_phase!(txn, Nothing, |m, info| m.origin_resp_headers(info, &mut parts))?;
     for uri in sluice_http::invalidation::targets(&forward.client.method, &forward.uri, parts.status, &parts.headers) {
         if let Some(key) = sluice_http::key::primary_key(&uri) {
             state.store.remove(&key);

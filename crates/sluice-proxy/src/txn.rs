@@ -5,7 +5,7 @@
 //! once, in its `Drop`, whether the response completed, failed, or was never produced.
 
 use crate::access_log::LogRecord;
-use crate::chain::{ModuleFailure, PhaseOutcome, PhaseStart, SharedChain};
+use crate::chain::{Honours, ModuleFailure, PhaseOutcome, PhaseStart, SharedChain};
 use crate::error::{Kind, ProxyError, Side};
 use crate::outcome::ResultCode;
 use crate::state::State;
@@ -20,6 +20,9 @@ use std::time::Instant;
 pub struct Txn {
     pub info: TxnInfo,
     pub modules: SharedChain,
+    /// A module guarding the transaction closed panicked in `new_txn`: the transaction must
+    /// fail ([`Txn::check_start`]).
+    start_failure: Option<ModuleFailure>,
     /// How it was served (set as the pipeline decides).
     pub code: ResultCode,
     /// The origin address, when the request went forward.
@@ -48,12 +51,32 @@ impl std::fmt::Debug for Txn {
 impl Txn {
     /// Starts a transaction for `req` from `client`.
     pub fn start<B>(state: &Arc<State>, client: SocketAddr, req: &Request<B>) -> Self {
-        let info =
-            TxnInfo { id: state.next_txn_id(), client, cache: Arc::clone(&state.content), cpu: state.cpu.clone() };
-        let modules = SharedChain::new(&state.modules.load(), &info);
+        Self::begin(state, client, req, false)
+    }
+
+    /// Starts the transaction of a background revalidation (`stale-while-revalidate`) of
+    /// `uri`, which a request from `client` set off: the modules see it with
+    /// [`TxnInfo::background`] set, from `resolve` to `origin_resp_body`, then `resp_done` and
+    /// `log` (docs/modules.md, "Background revalidation").
+    pub fn background(state: &Arc<State>, client: SocketAddr, uri: &http::Uri) -> Self {
+        let mut req = Request::new(());
+        *req.uri_mut() = uri.clone();
+        Self::begin(state, client, &req, true)
+    }
+
+    fn begin<B>(state: &Arc<State>, client: SocketAddr, req: &Request<B>, background: bool) -> Self {
+        let info = TxnInfo {
+            id: state.next_txn_id(),
+            client,
+            cache: Arc::clone(&state.content),
+            cpu: state.cpu.clone(),
+            background,
+        };
+        let (modules, start_failure) = SharedChain::new(&state.modules.load(), &info);
         let headers = req.headers();
         Self {
             modules,
+            start_failure,
             code: ResultCode::None,
             peer: None,
             // Formatted only for the access log; routing sets the absolute URL.
@@ -103,10 +126,25 @@ impl Txn {
         self.completed = completed;
     }
 
+    /// Records the status of a transaction that sends no response head (a background
+    /// revalidation: the origin's status).
+    pub fn record_status(&mut self, status: http::StatusCode) {
+        self.status = status.as_u16();
+    }
+
     /// Records the outcome without ending the transaction (the body calls this when it ends).
     pub fn record_end(&mut self, body_bytes: u64, completed: bool) {
         self.body_bytes = body_bytes;
         self.completed = completed;
+    }
+
+    /// Fails the transaction (500) when a module that guards it closed panicked in
+    /// `new_txn`; called before its first phase.
+    pub fn check_start(&mut self) -> Result<(), ProxyError> {
+        match self.start_failure.take() {
+            None => Ok(()),
+            Some(failure) => Err(module_error(failure)),
+        }
     }
 
     /// Runs a header phase of the modules taking part; free when none does. Use it through
@@ -116,23 +154,28 @@ impl Txn {
     /// deferred, and then the rest of the phase is returned, to await at once.
     pub fn phase<'a>(
         &'a mut self,
-        allow_respond: bool,
+        honours: Honours,
         mut call: impl FnMut(&mut dyn ModuleTxn, &TxnInfo) -> Flow + Send + 'a,
     ) -> Phase<'a> {
         if self.modules.is_empty() {
             return Phase::Ready(Ok(PhaseOutcome::default()));
         }
         let Self { modules, info, .. } = self;
-        match modules.start_phase(allow_respond, move |m| call(m, info)) {
+        match modules.start_phase(honours, move |m| call(m, info)) {
             PhaseStart::Ready(result) => Phase::Ready(result),
             PhaseStart::Waiting(rest) => Phase::Waiting(rest),
         }
     }
 
-    /// The module chain and transaction info, for a fetch that runs `origin_resp_body` on the
-    /// body it stores; `None` when no module may change that body.
-    pub fn origin_body_editors(&mut self) -> Option<(SharedChain, TxnInfo)> {
-        self.modules.edits().is_some_and(|e| e.origin_response).then(|| (self.modules.share(), self.info.clone()))
+    /// The `origin_resp_body` phase for a fetch that stores the body it reads (the chain is
+    /// then shared with the fetch); `None` when no module is active.
+    pub fn origin_body_phase(&mut self) -> Option<OriginBodyPhase> {
+        let edits = self.modules.edits()?;
+        Some(OriginBodyPhase {
+            chain: self.modules.share(),
+            info: self.info.clone(),
+            may_change: edits.origin_response,
+        })
     }
 
     /// Runs a body phase of the modules taking part on `chunk`.
@@ -146,6 +189,30 @@ impl Txn {
     }
 }
 
+/// The modules' `origin_resp_body` phase on a body a fetch stores ([`Txn::origin_body_phase`]).
+pub struct OriginBodyPhase {
+    pub chain: SharedChain,
+    pub info: TxnInfo,
+    /// Some module declared that it may change the body
+    /// ([`sluice_module::BodyEdits::origin_response`]): readers of the fill get it without the
+    /// origin's length. Otherwise the length stays, and a module changing it fails the fill.
+    pub may_change: bool,
+}
+
+impl OriginBodyPhase {
+    /// Runs the phase on one piece of the body.
+    pub fn run(&mut self, data: bytes::Bytes, end: bool) -> Result<bytes::Bytes, String> {
+        let announced = data.len();
+        let mut chunk = sluice_module::BodyChunk::new(data, end);
+        let info = &self.info;
+        self.chain.body_phase(&mut chunk, |m, c| m.origin_resp_body(info, c)).map_err(|e| e.to_string())?;
+        if !self.may_change && chunk.data().len() != announced {
+            return Err("a module changed a stored body's length without declaring it in edits_body".into());
+        }
+        Ok(chunk.into_data())
+    }
+}
+
 /// A header phase under way (see [`Txn::phase`]): its outcome, ready at once unless a module
 /// deferred.
 pub enum Phase<'a> {
@@ -155,13 +222,14 @@ pub enum Phase<'a> {
     Waiting(BoxFuture<'a, Result<PhaseOutcome, ModuleFailure>>),
 }
 
-/// `module_phase!(txn, allow_respond, |m, info| m.some_phase(info, ...))`: runs a header
-/// phase ([`Txn::phase`]) and evaluates to its `Result<PhaseOutcome, ProxyError>` (a closed
+/// `module_phase!(txn, X, |m, info| m.some_phase(info, ...))`: runs a header phase
+/// ([`Txn::phase`]) honouring the verdicts of `Honours::X`, and evaluates to its
+/// `Result<PhaseOutcome, ProxyError>` (a closed
 /// module failure is a 500). Use it in an async fn: it awaits only when a module deferred, so
 /// the common case polls no future and keeps none in the caller's state.
 macro_rules! module_phase {
-    ($txn:expr, $allow_respond:expr, $call:expr) => {{
-        let phase = $txn.phase($allow_respond, $call);
+    ($txn:expr, $honours:ident, $call:expr) => {{
+        let phase = $txn.phase($crate::chain::Honours::$honours, $call);
         let result = match phase {
             $crate::txn::Phase::Ready(result) => result,
             $crate::txn::Phase::Waiting(rest) => rest.await,
@@ -181,29 +249,54 @@ impl Drop for Txn {
     fn drop(&mut self) {
         let state = Arc::clone(&self.state);
         state.metrics.record(self.code, self.status, self.body_bytes, self.completed);
+        let record = state.access_log.is_some().then(|| self.log_record());
+        if self.modules.is_shared() {
+            // A fill still runs `origin_resp_body` (its client left): `resp_done`, `log` and
+            // the log line wait until it is done, so that no phase comes after them.
+            let outcome = self.outcome();
+            let info = self.info.clone();
+            self.modules.end_after_fill(Box::new(move |chain| {
+                let mut fields = LogFields::default();
+                chain.notify(|m| m.resp_done(&info, &outcome));
+                chain.notify(|m| m.log(&info, &outcome, &mut fields));
+                if let (Some(log), Some(mut record)) = (&state.access_log, record) {
+                    record.extra = fields.fields;
+                    log.log(record);
+                }
+            }));
+            return;
+        }
         let mut fields = LogFields::default();
         if !self.modules.is_empty() {
             let outcome = self.outcome();
             let info = &self.info;
             self.modules.notify_both(|m| m.resp_done(info, &outcome), |m| m.log(info, &outcome, &mut fields));
         }
-        if let Some(log) = &state.access_log {
-            log.log(LogRecord {
-                end: state.clock.now(),
-                elapsed: self.started.elapsed(),
-                client: self.info.client.ip(),
-                code: self.code,
-                status: self.status,
-                bytes: self.head_bytes + self.body_bytes,
-                method: self.method.clone(),
-                url: std::mem::take(&mut self.url),
-                version: self.version,
-                peer: self.peer,
-                content_type: self.content_type.take(),
-                referer: self.referer.take(),
-                user_agent: self.user_agent.take(),
-                extra: fields.fields,
-            });
+        if let (Some(log), Some(mut record)) = (&state.access_log, record) {
+            record.extra = fields.fields;
+            log.log(record);
+        }
+    }
+}
+
+impl Txn {
+    /// The access log line, without the modules' fields.
+    fn log_record(&mut self) -> LogRecord {
+        LogRecord {
+            end: self.state.clock.now(),
+            elapsed: self.started.elapsed(),
+            client: self.info.client.ip(),
+            code: self.code,
+            status: self.status,
+            bytes: self.head_bytes + self.body_bytes,
+            method: self.method.clone(),
+            url: std::mem::take(&mut self.url),
+            version: self.version,
+            peer: self.peer,
+            content_type: self.content_type.take(),
+            referer: self.referer.take(),
+            user_agent: self.user_agent.take(),
+            extra: Vec::new(),
         }
     }
 }

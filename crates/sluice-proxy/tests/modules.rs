@@ -4,97 +4,15 @@
 
 mod common;
 
+use common::recorder::{Journal, Recorder};
 use common::Harness;
 use http::{HeaderValue, StatusCode};
-use sluice_module::{
-    BodyChunk, BodyEdits, FailurePolicy, Flow, LocalResponse, LookupOutcome, LookupOverride, Module, Txn, TxnInfo,
-    TxnOutcome,
-};
+use sluice_module::{BodyChunk, BodyEdits, FailurePolicy, Flow, LocalResponse, Module, Txn, TxnInfo};
 use sluice_proxy::config::Mode;
 use sluice_proxy::LoadedModule;
 use sluice_testkit::{client, Reply};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
-
-// ---- a module that records every call ------------------------------------------------------
-
-type Journal = Arc<Mutex<Vec<String>>>;
-
-struct Recorder {
-    journal: Journal,
-}
-
-struct RecorderTxn {
-    journal: Journal,
-}
-
-impl RecorderTxn {
-    fn note(&self, what: impl Into<String>) {
-        self.journal.lock().unwrap().push(what.into());
-    }
-}
-
-impl Txn for RecorderTxn {
-    fn req_headers(&mut self, _: &TxnInfo, _: &mut http::request::Parts) -> Flow {
-        self.note("req_headers");
-        Flow::Continue
-    }
-    fn req_body(&mut self, _: &TxnInfo, chunk: &mut BodyChunk) -> Flow {
-        if chunk.is_end() {
-            self.note("req_body:end");
-        }
-        Flow::Continue
-    }
-    fn cache_lookup(&mut self, _: &TxnInfo, outcome: LookupOutcome, _: &mut LookupOverride) -> Flow {
-        self.note(format!("cache_lookup:{outcome:?}"));
-        Flow::Continue
-    }
-    fn resolve(&mut self, _: &TxnInfo, _: &sluice_module::Resolution) -> Flow {
-        self.note("resolve");
-        Flow::Continue
-    }
-    fn req_out(&mut self, _: &TxnInfo, _: &mut http::request::Parts) -> Flow {
-        self.note("req_out");
-        Flow::Continue
-    }
-    fn origin_resp_headers(&mut self, _: &TxnInfo, resp: &mut http::response::Parts) -> Flow {
-        self.note(format!("origin_resp_headers:{}", resp.status.as_u16()));
-        Flow::Continue
-    }
-    fn client_resp_headers(&mut self, _: &TxnInfo, resp: &mut http::response::Parts) -> Flow {
-        self.note(format!("client_resp_headers:{}", resp.status.as_u16()));
-        Flow::Continue
-    }
-    fn client_resp_body(&mut self, _: &TxnInfo, chunk: &mut BodyChunk) -> Flow {
-        if chunk.is_end() {
-            self.note("client_resp_body:end");
-        }
-        Flow::Continue
-    }
-    fn resp_done(&mut self, _: &TxnInfo, outcome: &TxnOutcome) {
-        self.note(format!("resp_done:{}", outcome.result));
-    }
-    fn log(&mut self, _: &TxnInfo, _: &TxnOutcome, fields: &mut sluice_module::LogFields) {
-        fields.add("recorder", "1");
-        self.note("log");
-    }
-}
-
-impl Drop for RecorderTxn {
-    fn drop(&mut self) {
-        self.note("drop");
-    }
-}
-
-impl Module for Recorder {
-    fn name(&self) -> &str {
-        "recorder"
-    }
-    fn new_txn(&self, _: &TxnInfo) -> Option<Box<dyn Txn>> {
-        self.journal.lock().unwrap().push("new_txn".into());
-        Some(Box::new(RecorderTxn { journal: Arc::clone(&self.journal) }))
-    }
-}
 
 fn loaded(module: impl Module, on_error: FailurePolicy) -> LoadedModule {
     LoadedModule { module: Arc::new(module), on_error }
@@ -121,17 +39,15 @@ fn stateless<T: Txn + Default + 'static>(name: &'static str, on_error: FailurePo
 }
 
 async fn recorded(mode: Mode) -> (Harness, Journal) {
-    let journal: Journal = Arc::default();
-    let module = loaded(Recorder { journal: Arc::clone(&journal) }, FailurePolicy::Open);
-    let h = Harness::build_with_modules(mode, |_, _| {}, vec![module]).await;
+    let journal = Journal::default();
+    let h = Harness::build_with_modules(mode, |_, _| {}, vec![Recorder::loaded(&journal, FailurePolicy::Open)]).await;
     (h, journal)
 }
 
 /// Takes the journal once the transaction has ended (its state dropped).
 async fn take(h: &Harness, journal: &Journal) -> Vec<String> {
-    h.eventually("the transaction state to drop", |_| journal.lock().unwrap().last().is_some_and(|l| l == "drop"))
-        .await;
-    std::mem::take(&mut *journal.lock().unwrap())
+    h.eventually("the transaction state to drop", |_| journal.entries().last().is_some_and(|l| l == "drop")).await;
+    journal.take()
 }
 
 fn seq(items: &[&str]) -> Vec<String> {
@@ -155,6 +71,7 @@ async fn phases_on_a_miss_then_a_fresh_hit() {
             "req_out",
             "origin_resp_headers:200",
             "client_resp_headers:200",
+            "origin_resp_body:end",
             "client_resp_body:end",
             "resp_done:TCP_MISS",
             "log",
@@ -217,6 +134,128 @@ async fn phases_on_a_stale_revalidation_and_a_304_to_the_client() {
     );
 }
 
+/// Tags the stored response in `origin_resp_headers` with who fetched it: `client` or
+/// `background`.
+#[derive(Default)]
+struct OriginTaggerTxn;
+
+impl Txn for OriginTaggerTxn {
+    fn origin_resp_headers(&mut self, info: &TxnInfo, resp: &mut http::response::Parts) -> Flow {
+        let by = if info.background { "background" } else { "client" };
+        resp.headers.insert("x-fetched-by", HeaderValue::from_static(by));
+        Flow::Continue
+    }
+}
+
+#[tokio::test]
+async fn phases_on_a_stale_while_revalidate_hit_and_its_background_revalidation() {
+    let journal = Journal::default();
+    let modules = vec![
+        Recorder::loaded(&journal, FailurePolicy::Open),
+        stateless::<OriginTaggerTxn>("origin-tagger", FailurePolicy::Open),
+    ];
+    let h = Harness::forward_with(modules).await;
+    let cc = "max-age=10, stale-while-revalidate=60";
+    h.origin.on("/swr", Reply::ok("v1").header("Cache-Control", cc));
+    assert_eq!(h.get("/swr").await.header("x-fetched-by"), "client");
+    take(&h, &journal).await;
+    h.origin.on("/swr", Reply::ok("v2").header("Cache-Control", cc));
+    h.advance(20);
+    let stale = h.get("/swr").await;
+    assert_eq!((stale.text(), stale.header("x-fetched-by")), ("v1".to_owned(), "client"));
+    h.eventually("the client's and the background transaction to end", |_| journal.drops() == 2).await;
+    let txns = journal.take_by_txn();
+    assert_eq!(
+        txns,
+        [
+            seq(&[
+                "new_txn",
+                "req_headers",
+                "cache_lookup:Stale",
+                "client_resp_headers:200",
+                "client_resp_body:end",
+                "resp_done:TCP_STALE_HIT",
+                "log",
+                "drop"
+            ]),
+            seq(&[
+                "new_txn:background",
+                "resolve",
+                "req_out",
+                "origin_resp_headers:200",
+                "origin_resp_body:end",
+                "resp_done:TCP_REFRESH_MODIFIED",
+                "log",
+                "drop"
+            ]),
+        ]
+    );
+    let hit = h.get("/swr").await;
+    assert_eq!(hit.text(), "v2", "the revalidation stored the new response");
+    assert_eq!(hit.header("x-fetched-by"), "background", "with the modules' origin_resp_headers edit");
+    assert_eq!(h.origin.hits("/swr"), 2);
+}
+
+#[tokio::test]
+async fn a_client_that_leaves_during_a_fill_gets_resp_done_and_log_after_the_fill() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let (h, journal) = recorded(Mode::Forward).await;
+    // An origin that sends half the body, then the rest when told to.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let origin = listener.local_addr().unwrap();
+    let (release, released) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(async move {
+        let (mut conn, _) = listener.accept().await.unwrap();
+        let mut head = Vec::new();
+        while !head.ends_with(b"\r\n\r\n") {
+            let mut byte = [0u8; 1];
+            conn.read_exact(&mut byte).await.unwrap();
+            head.push(byte[0]);
+        }
+        let reply = "HTTP/1.1 200 OK\r\nContent-Length: 10\r\nCache-Control: max-age=60\r\n\r\nhello";
+        conn.write_all(reply.as_bytes()).await.unwrap();
+        released.await.unwrap();
+        conn.write_all(b"world").await.unwrap();
+        conn
+    });
+    let url = format!("http://{origin}/fill");
+    let mut client = tokio::net::TcpStream::connect(h.addr()).await.unwrap();
+    client.write_all(format!("GET {url} HTTP/1.1\r\nHost: {origin}\r\n\r\n").as_bytes()).await.unwrap();
+    let mut got = Vec::new();
+    while !got.ends_with(b"hello") {
+        let mut buf = [0u8; 1024];
+        let n = client.read(&mut buf).await.unwrap();
+        assert!(n > 0, "the proxy closed early");
+        got.extend_from_slice(&buf[..n]);
+    }
+    drop(client);
+    h.eventually("the client's transaction to end", |h| {
+        h.proxy.state.metrics.aborted.load(std::sync::atomic::Ordering::Relaxed) == 1
+    })
+    .await;
+    assert!(!journal.entries().iter().any(|c| c.starts_with("resp_done")), "resp_done waits for the fill");
+    release.send(()).unwrap();
+    assert_eq!(
+        take(&h, &journal).await,
+        seq(&[
+            "new_txn",
+            "req_headers",
+            "cache_lookup:Miss",
+            "resolve",
+            "req_out",
+            "origin_resp_headers:200",
+            "client_resp_headers:200",
+            "origin_resp_body:end",
+            "resp_done:TCP_MISS:aborted",
+            "log",
+            "drop"
+        ])
+    );
+    let _conn = server.await.unwrap();
+    let hit = sluice_testkit::client::get(h.addr(), &url, &[]).await;
+    assert_eq!(hit.text(), "helloworld", "the fill went on and was stored");
+}
+
 #[tokio::test]
 async fn phases_on_head_and_on_a_bodyless_204() {
     let (h, journal) = recorded(Mode::Forward).await;
@@ -272,6 +311,7 @@ async fn phases_on_a_request_with_a_body() {
             "req_body:end",
             "origin_resp_headers:200",
             "client_resp_headers:200",
+            "origin_resp_body:end",
             "client_resp_body:end",
             "resp_done:TCP_MISS",
             "log",
@@ -286,8 +326,8 @@ async fn phases_on_a_request_with_a_body() {
 #[tokio::test]
 async fn phases_on_an_origin_error_and_on_connect() {
     let (h, journal) = {
-        let journal: Journal = Arc::default();
-        let module = loaded(Recorder { journal: Arc::clone(&journal) }, FailurePolicy::Open);
+        let journal = Journal::default();
+        let module = Recorder::loaded(&journal, FailurePolicy::Open);
         let h = Harness::build_with_modules(
             Mode::Forward,
             |c, origin| c.access.connect_ports = vec![origin.port()],
@@ -468,7 +508,7 @@ async fn deferred_work_is_awaited_and_its_deadline_enforced() {
 
 #[tokio::test]
 async fn a_client_that_leaves_during_defer_cancels_it_and_drops_the_state_once() {
-    let journal: Journal = Arc::default();
+    let journal = Journal::default();
     struct Waiter {
         journal: Journal,
     }
@@ -482,7 +522,7 @@ async fn a_client_that_leaves_during_defer_cancels_it_and_drops_the_state_once()
     }
     impl Drop for WaiterTxn {
         fn drop(&mut self) {
-            self.journal.lock().unwrap().push("drop".into());
+            self.journal.note(0, "drop");
         }
     }
     impl Module for Waiter {
@@ -490,10 +530,10 @@ async fn a_client_that_leaves_during_defer_cancels_it_and_drops_the_state_once()
             "waiter"
         }
         fn new_txn(&self, _: &TxnInfo) -> Option<Box<dyn Txn>> {
-            Some(Box::new(WaiterTxn { journal: Arc::clone(&self.journal) }))
+            Some(Box::new(WaiterTxn { journal: self.journal.clone() }))
         }
     }
-    let module = loaded(Waiter { journal: Arc::clone(&journal) }, FailurePolicy::Open);
+    let module = loaded(Waiter { journal: journal.clone() }, FailurePolicy::Open);
     let h = Harness::forward_with(vec![module]).await;
     {
         use tokio::io::AsyncWriteExt;
@@ -505,8 +545,8 @@ async fn a_client_that_leaves_during_defer_cancels_it_and_drops_the_state_once()
         })
         .await;
     }
-    h.eventually("the abandoned transaction's state to drop", |_| !journal.lock().unwrap().is_empty()).await;
-    assert_eq!(*journal.lock().unwrap(), seq(&["drop"]));
+    h.eventually("the abandoned transaction's state to drop", |_| !journal.entries().is_empty()).await;
+    assert_eq!(journal.entries(), seq(&["drop"]));
     assert_eq!(h.origin.hits("/w"), 0);
 }
 
@@ -588,6 +628,31 @@ async fn an_undeclared_body_change_cuts_the_response_instead_of_corrupting_it() 
     assert!(!raw.contains("changed without saying so"), "{raw}");
 }
 
+#[tokio::test]
+async fn a_range_request_gets_the_whole_body_when_a_module_may_change_it() {
+    let h = Harness::forward_with(vec![loaded(Tagger { tag: "a" }, FailurePolicy::Open)]).await;
+    h.origin.on("/range", Reply::ok("0123456789").header("Cache-Control", "max-age=60"));
+    h.get("/range").await;
+    let hit = h.get_with("/range", &[("Range", "bytes=0-3")]).await;
+    assert_eq!(hit.status, 200, "no 206 whose Content-Range the edit would break");
+    assert_eq!(hit.text(), "0123456789[a]");
+    assert_eq!(hit.header("content-range"), "");
+    // Not stored (hit-for-pass next time): the origin is not asked for a range either.
+    h.origin.on("/pass", Reply::ok("whole").header("Cache-Control", "no-store"));
+    h.get("/pass").await;
+    let pass = h.get_with("/pass", &[("Range", "bytes=0-1")]).await;
+    assert_eq!(pass.text(), "whole[a]");
+    assert_eq!(h.origin.last_request("/pass").unwrap().header("range"), None);
+
+    let reader = Harness::forward_with(vec![stateless::<ShoutTxn>("shout", FailurePolicy::Open)]).await;
+    reader.origin.on("/range", Reply::ok("0123456789").header("Cache-Control", "max-age=60"));
+    reader.get("/range").await;
+    let partial = reader.get_with("/range", &[("Range", "bytes=0-3")]).await;
+    assert_eq!(partial.status, 206, "a module that does not declare edits keeps ranges");
+    assert_eq!(partial.text(), "0123");
+    assert_eq!(partial.header("content-range"), "bytes 0-3/10");
+}
+
 // ---- content management from a phase -------------------------------------------------------------
 
 #[derive(Default)]
@@ -661,6 +726,44 @@ async fn origin_body_edits_are_what_gets_stored() {
     assert_eq!(h.origin.hits("/page"), 1);
     h.origin.on("/pass", Reply::ok("x<ad>y"));
     assert_eq!(h.get("/pass").await.text(), "xy<!-- cleaned -->", "pass-through responses are edited too");
+}
+
+/// Reads the stored body in `origin_resp_body` without declaring an edit.
+#[derive(Default)]
+struct OriginReaderTxn {
+    seen: Vec<u8>,
+}
+
+impl Txn for OriginReaderTxn {
+    fn origin_resp_body(&mut self, _: &TxnInfo, chunk: &mut BodyChunk) -> Flow {
+        self.seen.extend_from_slice(chunk.data());
+        Flow::Continue
+    }
+}
+
+impl Drop for OriginReaderTxn {
+    fn drop(&mut self) {
+        if !self.seen.is_empty() {
+            ORIGIN_READ.lock().unwrap().push(String::from_utf8_lossy(&self.seen).into_owned());
+        }
+    }
+}
+
+/// What [`OriginReaderTxn`] states saw, one entry per transaction that saw a body.
+static ORIGIN_READ: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+
+#[tokio::test]
+async fn a_module_that_only_reads_origin_bodies_sees_them_and_keeps_content_length() {
+    let h = Harness::forward_with(vec![stateless::<OriginReaderTxn>("origin-reader", FailurePolicy::Closed)]).await;
+    h.origin.on("/read", Reply::ok("stored as is").header("Cache-Control", "max-age=60"));
+    let miss = h.get("/read").await;
+    assert_eq!(miss.text(), "stored as is");
+    assert_eq!(miss.header("content-length"), "12", "an undeclared reader keeps the origin's length");
+    h.eventually("the miss's state to drop", |_| !ORIGIN_READ.lock().unwrap().is_empty()).await;
+    assert_eq!(*ORIGIN_READ.lock().unwrap(), ["stored as is"], "origin_resp_body ran on the miss");
+    let hit = h.get("/read").await;
+    assert_eq!(hit.header("content-length"), "12");
+    assert_eq!(h.origin.hits("/read"), 1, "and the body was stored");
 }
 
 // ---- timers and admin endpoints ----------------------------------------------------------------

@@ -67,6 +67,7 @@ fn measure(module: &dyn Module, iterations: u32) -> Duration {
         client: SocketAddr::from(([127, 0, 0, 1], 5000)),
         cache: Arc::new(EmptyCache),
         cpu: CpuPool::default(),
+        background: false,
     };
     let (req, ()) = http::Request::get("http://origin.example/static/app.js?v=3")
         .header("host", "origin.example")

@@ -54,5 +54,6 @@ fn txn_info(proxy: &Proxy) -> sluice_module::TxnInfo {
         client: "127.0.0.1:1".parse().unwrap(),
         cache: Arc::clone(&proxy.running.state.content),
         cpu: proxy.running.state.cpu.clone(),
+        background: false,
     }
 }

@@ -5,6 +5,7 @@
 
 pub mod admin;
 pub mod disk;
+pub mod recorder;
 
 use sluice_proxy::clock::{Clock, ManualClock};
 use sluice_proxy::config::{Config, ListenerConfig, Mode, RouteConfig};

@@ -31,7 +31,7 @@ pub fn response(status: u16, headers: &[(&str, &str)]) -> response::Parts {
 
 /// Transaction info for client `192.0.2.7:4242`.
 pub fn info(id: u64, cache: Arc<dyn CacheApi>) -> TxnInfo {
-    TxnInfo { id, client: SocketAddr::from(([192, 0, 2, 7], 4242)), cache, cpu: CpuPool::default() }
+    TxnInfo { id, client: SocketAddr::from(([192, 0, 2, 7], 4242)), cache, cpu: CpuPool::default(), background: false }
 }
 
 /// One transaction to play: a miss (origin phases, then client phases).
