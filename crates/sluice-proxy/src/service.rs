@@ -186,6 +186,11 @@ async fn route(
             within_deadline(state, crate::connect::open(state, txn, Request::from_parts(parts, body))).await?;
         return Ok(Routed::Tunnel(response, tunnel));
     }
+    // Before the target is resolved: `Max-Forwards: 0` makes this proxy the final recipient,
+    // which answers `OPTIONS *` and requests without a route too (RFC 9110 §7.6.2).
+    if let Some(response) = answer_max_forwards(state, &mut parts)? {
+        return Ok(Routed::Response(response));
+    }
     let Resolved { target, uri, reverse, host, esi } = resolve_target(state, conn, &parts)?;
     if state.access_log.is_some() {
         txn.url = uri.to_string();
@@ -196,9 +201,6 @@ async fn route(
             Side::Client,
             format!("forwarding loop: Via already names {}", state.name),
         ));
-    }
-    if let Some(response) = answer_max_forwards(state, &mut parts)? {
-        return Ok(Routed::Response(response));
     }
     // On an ESI route, what assembly needs once the response is there (the request moves).
     let esi_request = esi.map(|route| {

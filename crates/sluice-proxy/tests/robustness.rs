@@ -324,3 +324,12 @@ async fn a_transaction_slower_than_its_limit_gets_504() {
     assert_eq!(reply.status, 504);
     assert!(reply.text().contains("transaction took longer"), "{}", reply.text());
 }
+
+#[tokio::test]
+async fn rfc9110_7_6_2_options_asterisk_with_max_forwards_0_is_answered_by_the_forward_proxy() {
+    let h = Harness::forward().await;
+    let answer =
+        client::raw(h.addr(), b"OPTIONS * HTTP/1.1\r\nHost: a\r\nMax-Forwards: 0\r\nConnection: close\r\n\r\n").await;
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert!(answer.to_ascii_lowercase().contains("allow:"), "{answer}");
+}
