@@ -335,6 +335,10 @@ pub struct ClientConfig {
     pub max_header_bytes: Size,
     /// Longest a whole transaction may take to produce its response head (504 past it).
     pub transaction_timeout: Dur,
+    /// A CONNECT tunnel through which no byte went either way for this long is closed.
+    pub tunnel_idle_timeout: Dur,
+    /// Most header field lines an HTTP/1 request head may have (431 past it).
+    pub max_header_fields: usize,
 }
 
 impl Default for ClientConfig {
@@ -343,6 +347,8 @@ impl Default for ClientConfig {
             header_read_timeout: Dur(Duration::from_secs(30)),
             max_header_bytes: Size(64 * 1024),
             transaction_timeout: Dur(Duration::from_secs(60)),
+            tunnel_idle_timeout: Dur(Duration::from_secs(300)),
+            max_header_fields: 256,
         }
     }
 }
@@ -571,6 +577,16 @@ impl Config {
                 "admin.addr {} is not a loopback address; set admin.allow_non_loopback = true to allow it",
                 self.admin.addr
             ));
+        }
+        if self.client.max_header_bytes.0 < 8192 {
+            // hyper's read buffer cannot be smaller: a lower limit would silently be 8 KiB.
+            return invalid("client.max_header_bytes must be at least 8KiB".into());
+        }
+        if !(1..=1024).contains(&self.client.max_header_fields) {
+            return invalid("client.max_header_fields must be between 1 and 1024".into());
+        }
+        if self.client.tunnel_idle_timeout.0.is_zero() {
+            return invalid("client.tunnel_idle_timeout must be more than 0".into());
         }
         if !(0.0..=1.0).contains(&self.cache.heuristic_fraction) {
             return invalid("cache.heuristic_fraction must be between 0 and 1".into());

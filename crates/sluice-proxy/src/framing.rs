@@ -41,9 +41,9 @@ const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 const REJECTED_HEAD: &[u8] = b"@ / HTTP/1.1\r\n\r\n";
 
 /// Header slots parsed on the stack: hyper's default limit. Heads with more are parsed again
-/// with up to [`MAX_HEADERS_FALLBACK`] slots on the heap (hyper answers 431 to them anyway);
+/// with up to [`MAX_HEADERS_FALLBACK`] slots on the heap (hyper answers 431 past its limit);
 /// heads with more than that are handed to hyper unchecked, and refused by it, as long as its
-/// limit is not raised above that.
+/// limit (`client.max_header_fields`, at most 1024: `Config::validate`) is not raised above that.
 const MAX_HEADERS: usize = 100;
 const MAX_HEADERS_FALLBACK: usize = 1024;
 
