@@ -439,6 +439,18 @@ async fn max_header_bytes_below_8kib_is_refused_by_the_configuration_check() {
     assert!(err.contains("client.max_header_bytes must be at least 8KiB"), "{err}");
 }
 #[tokio::test]
+async fn rfc9112_6_1_chunked_applied_twice_is_rejected() {
+    let h = Harness::forward().await;
+    h.origin.on("/twice", Reply::ok("x"));
+    for te in ["chunked, chunked", "chunked\r\nTransfer-Encoding: chunked"] {
+        let request =
+            format!("POST {} HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: {te}\r\n\r\n0\r\n\r\n", h.origin.url("/twice"));
+        let answer = client::raw(h.addr(), request.as_bytes()).await;
+        assert!(answer.starts_with("HTTP/1.1 400"), "{te:?}: {answer}");
+    }
+    assert_eq!(h.origin.hits("/twice"), 0);
+}
+#[tokio::test]
 async fn rfc9110_7_6_2_options_asterisk_with_max_forwards_0_is_answered_by_the_forward_proxy() {
     let h = Harness::forward().await;
     let answer =
