@@ -341,6 +341,7 @@ async fn closed_by_server(stream: &mut tokio::net::TcpStream, seen: &mut Vec<u8>
     .await
     .unwrap_or(false)
 }
+
 /// A short `client.header_read_timeout`, with h2c prior knowledge on or off.
 async fn short_header_timeout(h2c: bool) -> Harness {
     Harness::build(Mode::Forward, move |c| {
@@ -349,6 +350,7 @@ async fn short_header_timeout(h2c: bool) -> Harness {
     })
     .await
 }
+
 #[tokio::test]
 async fn header_read_timeout_closes_a_first_request_head_that_never_completes() {
     use tokio::io::AsyncWriteExt;
@@ -365,6 +367,7 @@ async fn header_read_timeout_closes_a_first_request_head_that_never_completes() 
         }
     }
 }
+
 #[tokio::test]
 async fn header_read_timeout_applies_to_a_later_incomplete_head_too() {
     use tokio::io::AsyncWriteExt;
@@ -379,6 +382,7 @@ async fn header_read_timeout_applies_to_a_later_incomplete_head_too() {
     assert_eq!(seen.matches("HTTP/1.1 ").count(), 1, "{seen}");
     assert!(seen.starts_with("HTTP/1.1 200"), "{seen}");
 }
+
 #[tokio::test]
 async fn idle_http2_connections_are_closed_with_goaway() {
     use tokio::io::AsyncWriteExt;
@@ -398,6 +402,7 @@ async fn idle_http2_connections_are_closed_with_goaway() {
     }
     assert!(types.contains(&7), "frame types {types:?}");
 }
+
 #[tokio::test]
 async fn idle_connect_tunnels_are_closed_after_tunnel_idle_timeout() {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -419,6 +424,7 @@ async fn idle_connect_tunnels_are_closed_after_tunnel_idle_timeout() {
     assert!(closed_by_server(&mut stream, &mut seen).await, "an idle tunnel must be closed");
     assert!(String::from_utf8_lossy(&seen).ends_with("through"), "{}", String::from_utf8_lossy(&seen));
 }
+
 #[tokio::test]
 async fn many_small_header_fields_are_accepted_up_to_max_header_fields() {
     let h = Harness::forward().await;
@@ -431,6 +437,7 @@ async fn many_small_header_fields_are_accepted_up_to_max_header_fields() {
     let answer = client::raw(h.addr(), request.as_bytes()).await;
     assert!(answer.starts_with("HTTP/1.1 431"), "{answer}");
 }
+
 #[tokio::test]
 async fn max_header_bytes_below_8kib_is_refused_by_the_configuration_check() {
     let mut config = sluice_proxy::config::Config::default();
@@ -438,6 +445,7 @@ async fn max_header_bytes_below_8kib_is_refused_by_the_configuration_check() {
     let err = config.validate().unwrap_err().to_string();
     assert!(err.contains("client.max_header_bytes must be at least 8KiB"), "{err}");
 }
+
 #[tokio::test]
 async fn rfc9112_6_1_chunked_applied_twice_is_rejected() {
     let h = Harness::forward().await;
@@ -450,6 +458,35 @@ async fn rfc9112_6_1_chunked_applied_twice_is_rejected() {
     }
     assert_eq!(h.origin.hits("/twice"), 0);
 }
+
+#[tokio::test]
+async fn rfc9112_6_3_origin_content_length_with_chunked_is_removed() {
+    let h = Harness::forward().await;
+    let body = "a body longer than five bytes";
+    h.origin.on("/both", Reply::ok(body).chunked().header("Content-Length", "5").header("Cache-Control", "max-age=60"));
+    let reply = h.get("/both").await;
+    assert_eq!(reply.status, 200);
+    assert_eq!(reply.text(), body);
+    let stored = h.get("/both").await;
+    assert_eq!(stored.text(), body);
+    assert_eq!(h.origin.hits("/both"), 1);
+    assert_ne!(stored.header("content-length"), "5");
+}
+
+#[tokio::test]
+async fn rfc9112_6_1_unsupported_transfer_coding_from_the_origin_is_a_502_never_stored() {
+    let h = Harness::forward().await;
+    h.origin.on("/gzip", Reply::ok(&b"\x1f\x8bnot really gzip"[..]).header("Transfer-Encoding", "gzip").until_close());
+    h.origin.on("/gzip-chunked", Reply::ok("x").chunked().header("Transfer-Encoding", "gzip"));
+    for path in ["/gzip", "/gzip-chunked"] {
+        let reply = h.get(path).await;
+        assert_eq!(reply.status, 502, "{path}");
+        assert!(reply.text().contains("unsupported transfer coding"), "{path}: {}", reply.text());
+        assert_eq!(h.get(path).await.status, 502);
+        assert_eq!(h.origin.hits(path), 2, "{path}: never stored");
+    }
+}
+
 #[tokio::test]
 async fn rfc9110_7_6_2_options_asterisk_with_max_forwards_0_is_answered_by_the_forward_proxy() {
     let h = Harness::forward().await;
