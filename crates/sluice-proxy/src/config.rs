@@ -204,7 +204,8 @@ pub struct CacheConfig {
     pub max_object: Size,
     /// Replacement policy of the memory tier.
     pub policy: String,
-    /// Name in `Cache-Status` and `Via`.
+    /// Name in `Cache-Status` and `Via`, and what loop detection looks for: by default this
+    /// host's name ([`host_name`]).
     pub name: String,
     /// Heuristic freshness: fraction of the time since `Last-Modified`.
     pub heuristic_fraction: f64,
@@ -268,6 +269,21 @@ impl CacheConfig {
     }
 }
 
+/// This host's name as a `cache.name` token (like Squid's `visible_hostname`), so that two
+/// Sluice instances on different hosts do not take each other for a forwarding loop; `sluice`
+/// when the host's name is unknown or not a token.
+pub fn host_name() -> String {
+    let raw = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .or_else(|_| std::fs::read_to_string("/etc/hostname"))
+        .unwrap_or_default();
+    let name = raw.trim();
+    if !name.is_empty() && name.bytes().all(|b| b.is_ascii_alphanumeric() || b"-._".contains(&b)) {
+        name.to_owned()
+    } else {
+        "sluice".to_owned()
+    }
+}
+
 impl Default for CacheConfig {
     fn default() -> Self {
         Self {
@@ -275,7 +291,7 @@ impl Default for CacheConfig {
             memory: Size(256 << 20),
             max_object: Size(64 << 20),
             policy: "lru".to_owned(),
-            name: "sluice".to_owned(),
+            name: host_name(),
             heuristic_fraction: 0.1,
             heuristic_max: Dur(Duration::from_secs(86400)),
             collapse_wait: Dur(Duration::from_secs(10)),

@@ -584,3 +584,50 @@ async fn rfc9110_9_3_2_head_is_answered_from_a_stored_get() {
     assert!(head.body.is_empty());
     assert_eq!(h.origin.hits("/head"), 1);
 }
+
+// ---- Added: revalidation failures, client refreshes, chained caches ------------------
+
+/// A reverse Sluice named `front` in front of `back` (a reverse Harness).
+async fn front_of(back: &Harness, front: &str) -> sluice_proxy::Running {
+    use sluice_proxy::config::{Config, ListenerConfig, RouteConfig};
+    let mut config = Config {
+        listener: vec![ListenerConfig {
+            addr: "127.0.0.1:0".parse().unwrap(),
+            mode: Mode::Reverse,
+            tls: None,
+            h2c: true,
+        }],
+        route: vec![RouteConfig { origin: Some(format!("http://{}", back.addr())), ..RouteConfig::default() }],
+        ..Config::default()
+    };
+    config.admin.enabled = false;
+    config.cache.name = front.into();
+    config.validate().unwrap();
+    let state = sluice_proxy::State::new(config, std::sync::Arc::new(back.clock.clone()), vec![]).unwrap();
+    sluice_proxy::start(state).await.unwrap()
+}
+
+#[tokio::test]
+async fn chained_sluice_instances_need_distinct_names() {
+    let back = Harness::reverse().await;
+    back.origin.on("/chain", Reply::ok("chained"));
+    let distinct = front_of(&back, "front").await;
+    let reply = sluice_testkit::client::get(distinct.listeners[0], "/chain", &[]).await;
+    assert_eq!(reply.status, 200);
+    assert_eq!(reply.text(), "chained");
+    let request = back.origin.last_request("/chain").unwrap();
+    let via: Vec<&str> =
+        request.headers.iter().filter(|(n, _)| n.eq_ignore_ascii_case("via")).map(|(_, v)| v.as_str()).collect();
+    assert_eq!(via.join(", "), "1.1 front, 1.1 sluice");
+    let same = front_of(&back, "sluice").await;
+    let reply = sluice_testkit::client::get(same.listeners[0], "/chain", &[]).await;
+    assert_eq!(reply.status, 508, "the same name twice is a loop");
+    assert_eq!(back.origin.hits("/chain"), 1);
+}
+
+#[test]
+fn the_default_cache_name_is_the_host_name() {
+    let name = sluice_proxy::config::Config::default().cache.name;
+    assert_eq!(name, sluice_proxy::config::host_name());
+    assert!(!name.is_empty());
+}
