@@ -233,7 +233,18 @@ async fn route(
     let method = forward.client.method.clone();
     let mut response = match key {
         Some(key) if !state.hit_for_pass.applies(&key, state.clock.now()) => {
-            crate::cache_flow::serve(state, txn, forward, key).await?
+            let client_refresh = client_asks_refresh(&forward.client.headers);
+            let served = crate::cache_flow::serve(state, txn, forward, key).await;
+            match served {
+                Ok(response) => {
+                    if client_refresh && txn.code == ResultCode::Miss {
+                        // Squid's code for a miss the client forced (`no-cache`).
+                        txn.code = ResultCode::ClientRefreshMiss;
+                    }
+                    response
+                }
+                Err(err) => return Err(revalidation_failure(txn, err)),
+            }
         }
         Some(_) => within_deadline(state, pass(state, txn, forward, body, Fwd::Bypass)).await?,
         None => within_deadline(state, pass(state, txn, forward, body, Fwd::Method)).await?,
@@ -262,6 +273,25 @@ fn client_url(conn: &ConnInfo, parts: &request::Parts) -> Uri {
         .unwrap_or("localhost");
     let path = parts.uri.path_and_query().map_or("/", |p| p.as_str());
     format!("{scheme}://{authority}{path}").parse().unwrap_or_else(|_| Uri::from_static("http://localhost/"))
+}
+
+/// The client's request forbids reuse of a stored response without the origin (`Cache-Control:
+/// no-cache`, or `Pragma: no-cache` without `Cache-Control`): its miss is logged as
+/// `TCP_CLIENT_REFRESH_MISS`.
+fn client_asks_refresh(headers: &HeaderMap) -> bool {
+    sluice_http::cache_control::CacheControl::from_headers(headers).no_cache
+        || sluice_http::cache_control::pragma_no_cache(headers)
+}
+
+/// A stale stored response that may not be served without revalidation (`must-revalidate`,
+/// `proxy-revalidate`, `s-maxage`, `no-cache`, or simply no `stale-if-error`) could not be
+/// revalidated because the origin failed: RFC 9111 §5.2.2.2 asks for `504 Gateway Timeout`
+/// rather than the `502` the failed fetch alone would give.
+fn revalidation_failure(txn: &Txn, err: ProxyError) -> ProxyError {
+    if txn.code == ResultCode::RefreshFailErr && err.kind == Kind::BadGateway {
+        return ProxyError { kind: Kind::GatewayTimeout, ..err };
+    }
+    err
 }
 
 /// Bounds work that waits on an origin by `client.transaction_timeout` (504 past it). Hits

@@ -587,6 +587,72 @@ async fn rfc9110_9_3_2_head_is_answered_from_a_stored_get() {
 
 // ---- Added: revalidation failures, client refreshes, chained caches ------------------
 
+#[tokio::test]
+async fn rfc9111_5_2_2_2_must_revalidate_with_the_origin_down_gives_504() {
+    let h = Harness::forward().await;
+    for (path, cc) in [
+        ("/mr-down", "max-age=10, must-revalidate"),
+        ("/pr-down", "max-age=10, proxy-revalidate"),
+        ("/sm-down", "s-maxage=10"),
+    ] {
+        h.origin.on_seq(path, vec![Reply::ok("x").header("Cache-Control", cc), Reply::ok("x").close_before_head()]);
+        assert_eq!(h.get(path).await.status, 200);
+    }
+    h.advance(30);
+    for path in ["/mr-down", "/pr-down", "/sm-down"] {
+        let reply = h.get(path).await;
+        assert_eq!(reply.status, 504, "{path}: a stale response that must be revalidated and cannot be");
+        assert!(h.origin.hits(path) >= 2, "{path}: revalidation was attempted");
+    }
+}
+
+/// The access log's lines once `n` are there.
+async fn log_lines(h: &Harness, path: &std::path::Path, n: usize) -> Vec<String> {
+    h.eventually("access log lines", |_| {
+        std::fs::read_to_string(path).map(|t| t.lines().count() >= n).unwrap_or(false)
+    })
+    .await;
+    std::fs::read_to_string(path).unwrap().lines().map(str::to_owned).collect()
+}
+
+#[tokio::test]
+async fn rfc9111_5_2_1_4_client_no_cache_miss_is_logged_as_client_refresh_miss() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("access.log");
+    let log_path = path.clone();
+    let h = Harness::build(Mode::Forward, move |c| c.log.access_log = Some(log_path)).await;
+    h.origin.on("/refresh", Reply::ok("x").header("Cache-Control", "max-age=60"));
+    h.origin.on("/pragma", Reply::ok("x").header("Cache-Control", "max-age=60"));
+    h.get_with("/refresh", &[("Cache-Control", "no-cache")]).await;
+    h.get_with("/pragma", &[("Pragma", "no-cache")]).await;
+    h.get("/refresh").await;
+    let lines = log_lines(&h, &path, 3).await;
+    assert!(lines[0].contains(" TCP_CLIENT_REFRESH_MISS/200 "), "{}", lines[0]);
+    assert!(lines[1].contains(" TCP_CLIENT_REFRESH_MISS/200 "), "{}", lines[1]);
+    assert!(lines[2].contains(" TCP_MEM_HIT/200 "), "{}", lines[2]);
+}
+
+#[tokio::test]
+async fn access_log_combined_format_through_the_proxy() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("access.log");
+    let log_path = path.clone();
+    let h = Harness::build(Mode::Forward, move |c| {
+        c.log.access_log = Some(log_path);
+        c.log.format = sluice_proxy::config::LogFormat::Combined;
+    })
+    .await;
+    h.origin.on("/combined", Reply::ok("12345").header("Cache-Control", "max-age=60"));
+    h.get_with("/combined", &[("Referer", "http://ref.example/"), ("User-Agent", "agent/1")]).await;
+    h.get("/combined").await;
+    let lines = log_lines(&h, &path, 2).await;
+    let url = h.origin.url("/combined");
+    assert!(lines[0].starts_with("127.0.0.1 - - ["), "{}", lines[0]);
+    assert!(lines[0].contains(&format!("] \"GET {url} HTTP/1.1\" 200 ")), "{}", lines[0]);
+    assert!(lines[0].ends_with("\"http://ref.example/\" \"agent/1\" TCP_MISS:HIER_DIRECT"), "{}", lines[0]);
+    assert!(lines[1].ends_with("\"-\" \"-\" TCP_MEM_HIT:HIER_NONE"), "{}", lines[1]);
+}
+
 /// A reverse Sluice named `front` in front of `back` (a reverse Harness).
 async fn front_of(back: &Harness, front: &str) -> sluice_proxy::Running {
     use sluice_proxy::config::{Config, ListenerConfig, RouteConfig};
