@@ -520,8 +520,10 @@ pub struct ModuleConfig {
 /// A configuration error, with the file and what is wrong.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
-    #[error("cannot read {path}: {source}")]
-    Read { path: PathBuf, source: std::io::Error },
+    /// The OS error is in the message, not a `source()`: reports that print the error chain
+    /// (`{:#}`) would otherwise say it twice.
+    #[error("cannot read {path}: {error}")]
+    Read { path: PathBuf, error: std::io::Error },
     #[error("{path}: {message}")]
     Parse { path: PathBuf, message: String },
     #[error("invalid configuration: {0}")]
@@ -531,7 +533,7 @@ pub enum ConfigError {
 impl Config {
     /// Reads and validates a configuration file.
     pub fn load(path: &Path) -> Result<Self, ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read { path: path.into(), source })?;
+        let text = std::fs::read_to_string(path).map_err(|error| ConfigError::Read { path: path.into(), error })?;
         Self::parse(&text).map_err(|e| match e {
             ConfigError::Parse { message, .. } => ConfigError::Parse { path: path.into(), message },
             other => other,
@@ -706,5 +708,13 @@ mod tests {
     fn non_loopback_admin_needs_explicit_consent() {
         let err = Config::parse("[admin]\naddr = \"0.0.0.0:3129\"\n").unwrap_err();
         assert!(err.to_string().contains("allow_non_loopback"));
+    }
+    #[test]
+    fn an_unreadable_file_names_the_os_error_once() {
+        let err = Config::load(Path::new("/nonexistent/sluice.toml")).unwrap_err();
+        let text = err.to_string();
+        assert!(text.starts_with("cannot read /nonexistent/sluice.toml: "), "{text}");
+        // Not a source as well: `{:#}` and error chains would print it twice.
+        assert!(std::error::Error::source(&err).is_none());
     }
 }
