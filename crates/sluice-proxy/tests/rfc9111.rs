@@ -697,3 +697,26 @@ fn the_default_cache_name_is_the_host_name() {
     assert_eq!(name, sluice_proxy::config::host_name());
     assert!(!name.is_empty());
 }
+
+#[tokio::test]
+async fn rfc9111_3_an_interim_response_is_never_stored_the_final_one_is() {
+    let h = Harness::forward().await;
+    h.origin.on("/continue", Reply::ok("final").interim(100).header("Cache-Control", "max-age=60"));
+    for _ in 0..2 {
+        let reply = h.get("/continue").await;
+        assert_eq!(reply.status, 200);
+        assert_eq!(reply.text(), "final");
+    }
+    assert_eq!(h.origin.hits("/continue"), 1, "the stored object is the 200");
+}
+
+#[tokio::test]
+async fn rfc9111_5_2_2_3_must_understand_with_an_unknown_status_falls_back_to_no_store() {
+    let h = Harness::forward().await;
+    h.origin
+        .on("/mu-unknown", Reply::status(299, "x").header("Cache-Control", "max-age=60, no-store, must-understand"));
+    for _ in 0..2 {
+        assert_eq!(h.get("/mu-unknown").await.status, 299);
+    }
+    assert_eq!(h.origin.hits("/mu-unknown"), 2, "a status the cache does not understand is not stored");
+}

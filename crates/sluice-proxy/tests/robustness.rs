@@ -495,3 +495,25 @@ async fn rfc9110_7_6_2_options_asterisk_with_max_forwards_0_is_answered_by_the_f
     assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
     assert!(answer.to_ascii_lowercase().contains("allow:"), "{answer}");
 }
+
+#[tokio::test]
+async fn http2_request_headers_larger_than_max_header_bytes_get_431() {
+    let h = Harness::build(Mode::Reverse, |c| c.client.max_header_bytes = sluice_proxy::units::Size(16 * 1024)).await;
+    h.origin.on("/h2-big", Reply::ok("x"));
+    let url = format!("http://{}/h2-big", h.addr());
+    let status = |header: String| {
+        let url = url.clone();
+        async move {
+            let out = tokio::process::Command::new("curl")
+                .args(["-s", "--max-time", "10", "--http2-prior-knowledge", "-o", "/dev/null", "-w", "%{http_code}"])
+                .args(["-H", &header, &url])
+                .output()
+                .await
+                .expect("curl is installed (scripts/install-deps.sh)");
+            String::from_utf8_lossy(&out.stdout).into_owned()
+        }
+    };
+    assert_eq!(status(format!("X-Big: {}", "b".repeat(20 * 1024))).await, "431");
+    assert_eq!(status("X-Small: s".into()).await, "200");
+    assert_eq!(h.origin.hits("/h2-big"), 1);
+}
