@@ -294,7 +294,7 @@ pub async fn serve(
             Ok(response)
         }
         Ok(Fetched::Filling { meta, fill }) => {
-            txn.code = if refresh { ResultCode::RefreshModified } else { ResultCode::Miss };
+            txn.code = miss_code(refresh, &req_cc, pragma);
             let cs = CacheStatus {
                 fwd: Some(fwd_reason),
                 fwd_status: Some(meta.status.as_u16()),
@@ -308,7 +308,7 @@ pub async fn serve(
         }
         Ok(Fetched::Pass { parts, body, detail }) => {
             let mut parts = *parts;
-            txn.code = if refresh { ResultCode::RefreshModified } else { ResultCode::Miss };
+            txn.code = miss_code(refresh, &req_cc, pragma);
             if state.config.headers.cache_status {
                 let cs = CacheStatus {
                     fwd: Some(fwd_reason),
@@ -654,6 +654,18 @@ async fn fetch(
 /// True when a response with `status` has a body (RFC 9110 §6.4.1).
 fn has_body(status: StatusCode) -> bool {
     !(status.is_informational() || status == StatusCode::NO_CONTENT || status == StatusCode::NOT_MODIFIED)
+}
+
+/// The result code of a response fetched from the origin: a refresh of a stored one, a miss
+/// the client forced (`no-cache`, Squid's `TCP_CLIENT_REFRESH_MISS`), or a plain miss.
+fn miss_code(refresh: bool, req_cc: &CacheControl, pragma: bool) -> ResultCode {
+    if refresh {
+        ResultCode::RefreshModified
+    } else if req_cc.no_cache || pragma {
+        ResultCode::ClientRefreshMiss
+    } else {
+        ResultCode::Miss
+    }
 }
 
 /// A response stale on arrival with no validator and no stale-serving window could never be

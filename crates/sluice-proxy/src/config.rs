@@ -206,7 +206,8 @@ pub struct CacheConfig {
     pub max_object: Size,
     /// Replacement policy of the memory tier.
     pub policy: String,
-    /// Name in `Cache-Status` and `Via`.
+    /// Name in `Cache-Status` and `Via`, and what loop detection looks for: by default this
+    /// host's name ([`host_name`]).
     pub name: String,
     /// Heuristic freshness: fraction of the time since `Last-Modified`.
     pub heuristic_fraction: f64,
@@ -270,6 +271,21 @@ impl CacheConfig {
     }
 }
 
+/// This host's name as a `cache.name` token (like Squid's `visible_hostname`), so that two
+/// Sluice instances on different hosts do not take each other for a forwarding loop; `sluice`
+/// when the host's name is unknown or not a token.
+pub fn host_name() -> String {
+    let raw = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .or_else(|_| std::fs::read_to_string("/etc/hostname"))
+        .unwrap_or_default();
+    let name = raw.trim();
+    if !name.is_empty() && name.bytes().all(|b| b.is_ascii_alphanumeric() || b"-._".contains(&b)) {
+        name.to_owned()
+    } else {
+        "sluice".to_owned()
+    }
+}
+
 impl Default for CacheConfig {
     fn default() -> Self {
         Self {
@@ -277,7 +293,7 @@ impl Default for CacheConfig {
             memory: Size(256 << 20),
             max_object: Size(64 << 20),
             policy: "lru".to_owned(),
-            name: "sluice".to_owned(),
+            name: host_name(),
             heuristic_fraction: 0.1,
             heuristic_max: Dur(Duration::from_secs(86400)),
             collapse_wait: Dur(Duration::from_secs(10)),
@@ -341,6 +357,10 @@ pub struct ClientConfig {
     pub max_header_bytes: Size,
     /// Longest a whole transaction may take to produce its response head (504 past it).
     pub transaction_timeout: Dur,
+    /// A CONNECT tunnel through which no byte went either way for this long is closed.
+    pub tunnel_idle_timeout: Dur,
+    /// Most header field lines an HTTP/1 request head may have (431 past it).
+    pub max_header_fields: usize,
 }
 
 impl Default for ClientConfig {
@@ -349,6 +369,8 @@ impl Default for ClientConfig {
             header_read_timeout: Dur(Duration::from_secs(30)),
             max_header_bytes: Size(64 * 1024),
             transaction_timeout: Dur(Duration::from_secs(60)),
+            tunnel_idle_timeout: Dur(Duration::from_secs(300)),
+            max_header_fields: 256,
         }
     }
 }
@@ -528,8 +550,10 @@ pub struct ModuleConfig {
 /// A configuration error, with the file and what is wrong.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
-    #[error("cannot read {path}: {source}")]
-    Read { path: PathBuf, source: std::io::Error },
+    /// The OS error is in the message, not a `source()`: reports that print the error chain
+    /// (`{:#}`) would otherwise say it twice.
+    #[error("cannot read {path}: {error}")]
+    Read { path: PathBuf, error: std::io::Error },
     #[error("{path}: {message}")]
     Parse { path: PathBuf, message: String },
     #[error("invalid configuration: {0}")]
@@ -539,7 +563,7 @@ pub enum ConfigError {
 impl Config {
     /// Reads and validates a configuration file.
     pub fn load(path: &Path) -> Result<Self, ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read { path: path.into(), source })?;
+        let text = std::fs::read_to_string(path).map_err(|error| ConfigError::Read { path: path.into(), error })?;
         Self::parse(&text).map_err(|e| match e {
             ConfigError::Parse { message, .. } => ConfigError::Parse { path: path.into(), message },
             other => other,
@@ -601,6 +625,16 @@ impl Config {
                 "admin.addr {} is not a loopback address; set admin.allow_non_loopback = true to allow it",
                 self.admin.addr
             ));
+        }
+        if self.client.max_header_bytes.0 < 8192 {
+            // hyper's read buffer cannot be smaller: a lower limit would silently be 8 KiB.
+            return invalid("client.max_header_bytes must be at least 8KiB".into());
+        }
+        if !(1..=1024).contains(&self.client.max_header_fields) {
+            return invalid("client.max_header_fields must be between 1 and 1024".into());
+        }
+        if self.client.tunnel_idle_timeout.0.is_zero() {
+            return invalid("client.tunnel_idle_timeout must be more than 0".into());
         }
         if !(0.0..=1.0).contains(&self.cache.heuristic_fraction) {
             return invalid("cache.heuristic_fraction must be between 0 and 1".into());
@@ -704,5 +738,13 @@ mod tests {
     fn non_loopback_admin_needs_explicit_consent() {
         let err = Config::parse("[admin]\naddr = \"0.0.0.0:3129\"\n").unwrap_err();
         assert!(err.to_string().contains("allow_non_loopback"));
+    }
+    #[test]
+    fn an_unreadable_file_names_the_os_error_once() {
+        let err = Config::load(Path::new("/nonexistent/sluice.toml")).unwrap_err();
+        let text = err.to_string();
+        assert!(text.starts_with("cannot read /nonexistent/sluice.toml: "), "{text}");
+        // Not a source as well: `{:#}` and error chains would print it twice.
+        assert!(std::error::Error::source(&err).is_none());
     }
 }

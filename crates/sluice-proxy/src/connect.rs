@@ -1,8 +1,10 @@
 //! CONNECT tunnels (RFC 9110 §9.3.6): to allowed ports only; bytes are copied both ways
-//! until either side closes, and the transaction is logged when the tunnel ends.
+//! until either side closes, or until no byte went either way for
+//! `client.tunnel_idle_timeout`, and the transaction is logged when the tunnel ends.
 
 use crate::body::ProxyBody;
 use crate::error::{Kind, ProxyError, Side};
+use crate::idle::{Activity, Watched};
 use crate::outcome::ResultCode;
 use crate::state::State;
 use crate::txn::Txn;
@@ -59,11 +61,20 @@ impl Tunnel {
         let mut origin = self.origin;
         let (to_client, completed) = match self.upgrade.await {
             Ok(upgraded) => {
-                let mut client = TokioIo::new(upgraded);
-                match tokio::io::copy_bidirectional(&mut client, &mut origin).await {
-                    Ok((_up, down)) => (down, true),
-                    Err(e) => {
-                        tracing::debug!("tunnel {} ended: {e}", txn.url);
+                let activity = Activity::new();
+                let mut client = Watched::both(TokioIo::new(upgraded), Arc::clone(&activity));
+                let idle = state.config.client.tunnel_idle_timeout.0;
+                tokio::select! {
+                    copied = tokio::io::copy_bidirectional(&mut client, &mut origin) => match copied {
+                        Ok((_up, down)) => (down, true),
+                        Err(e) => {
+                            tracing::debug!("tunnel {} ended: {e}", txn.url);
+                            (0, false)
+                        }
+                    },
+                    // Both sides are closed when the copy is dropped.
+                    () = activity.idle_for(idle) => {
+                        tracing::debug!("tunnel {}: no bytes either way for {idle:?}; closed", txn.url);
                         (0, false)
                     }
                 }

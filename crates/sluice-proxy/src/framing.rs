@@ -41,9 +41,9 @@ const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 const REJECTED_HEAD: &[u8] = b"@ / HTTP/1.1\r\n\r\n";
 
 /// Header slots parsed on the stack: hyper's default limit. Heads with more are parsed again
-/// with up to [`MAX_HEADERS_FALLBACK`] slots on the heap (hyper answers 431 to them anyway);
+/// with up to [`MAX_HEADERS_FALLBACK`] slots on the heap (hyper answers 431 past its limit);
 /// heads with more than that are handed to hyper unchecked, and refused by it, as long as its
-/// limit is not raised above that.
+/// limit (`client.max_header_fields`, at most 1024: `Config::validate`) is not raised above that.
 const MAX_HEADERS: usize = 100;
 const MAX_HEADERS_FALLBACK: usize = 1024;
 
@@ -388,13 +388,14 @@ impl Scanner {
 /// Checks a complete request head (RFC 9112 §6.1, §6.3) and says how its message continues:
 /// the framing of what follows the head, and whether the request may switch protocols.
 /// Refused: `Transfer-Encoding` with `Content-Length` (either order), `Transfer-Encoding` in
-/// HTTP/1.0, `Transfer-Encoding` whose final coding is not `chunked`, `Content-Length` values
-/// that do not parse or differ.
+/// HTTP/1.0, `Transfer-Encoding` whose final coding is not `chunked` or that applies `chunked`
+/// more than once, `Content-Length` values that do not parse or differ.
 fn check(req: &httparse::Request<'_, '_>) -> Result<(Framing, bool), &'static str> {
     let http11 = req.version == Some(1);
     let mut length: Option<u64> = None;
     let mut transfer_encoding = false;
     let mut chunked = false;
+    let mut chunked_codings = 0;
     let mut upgrade = false;
     for header in req.headers.iter() {
         let name = header.name.as_bytes();
@@ -417,6 +418,12 @@ fn check(req: &httparse::Request<'_, '_>) -> Result<(Framing, bool), &'static st
                 .rsplit(|&b| b == b',')
                 .next()
                 .is_some_and(|last| trim(last).eq_ignore_ascii_case(b"chunked"));
+            // RFC 9112 §6.1: chunked is never applied more than once (over all field lines).
+            chunked_codings +=
+                header.value.split(|&b| b == b',').filter(|c| trim(c).eq_ignore_ascii_case(b"chunked")).count();
+            if chunked_codings > 1 {
+                return Err("chunked applied more than once");
+            }
         } else if name.eq_ignore_ascii_case(b"upgrade") {
             upgrade = true;
         }

@@ -32,6 +32,7 @@ pub mod error;
 mod esi;
 mod framing;
 mod hit_for_pass;
+mod idle;
 mod meta;
 pub mod metrics;
 mod module_list;

@@ -4,18 +4,18 @@
 use crate::admin::Admin;
 use crate::config::{Config, ListenerConfig};
 use crate::framing::StrictHttp1;
+use crate::idle::{Activity, Watched};
 use crate::service::{self, ConnInfo};
 use crate::state::State;
 use crate::zero_copy::{SendfileQueue, ZeroCopyStream};
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
-use hyper_util::server::graceful::GracefulShutdown;
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use tokio::net::TcpListener;
-use tokio::sync::watch;
+use tokio::sync::{mpsc, watch};
 use tokio::task::JoinSet;
 
 /// Why the server could not start.
@@ -120,8 +120,8 @@ fn write_private(path: &std::path::Path, text: &str) -> std::io::Result<()> {
     file.write_all(b"\n")
 }
 
-/// The largest request head hyper accepts (its read buffer limit, at least 8 KiB); the framing
-/// guard holds heads up to the same size.
+/// The largest request head hyper accepts (its read buffer limit: at least 8 KiB, which
+/// `Config::validate` enforces); the framing guard holds heads up to the same size.
 fn max_head(state: &State) -> usize {
     state.config.client.max_header_bytes.0.max(8192) as usize
 }
@@ -137,8 +137,12 @@ fn http_builder(state: &State, lc: &ListenerConfig, tls: bool) -> auto::Builder<
         // see `crate::zero_copy`); hyper's automatic choice for a TCP stream, made explicit.
         .writev(true)
         .timer(TokioTimer::new())
+        .max_headers(state.config.client.max_header_fields)
         .header_read_timeout(state.config.client.header_read_timeout.0);
-    builder.http2().timer(TokioTimer::new()).max_concurrent_streams(256);
+    // The same limit on a request head as in HTTP/1 (h2 answers 431 past it). HTTP/2 has no
+    // idle timer of its own in hyper: `serve` closes idle connections.
+    let max_header_list = u32::try_from(state.config.client.max_header_bytes.0).unwrap_or(u32::MAX);
+    builder.http2().timer(TokioTimer::new()).max_concurrent_streams(256).max_header_list_size(max_header_list);
     if !tls && !lc.h2c {
         builder = builder.http1_only();
     }
@@ -152,7 +156,8 @@ async fn accept_loop(
     tls: Option<tokio_rustls::TlsAcceptor>,
     mut shutdown: watch::Receiver<bool>,
 ) {
-    let graceful = GracefulShutdown::new();
+    // Every connection task holds a clone of `open`; the drain below ends when all are gone.
+    let (open, mut closed) = mpsc::channel::<()>(1);
     let builder = Arc::new(http_builder(&state, &lc, tls.is_some()));
     let max_head = max_head(&state);
     let zero_copy = tls.is_none() && state.config.cache.disk.dir.is_some() && state.config.cache.disk.sendfile;
@@ -180,20 +185,20 @@ async fn accept_loop(
             allowed: state.client_acl.allows(client.ip()),
             zero_copy: queue.clone(),
         });
+        let (state, builder, shutdown, open) =
+            (Arc::clone(&state), Arc::clone(&builder), shutdown.clone(), open.clone());
         match &tls {
             None => {
                 let stream = ZeroCopyStream::new(stream, queue.unwrap_or_default());
-                serve(&state, &builder, &graceful, conn, TokioIo::new(StrictHttp1::new(stream, max_head)))
+                tokio::spawn(serve(state, builder, shutdown, open, conn, StrictHttp1::new(stream, max_head)));
             }
             Some(acceptor) => {
-                let (state, builder, acceptor, watcher) =
-                    (Arc::clone(&state), Arc::clone(&builder), acceptor.clone(), graceful.watcher());
+                let acceptor = acceptor.clone();
                 let handshake_timeout = state.config.client.header_read_timeout.0;
                 tokio::spawn(async move {
                     match tokio::time::timeout(handshake_timeout, acceptor.accept(stream)).await {
                         Ok(Ok(tls)) => {
-                            serve_watched(state, builder, watcher, conn, TokioIo::new(StrictHttp1::new(tls, max_head)))
-                                .await
+                            serve(state, builder, shutdown, open, conn, StrictHttp1::new(tls, max_head)).await
                         }
                         Ok(Err(e)) => tracing::debug!("TLS handshake from {client}: {e}"),
                         Err(_) => tracing::debug!("TLS handshake from {client} timed out"),
@@ -203,49 +208,77 @@ async fn accept_loop(
         }
     }
     drop(listener);
+    drop(open);
     let drain = state.config.shutdown.drain.0;
-    if tokio::time::timeout(drain, graceful.shutdown()).await.is_err() {
+    if tokio::time::timeout(drain, closed.recv()).await.is_err() {
         tracing::warn!("listener {}: connections still open after {drain:?}; closing them", lc.addr);
     }
 }
 
-fn serve(
-    state: &Arc<State>,
-    builder: &Arc<auto::Builder<TokioExecutor>>,
-    graceful: &GracefulShutdown,
-    conn: Arc<ConnInfo>,
-    io: TokioIo<StrictHttp1<ZeroCopyStream>>,
-) {
-    let svc_state = Arc::clone(state);
-    let svc_conn = Arc::clone(&conn);
-    let service = service_fn(move |req| service::handle(Arc::clone(&svc_state), Arc::clone(&svc_conn), req));
-    let connection = builder.serve_connection_with_upgrades(io, service).into_owned();
-    let connection = graceful.watch(connection);
-    let state = Arc::clone(state);
-    state.metrics.client_connections_open.fetch_add(1, Relaxed);
-    tokio::spawn(async move {
-        if let Err(e) = connection.await {
-            tracing::debug!("client {}: {e}", conn.client);
-        }
-        state.metrics.client_connections_open.fetch_sub(1, Relaxed);
-    });
-}
-
-async fn serve_watched<I>(
+/// Serves one client connection until it ends. It is shut down gracefully (HTTP/1: closed
+/// once the response in progress is sent; HTTP/2: `GOAWAY`, open streams finish) when the
+/// proxy shuts down, or when it has been idle for `client.header_read_timeout`: no request in
+/// progress and nothing written to it (see [`crate::idle`]). That idle timer also bounds the
+/// time a new connection has to deliver its first complete request head, which hyper's own
+/// header timer does not cover (it starts only once the protocol sniffing and the framing
+/// guard have let a complete head through); a connection closed that way gets no response.
+/// A connection still open one more timeout after an idle close began is dropped.
+async fn serve<I>(
     state: Arc<State>,
     builder: Arc<auto::Builder<TokioExecutor>>,
-    watcher: hyper_util::server::graceful::Watcher,
+    mut shutdown: watch::Receiver<bool>,
+    _open: mpsc::Sender<()>,
     conn: Arc<ConnInfo>,
-    io: TokioIo<I>,
+    io: I,
 ) where
     I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
+    let activity = Activity::new();
     let svc_state = Arc::clone(&state);
     let svc_conn = Arc::clone(&conn);
-    let service = service_fn(move |req| service::handle(Arc::clone(&svc_state), Arc::clone(&svc_conn), req));
-    let connection = watcher.watch(builder.serve_connection_with_upgrades(io, service).into_owned());
+    let svc_activity = Arc::clone(&activity);
+    let service = service_fn(move |req| {
+        let busy = svc_activity.busy();
+        let handled = service::handle(Arc::clone(&svc_state), Arc::clone(&svc_conn), req);
+        async move {
+            let response = handled.await;
+            drop(busy);
+            response
+        }
+    });
+    let io = TokioIo::new(Watched::writes(io, Arc::clone(&activity)));
+    let connection = builder.serve_connection_with_upgrades(io, service);
+    tokio::pin!(connection);
+    let idle_timeout = state.config.client.header_read_timeout.0;
+    let mut shutting_down = *shutdown.borrow();
+    let mut idle_closing = false;
+    if shutting_down {
+        connection.as_mut().graceful_shutdown();
+    }
     state.metrics.client_connections_open.fetch_add(1, Relaxed);
-    if let Err(e) = connection.await {
+    let result = loop {
+        tokio::select! {
+            result = connection.as_mut() => break result,
+            _ = shutdown.wait_for(|&stop| stop), if !shutting_down => {
+                shutting_down = true;
+                connection.as_mut().graceful_shutdown();
+            }
+            _ = activity.idle_for(idle_timeout), if !shutting_down || idle_closing => {
+                if idle_closing {
+                    // Still open a timeout after the graceful close began: an HTTP/2 client
+                    // that does not answer the GOAWAY's PING, for one. Dropped.
+                    tracing::debug!("client {}: still idle after closing gracefully; dropped", conn.client);
+                    break Ok(());
+                }
+                tracing::debug!("client {}: idle for {idle_timeout:?}; closing", conn.client);
+                (shutting_down, idle_closing) = (true, true);
+                // The grace period starts now, not at the last write.
+                activity.touch();
+                connection.as_mut().graceful_shutdown();
+            }
+        }
+    };
+    if let Err(e) = result {
         tracing::debug!("client {}: {e}", conn.client);
     }
     state.metrics.client_connections_open.fetch_sub(1, Relaxed);

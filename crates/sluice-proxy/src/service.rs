@@ -187,6 +187,11 @@ async fn route(
             within_deadline(state, crate::connect::open(state, txn, Request::from_parts(parts, body))).await?;
         return Ok(Routed::Tunnel(response, tunnel));
     }
+    // Before the target is resolved: `Max-Forwards: 0` makes this proxy the final recipient,
+    // which answers `OPTIONS *` and requests without a route too (RFC 9110 §7.6.2).
+    if let Some(response) = answer_max_forwards(state, &mut parts)? {
+        return Ok(Routed::Response(response));
+    }
     let Resolved { target, uri, reverse, host, esi } = resolve_target(state, conn, &parts)?;
     if state.access_log.is_some() {
         txn.url = uri.to_string();
@@ -197,9 +202,6 @@ async fn route(
             Side::Client,
             format!("forwarding loop: Via already names {}", state.name),
         ));
-    }
-    if let Some(response) = answer_max_forwards(state, &mut parts)? {
-        return Ok(Routed::Response(response));
     }
     // On an ESI route, what assembly needs once the response is there (the request moves).
     let esi_request = esi.map(|route| {
@@ -233,7 +235,10 @@ async fn route(
     let mut response = match key {
         Some(key) if !state.hit_for_pass.applies(&key, state.clock.now()) => {
             whole_for_body_editors(txn, &mut forward.client.headers, true);
-            crate::cache_flow::serve(state, txn, forward, key).await?
+            match crate::cache_flow::serve(state, txn, forward, key).await {
+                Ok(response) => response,
+                Err(err) => return Err(revalidation_failure(txn, err)),
+            }
         }
         Some(_) => within_deadline(state, pass(state, txn, forward, body, Fwd::Bypass)).await?,
         None => within_deadline(state, pass(state, txn, forward, body, Fwd::Method)).await?,
@@ -277,6 +282,17 @@ fn client_url(conn: &ConnInfo, parts: &request::Parts) -> Uri {
         .unwrap_or("localhost");
     let path = parts.uri.path_and_query().map_or("/", |p| p.as_str());
     format!("{scheme}://{authority}{path}").parse().unwrap_or_else(|_| Uri::from_static("http://localhost/"))
+}
+
+/// A stale stored response that may not be served without revalidation (`must-revalidate`,
+/// `proxy-revalidate`, `s-maxage`, `no-cache`, or simply no `stale-if-error`) could not be
+/// revalidated because the origin failed: RFC 9111 §5.2.2.2 asks for `504 Gateway Timeout`
+/// rather than the `502` the failed fetch alone would give.
+fn revalidation_failure(txn: &Txn, err: ProxyError) -> ProxyError {
+    if txn.code == ResultCode::RefreshFailErr && err.kind == Kind::BadGateway {
+        return ProxyError { kind: Kind::GatewayTimeout, ..err };
+    }
+    err
 }
 
 /// Bounds work that waits on an origin by `client.transaction_timeout` (504 past it). Hits

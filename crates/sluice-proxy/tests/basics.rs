@@ -3,6 +3,7 @@
 mod common;
 
 use common::{cache_status, Harness};
+use sluice_proxy::config::Mode;
 use sluice_testkit::Reply;
 
 #[tokio::test]
@@ -71,4 +72,38 @@ async fn one_listener_serves_both_roles() {
     assert_eq!(forward.text(), "either way");
     let unknown = sluice_testkit::client::get(h.addr(), "/both", &[("Host", "other.example")]).await;
     assert_eq!(unknown.status, 404, "an origin-form request for another host matches no route");
+}
+
+#[tokio::test]
+async fn headers_via_false_adds_no_via_either_way() {
+    let h = Harness::build(Mode::Forward, |c| c.headers.via = false).await;
+    h.origin.on("/novia", Reply::ok("x"));
+    let reply = h.get("/novia").await;
+    assert_eq!(reply.status, 200);
+    assert_eq!(reply.header("via"), "");
+    assert_eq!(h.origin.last_request("/novia").unwrap().header("via"), None);
+}
+
+#[tokio::test]
+async fn headers_x_forwarded_for_false_adds_neither_forwarded_field() {
+    let h = Harness::build(Mode::Forward, |c| c.headers.x_forwarded_for = false).await;
+    h.origin.on("/noxff", Reply::ok("x"));
+    assert_eq!(h.get("/noxff").await.status, 200);
+    let seen = h.origin.last_request("/noxff").unwrap();
+    assert_eq!(seen.header("x-forwarded-for"), None);
+    assert_eq!(seen.header("x-forwarded-proto"), None);
+    assert_eq!(seen.header("via"), Some("1.1 sluice"));
+}
+
+#[tokio::test]
+async fn headers_cache_status_false_adds_no_cache_status() {
+    let h = Harness::build(Mode::Forward, |c| c.headers.cache_status = false).await;
+    h.origin.on("/nocs", Reply::ok("x").header("Cache-Control", "max-age=60"));
+    h.origin.on("/nocs-pass", Reply::ok("x").header("Cache-Control", "no-store"));
+    for path in ["/nocs", "/nocs", "/nocs-pass"] {
+        let reply = h.get(path).await;
+        assert_eq!(reply.status, 200);
+        assert_eq!(reply.header("cache-status"), "", "{path}");
+    }
+    assert_eq!(h.origin.hits("/nocs"), 1, "the second was a hit");
 }

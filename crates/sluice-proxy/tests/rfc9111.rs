@@ -607,3 +607,139 @@ async fn rfc9110_9_3_2_head_is_answered_from_a_stored_get() {
     assert!(head.body.is_empty());
     assert_eq!(h.origin.hits("/head"), 1);
 }
+
+// ---- Added: revalidation failures, client refreshes, chained caches ------------------
+
+#[tokio::test]
+async fn rfc9111_5_2_2_2_must_revalidate_with_the_origin_down_gives_504() {
+    let h = Harness::forward().await;
+    for (path, cc) in [
+        ("/mr-down", "max-age=10, must-revalidate"),
+        ("/pr-down", "max-age=10, proxy-revalidate"),
+        ("/sm-down", "s-maxage=10"),
+    ] {
+        h.origin.on_seq(path, vec![Reply::ok("x").header("Cache-Control", cc), Reply::ok("x").close_before_head()]);
+        assert_eq!(h.get(path).await.status, 200);
+    }
+    h.advance(30);
+    for path in ["/mr-down", "/pr-down", "/sm-down"] {
+        let reply = h.get(path).await;
+        assert_eq!(reply.status, 504, "{path}: a stale response that must be revalidated and cannot be");
+        assert!(h.origin.hits(path) >= 2, "{path}: revalidation was attempted");
+    }
+}
+
+/// The access log's lines once `n` are there.
+async fn log_lines(h: &Harness, path: &std::path::Path, n: usize) -> Vec<String> {
+    h.eventually("access log lines", |_| {
+        std::fs::read_to_string(path).map(|t| t.lines().count() >= n).unwrap_or(false)
+    })
+    .await;
+    std::fs::read_to_string(path).unwrap().lines().map(str::to_owned).collect()
+}
+
+#[tokio::test]
+async fn rfc9111_5_2_1_4_client_no_cache_miss_is_logged_as_client_refresh_miss() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("access.log");
+    let log_path = path.clone();
+    let h = Harness::build(Mode::Forward, move |c| c.log.access_log = Some(log_path)).await;
+    h.origin.on("/refresh", Reply::ok("x").header("Cache-Control", "max-age=60"));
+    h.origin.on("/pragma", Reply::ok("x").header("Cache-Control", "max-age=60"));
+    h.get_with("/refresh", &[("Cache-Control", "no-cache")]).await;
+    h.get_with("/pragma", &[("Pragma", "no-cache")]).await;
+    h.get("/refresh").await;
+    let lines = log_lines(&h, &path, 3).await;
+    assert!(lines[0].contains(" TCP_CLIENT_REFRESH_MISS/200 "), "{}", lines[0]);
+    assert!(lines[1].contains(" TCP_CLIENT_REFRESH_MISS/200 "), "{}", lines[1]);
+    assert!(lines[2].contains(" TCP_MEM_HIT/200 "), "{}", lines[2]);
+}
+
+#[tokio::test]
+async fn access_log_combined_format_through_the_proxy() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("access.log");
+    let log_path = path.clone();
+    let h = Harness::build(Mode::Forward, move |c| {
+        c.log.access_log = Some(log_path);
+        c.log.format = sluice_proxy::config::LogFormat::Combined;
+    })
+    .await;
+    h.origin.on("/combined", Reply::ok("12345").header("Cache-Control", "max-age=60"));
+    h.get_with("/combined", &[("Referer", "http://ref.example/"), ("User-Agent", "agent/1")]).await;
+    h.get("/combined").await;
+    let lines = log_lines(&h, &path, 2).await;
+    let url = h.origin.url("/combined");
+    assert!(lines[0].starts_with("127.0.0.1 - - ["), "{}", lines[0]);
+    assert!(lines[0].contains(&format!("] \"GET {url} HTTP/1.1\" 200 ")), "{}", lines[0]);
+    assert!(lines[0].ends_with("\"http://ref.example/\" \"agent/1\" TCP_MISS:HIER_DIRECT"), "{}", lines[0]);
+    assert!(lines[1].ends_with("\"-\" \"-\" TCP_MEM_HIT:HIER_NONE"), "{}", lines[1]);
+}
+
+/// A reverse Sluice named `front` in front of `back` (a reverse Harness).
+async fn front_of(back: &Harness, front: &str) -> sluice_proxy::Running {
+    use sluice_proxy::config::{Config, ListenerConfig, RouteConfig};
+    let mut config = Config {
+        listener: vec![ListenerConfig {
+            addr: "127.0.0.1:0".parse().unwrap(),
+            mode: Mode::Reverse,
+            tls: None,
+            h2c: true,
+        }],
+        route: vec![RouteConfig { origin: Some(format!("http://{}", back.addr())), ..RouteConfig::default() }],
+        ..Config::default()
+    };
+    config.admin.enabled = false;
+    config.cache.name = front.into();
+    config.validate().unwrap();
+    let state = sluice_proxy::State::new(config, std::sync::Arc::new(back.clock.clone()), vec![]).unwrap();
+    sluice_proxy::start(state).await.unwrap()
+}
+
+#[tokio::test]
+async fn chained_sluice_instances_need_distinct_names() {
+    let back = Harness::reverse().await;
+    back.origin.on("/chain", Reply::ok("chained"));
+    let distinct = front_of(&back, "front").await;
+    let reply = sluice_testkit::client::get(distinct.listeners[0], "/chain", &[]).await;
+    assert_eq!(reply.status, 200);
+    assert_eq!(reply.text(), "chained");
+    let request = back.origin.last_request("/chain").unwrap();
+    let via: Vec<&str> =
+        request.headers.iter().filter(|(n, _)| n.eq_ignore_ascii_case("via")).map(|(_, v)| v.as_str()).collect();
+    assert_eq!(via.join(", "), "1.1 front, 1.1 sluice");
+    let same = front_of(&back, "sluice").await;
+    let reply = sluice_testkit::client::get(same.listeners[0], "/chain", &[]).await;
+    assert_eq!(reply.status, 508, "the same name twice is a loop");
+    assert_eq!(back.origin.hits("/chain"), 1);
+}
+
+#[test]
+fn the_default_cache_name_is_the_host_name() {
+    let name = sluice_proxy::config::Config::default().cache.name;
+    assert_eq!(name, sluice_proxy::config::host_name());
+    assert!(!name.is_empty());
+}
+
+#[tokio::test]
+async fn rfc9111_3_an_interim_response_is_never_stored_the_final_one_is() {
+    let h = Harness::forward().await;
+    h.origin.on("/continue", Reply::ok("final").interim(100).header("Cache-Control", "max-age=60"));
+    for _ in 0..2 {
+        let reply = h.get("/continue").await;
+        assert_eq!(reply.status, 200);
+        assert_eq!(reply.text(), "final");
+    }
+    assert_eq!(h.origin.hits("/continue"), 1, "the stored object is the 200");
+}
+
+#[tokio::test]
+async fn rfc9111_5_2_2_3_must_understand_with_an_unknown_status_falls_back_to_no_store() {
+    let h = Harness::forward().await;
+    h.origin
+        .on("/mu-unknown", Reply::status(299, "x").header("Cache-Control", "max-age=60, no-store, must-understand"));
+    for _ in 0..2 {
+        assert_eq!(h.get("/mu-unknown").await.status, 299);
+    }
+    assert_eq!(h.origin.hits("/mu-unknown"), 2, "a status the cache does not understand is not stored");
+}

@@ -324,3 +324,196 @@ async fn a_transaction_slower_than_its_limit_gets_504() {
     assert_eq!(reply.status, 504);
     assert!(reply.text().contains("transaction took longer"), "{}", reply.text());
 }
+
+/// Reads from `stream` until the server closes it (true) or 5 s pass (false: the deadline only
+/// bounds a failing test); what was read is appended to `seen`.
+async fn closed_by_server(stream: &mut tokio::net::TcpStream, seen: &mut Vec<u8>) -> bool {
+    use tokio::io::AsyncReadExt;
+    let mut buf = [0u8; 4096];
+    tokio::time::timeout(Duration::from_secs(5), async {
+        loop {
+            match stream.read(&mut buf).await {
+                Ok(0) | Err(_) => return true,
+                Ok(n) => seen.extend_from_slice(&buf[..n]),
+            }
+        }
+    })
+    .await
+    .unwrap_or(false)
+}
+
+/// A short `client.header_read_timeout`, with h2c prior knowledge on or off.
+async fn short_header_timeout(h2c: bool) -> Harness {
+    Harness::build(Mode::Forward, move |c| {
+        c.client.header_read_timeout = sluice_proxy::units::Dur(Duration::from_millis(200));
+        c.listener[0].h2c = h2c;
+    })
+    .await
+}
+
+#[tokio::test]
+async fn header_read_timeout_closes_a_first_request_head_that_never_completes() {
+    use tokio::io::AsyncWriteExt;
+    for h2c in [true, false] {
+        let h = short_header_timeout(h2c).await;
+        // Nothing; a method; a head without its final blank line; the start of the h2 preface.
+        for sent in ["", "GET", "GET / HTTP/1.1\r\nHost: a\r\n", "PRI * HTTP/2.0\r\n"] {
+            let mut stream = tokio::net::TcpStream::connect(h.addr()).await.unwrap();
+            stream.write_all(sent.as_bytes()).await.unwrap();
+            let mut seen = Vec::new();
+            let closed = closed_by_server(&mut stream, &mut seen).await;
+            assert!(closed, "h2c {h2c}: a connection that sent {sent:?} must be closed after the header timeout");
+            assert!(seen.is_empty(), "no response: {:?}", String::from_utf8_lossy(&seen));
+        }
+    }
+}
+
+#[tokio::test]
+async fn header_read_timeout_applies_to_a_later_incomplete_head_too() {
+    use tokio::io::AsyncWriteExt;
+    let h = short_header_timeout(true).await;
+    h.origin.on("/first", Reply::ok("x"));
+    let mut stream = tokio::net::TcpStream::connect(h.addr()).await.unwrap();
+    let request = format!("GET {} HTTP/1.1\r\nHost: a\r\n\r\nGET / HTTP/1.1\r\nHost: a\r\n", h.origin.url("/first"));
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut seen = Vec::new();
+    assert!(closed_by_server(&mut stream, &mut seen).await);
+    let seen = String::from_utf8_lossy(&seen);
+    assert_eq!(seen.matches("HTTP/1.1 ").count(), 1, "{seen}");
+    assert!(seen.starts_with("HTTP/1.1 200"), "{seen}");
+}
+
+#[tokio::test]
+async fn idle_http2_connections_are_closed_with_goaway() {
+    use tokio::io::AsyncWriteExt;
+    let h = short_header_timeout(true).await;
+    let mut stream = tokio::net::TcpStream::connect(h.addr()).await.unwrap();
+    // The preface and an empty SETTINGS frame, then nothing.
+    stream.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\0\0\0\x04\0\0\0\0\0").await.unwrap();
+    let mut seen = Vec::new();
+    assert!(closed_by_server(&mut stream, &mut seen).await, "an idle h2c connection must be closed");
+    // Frame types in what the server sent: a GOAWAY (7) among them.
+    let mut types = Vec::new();
+    let mut at = 0;
+    while at + 9 <= seen.len() {
+        let len = (usize::from(seen[at]) << 16) | (usize::from(seen[at + 1]) << 8) | usize::from(seen[at + 2]);
+        types.push(seen[at + 3]);
+        at += 9 + len;
+    }
+    assert!(types.contains(&7), "frame types {types:?}");
+}
+
+#[tokio::test]
+async fn idle_connect_tunnels_are_closed_after_tunnel_idle_timeout() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let h = Harness::build_with_origin(Mode::Forward, |c, origin| {
+        c.access.connect_ports = vec![origin.port()];
+        c.client.tunnel_idle_timeout = sluice_proxy::units::Dur(Duration::from_millis(200));
+    })
+    .await;
+    h.origin.on("/tunnelled", Reply::ok("through"));
+    let mut stream = tokio::net::TcpStream::connect(h.addr()).await.unwrap();
+    let connect = format!("CONNECT {0} HTTP/1.1\r\nHost: {0}\r\n\r\n", h.origin.addr);
+    stream.write_all(connect.as_bytes()).await.unwrap();
+    let mut buf = [0u8; 1024];
+    let n = stream.read(&mut buf).await.unwrap();
+    assert!(buf[..n].starts_with(b"HTTP/1.1 200"), "{}", String::from_utf8_lossy(&buf[..n]));
+    // The tunnel works, then stays silent.
+    stream.write_all(b"GET /tunnelled HTTP/1.1\r\nHost: o\r\n\r\n").await.unwrap();
+    let mut seen = Vec::new();
+    assert!(closed_by_server(&mut stream, &mut seen).await, "an idle tunnel must be closed");
+    assert!(String::from_utf8_lossy(&seen).ends_with("through"), "{}", String::from_utf8_lossy(&seen));
+}
+
+#[tokio::test]
+async fn many_small_header_fields_are_accepted_up_to_max_header_fields() {
+    let h = Harness::forward().await;
+    // 200 fields of about 10 bytes: far below max_header_bytes, and within the default 256.
+    let fields: String = (0..200).map(|i| format!("X-F{i}: v\r\n")).collect();
+    let request = format!("OPTIONS * HTTP/1.1\r\nHost: a\r\nMax-Forwards: 0\r\n{fields}Connection: close\r\n\r\n");
+    let answer = client::raw(h.addr(), request.as_bytes()).await;
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    let h = Harness::build(Mode::Forward, |c| c.client.max_header_fields = 50).await;
+    let answer = client::raw(h.addr(), request.as_bytes()).await;
+    assert!(answer.starts_with("HTTP/1.1 431"), "{answer}");
+}
+
+#[tokio::test]
+async fn max_header_bytes_below_8kib_is_refused_by_the_configuration_check() {
+    let mut config = sluice_proxy::config::Config::default();
+    config.client.max_header_bytes = sluice_proxy::units::Size(4096);
+    let err = config.validate().unwrap_err().to_string();
+    assert!(err.contains("client.max_header_bytes must be at least 8KiB"), "{err}");
+}
+
+#[tokio::test]
+async fn rfc9112_6_1_chunked_applied_twice_is_rejected() {
+    let h = Harness::forward().await;
+    h.origin.on("/twice", Reply::ok("x"));
+    for te in ["chunked, chunked", "chunked\r\nTransfer-Encoding: chunked"] {
+        let request =
+            format!("POST {} HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: {te}\r\n\r\n0\r\n\r\n", h.origin.url("/twice"));
+        let answer = client::raw(h.addr(), request.as_bytes()).await;
+        assert!(answer.starts_with("HTTP/1.1 400"), "{te:?}: {answer}");
+    }
+    assert_eq!(h.origin.hits("/twice"), 0);
+}
+
+#[tokio::test]
+async fn rfc9112_6_3_origin_content_length_with_chunked_is_removed() {
+    let h = Harness::forward().await;
+    let body = "a body longer than five bytes";
+    h.origin.on("/both", Reply::ok(body).chunked().header("Content-Length", "5").header("Cache-Control", "max-age=60"));
+    let reply = h.get("/both").await;
+    assert_eq!(reply.status, 200);
+    assert_eq!(reply.text(), body);
+    let stored = h.get("/both").await;
+    assert_eq!(stored.text(), body);
+    assert_eq!(h.origin.hits("/both"), 1);
+    assert_ne!(stored.header("content-length"), "5");
+}
+
+#[tokio::test]
+async fn rfc9112_6_1_unsupported_transfer_coding_from_the_origin_is_a_502_never_stored() {
+    let h = Harness::forward().await;
+    h.origin.on("/gzip", Reply::ok(&b"\x1f\x8bnot really gzip"[..]).header("Transfer-Encoding", "gzip").until_close());
+    h.origin.on("/gzip-chunked", Reply::ok("x").chunked().header("Transfer-Encoding", "gzip"));
+    for path in ["/gzip", "/gzip-chunked"] {
+        let reply = h.get(path).await;
+        assert_eq!(reply.status, 502, "{path}");
+        assert!(reply.text().contains("unsupported transfer coding"), "{path}: {}", reply.text());
+        assert_eq!(h.get(path).await.status, 502);
+        assert_eq!(h.origin.hits(path), 2, "{path}: never stored");
+    }
+}
+
+#[tokio::test]
+async fn rfc9110_7_6_2_options_asterisk_with_max_forwards_0_is_answered_by_the_forward_proxy() {
+    let h = Harness::forward().await;
+    let answer =
+        client::raw(h.addr(), b"OPTIONS * HTTP/1.1\r\nHost: a\r\nMax-Forwards: 0\r\nConnection: close\r\n\r\n").await;
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert!(answer.to_ascii_lowercase().contains("allow:"), "{answer}");
+}
+
+#[tokio::test]
+async fn http2_request_headers_larger_than_max_header_bytes_get_431() {
+    let h = Harness::build(Mode::Reverse, |c| c.client.max_header_bytes = sluice_proxy::units::Size(16 * 1024)).await;
+    h.origin.on("/h2-big", Reply::ok("x"));
+    let url = format!("http://{}/h2-big", h.addr());
+    let status = |header: String| {
+        let url = url.clone();
+        async move {
+            let out = tokio::process::Command::new("curl")
+                .args(["-s", "--max-time", "10", "--http2-prior-knowledge", "-o", "/dev/null", "-w", "%{http_code}"])
+                .args(["-H", &header, &url])
+                .output()
+                .await
+                .expect("curl is installed (scripts/install-deps.sh)");
+            String::from_utf8_lossy(&out.stdout).into_owned()
+        }
+    };
+    assert_eq!(status(format!("X-Big: {}", "b".repeat(20 * 1024))).await, "431");
+    assert_eq!(status("X-Small: s".into()).await, "200");
+    assert_eq!(h.origin.hits("/h2-big"), 1);
+}

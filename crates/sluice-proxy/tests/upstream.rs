@@ -158,3 +158,98 @@ async fn bodiless_posts_carry_a_zero_length() {
     assert_eq!(client::send(h.addr(), "POST", "/empty", &[], None).await.text(), "ok");
     assert_eq!(h.origin.last_request("/empty").unwrap().header("content-length"), Some("0"));
 }
+
+#[tokio::test]
+async fn upstream_connect_timeout_gives_504() {
+    // A listener whose accept queue is full and never drained: Linux drops further SYNs, so a
+    // connect to it neither succeeds nor fails until the client gives up.
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    let blackhole = socket.listen(0).unwrap();
+    let addr = blackhole.local_addr().unwrap();
+    let mut fillers = Vec::new();
+    loop {
+        match tokio::time::timeout(std::time::Duration::from_millis(200), tokio::net::TcpStream::connect(addr)).await {
+            Ok(Ok(stream)) => fillers.push(stream),
+            Ok(Err(e)) => panic!("connect: {e}"),
+            Err(_) => break,
+        }
+        assert!(fillers.len() < 64, "the accept queue never filled");
+    }
+    let h = Harness::build_with_origin(sluice_proxy::config::Mode::Reverse, move |c, _| {
+        c.route[0].origin = Some(format!("http://{addr}"));
+        c.upstream.connect_timeout = sluice_proxy::units::Dur(std::time::Duration::from_millis(200));
+    })
+    .await;
+    let reply = h.get("/blackhole").await;
+    assert_eq!(reply.status, 504, "{}", reply.text());
+    drop(blackhole);
+}
+
+#[tokio::test]
+async fn upstream_read_timeout_fails_a_stalled_body_and_does_not_store_it() {
+    // An origin that sends a head and 3 of 10 body bytes, then nothing, connection open.
+    let origin = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = origin.local_addr().unwrap();
+    let accepts = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = std::sync::Arc::clone(&accepts);
+    tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((mut stream, _)) = origin.accept().await {
+            counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let mut buf = [0u8; 4096];
+            let _ = stream.read(&mut buf).await;
+            let _ = stream
+                .write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\nCache-Control: max-age=60\r\n\r\nabc")
+                .await;
+            held.push(stream);
+        }
+    });
+    let h = Harness::build_with_origin(sluice_proxy::config::Mode::Reverse, move |c, _| {
+        c.route[0].origin = Some(format!("http://{addr}"));
+        c.upstream.read_timeout = sluice_proxy::units::Dur(std::time::Duration::from_millis(200));
+    })
+    .await;
+    let mut stream = tokio::net::TcpStream::connect(h.addr()).await.unwrap();
+    stream.write_all(b"GET /stall HTTP/1.1\r\nHost: a\r\n\r\n").await.unwrap();
+    let mut seen = Vec::new();
+    let mut buf = [0u8; 4096];
+    // The proxy ends the response (closing the connection) once the origin has been silent
+    // for read_timeout; the deadline only bounds a failing test.
+    let ended = tokio::time::timeout(std::time::Duration::from_secs(5), async {
+        loop {
+            match stream.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => seen.extend_from_slice(&buf[..n]),
+            }
+        }
+    })
+    .await;
+    assert!(ended.is_ok(), "the stalled body must be failed");
+    let seen = String::from_utf8_lossy(&seen);
+    assert!(seen.starts_with("HTTP/1.1 200"), "{seen}");
+    assert!(seen.ends_with("abc"), "only what arrived: {seen}");
+    // Not stored: the next request goes to the origin again.
+    let mut again = tokio::net::TcpStream::connect(h.addr()).await.unwrap();
+    again.write_all(b"GET /stall HTTP/1.1\r\nHost: a\r\n\r\n").await.unwrap();
+    let _ = again.read(&mut buf).await;
+    assert_eq!(accepts.load(std::sync::atomic::Ordering::SeqCst), 2);
+}
+
+#[tokio::test]
+async fn upstream_max_idle_per_host_bounds_the_pooled_connections() {
+    let h = Harness::build(sluice_proxy::config::Mode::Reverse, |c| c.upstream.max_idle_per_host = 1).await;
+    // Distinct paths: requests for one URL would collapse onto one fetch.
+    for path in ["/s1", "/s2", "/s3", "/s4", "/s5"] {
+        h.origin
+            .on(path, Reply::ok("x").header("Cache-Control", "no-store").delay(std::time::Duration::from_millis(100)));
+    }
+    // Three at once: three connections; one of them is kept idle afterwards.
+    let (a, b, c) = tokio::join!(h.get("/s1"), h.get("/s2"), h.get("/s3"));
+    assert_eq!((a.status.as_u16(), b.status.as_u16(), c.status.as_u16()), (200, 200, 200));
+    assert_eq!(h.origin.connections(), 3);
+    // Two at once again: the kept one and one new.
+    let (a, b) = tokio::join!(h.get("/s4"), h.get("/s5"));
+    assert_eq!((a.status.as_u16(), b.status.as_u16()), (200, 200));
+    assert_eq!(h.origin.connections(), 4, "only one connection was kept idle");
+}

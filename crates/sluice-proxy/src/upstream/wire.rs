@@ -136,6 +136,11 @@ pub fn parse_response_head(buf: &mut BytesMut, method: &Method) -> Result<Option
     parts.version = version;
     parts.headers = headers;
     let (framing, ambiguous) = response_framing(method, status, &parts.headers)?;
+    if ambiguous {
+        // RFC 9112 §6.3: Transfer-Encoding overrides Content-Length, which a recipient must
+        // remove; kept, it would announce the wrong length for the decoded body.
+        parts.headers.remove(header::CONTENT_LENGTH);
+    }
     let keep_alive = framing != Framing::UntilClose && !ambiguous && persistent(version, &parts.headers);
     Ok(Some(ResponseHead { parts, framing, keep_alive }))
 }
@@ -169,7 +174,9 @@ impl FieldSpan {
 }
 
 /// The framing of a response body (RFC 9112 §6.3), and whether it was ambiguous
-/// (both Transfer-Encoding and Content-Length: the connection must not be reused).
+/// (both Transfer-Encoding and Content-Length: the body is read as chunked, the
+/// Content-Length removed, and the connection not reused). A Transfer-Encoding other than
+/// `chunked` alone is an error.
 fn response_framing(method: &Method, status: StatusCode, headers: &HeaderMap) -> Result<(Framing, bool), WireError> {
     if method == Method::HEAD
         || status.is_informational()
@@ -180,14 +187,21 @@ fn response_framing(method: &Method, status: StatusCode, headers: &HeaderMap) ->
     }
     let has_length = headers.contains_key(header::CONTENT_LENGTH);
     if headers.contains_key(header::TRANSFER_ENCODING) {
-        let last = headers
+        // Only `chunked` alone is decoded. Any other coding (`gzip, chunked`, `gzip`) would
+        // reach the client and the cache as if it were the content, with the field that says
+        // so removed as hop-by-hop: refused (502), as nginx does.
+        let mut codings = headers
             .get_all(header::TRANSFER_ENCODING)
             .iter()
             .flat_map(|v| v.as_bytes().split(|&b| b == b','))
             .map(<[u8]>::trim_ascii)
-            .rfind(|c| !c.is_empty());
-        let chunked = last.is_some_and(|c| c.eq_ignore_ascii_case(b"chunked"));
-        return Ok((if chunked { Framing::Chunked } else { Framing::UntilClose }, has_length));
+            .filter(|c| !c.is_empty());
+        let only_chunked =
+            codings.next().is_some_and(|c| c.eq_ignore_ascii_case(b"chunked")) && codings.next().is_none();
+        if !only_chunked {
+            return Err(WireError("unsupported transfer coding"));
+        }
+        return Ok((Framing::Chunked, has_length));
     }
     if !has_length {
         return Ok((Framing::UntilClose, false));

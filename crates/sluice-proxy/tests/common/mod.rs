@@ -64,6 +64,8 @@ impl Harness {
         };
         config.admin.addr = "127.0.0.1:0".parse().unwrap();
         config.admin.token = Some("test-token".into());
+        // Tests look for this name in Via and Cache-Status (the default is the host's name).
+        config.cache.name = "sluice".into();
         if mode.reverses() {
             config.route =
                 vec![RouteConfig { origin: Some(format!("http://{}", origin.addr)), ..RouteConfig::default() }];

@@ -33,12 +33,19 @@ fn request_head_in_origin_form_with_framing_rewritten() {
 }
 
 #[test]
+fn rfc9112_3_2_4_asterisk_form_for_options() {
+    let (parts, ()) = http::Request::builder().method("OPTIONS").uri("*").body(()).unwrap().into_parts();
+    let mut out = Vec::new();
+    encode_request_head(&parts, RequestFraming::None, &mut out);
+    assert!(out.starts_with(b"OPTIONS * HTTP/1.1\r\n"), "{}", String::from_utf8_lossy(&out));
+}
+
+#[test]
 fn rfc9112_6_3_framing() {
     assert_eq!(complete("HTTP/1.1 200 OK\r\ncontent-length: 12\r\n\r\n").framing, Framing::Length(12));
     assert_eq!(complete("HTTP/1.1 200 OK\r\nContent-Length: 3, 3\r\n\r\n").framing, Framing::Length(3));
     assert_eq!(complete("HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n").framing, Framing::Chunked);
-    assert_eq!(complete("HTTP/1.1 200 OK\r\ntransfer-encoding: gzip, Chunked\r\n\r\n").framing, Framing::Chunked);
-    assert_eq!(complete("HTTP/1.1 200 OK\r\ntransfer-encoding: gzip\r\n\r\n").framing, Framing::UntilClose);
+    assert_eq!(complete("HTTP/1.1 200 OK\r\ntransfer-encoding: Chunked \r\n\r\n").framing, Framing::Chunked);
     assert_eq!(complete("HTTP/1.1 200 OK\r\n\r\n").framing, Framing::UntilClose);
     assert_eq!(complete("HTTP/1.1 204 No Content\r\ncontent-length: 5\r\n\r\n").framing, Framing::Empty);
     assert_eq!(complete("HTTP/1.1 304 Not Modified\r\ncontent-length: 5\r\n\r\n").framing, Framing::Empty);
@@ -52,10 +59,24 @@ fn rfc9112_6_3_bad_or_ambiguous_lengths() {
     assert!(head("HTTP/1.1 200 OK\r\ncontent-length: 3\r\ncontent-length: 4\r\n\r\n", &Method::GET).is_err());
     assert!(head("HTTP/1.1 200 OK\r\ncontent-length: -1\r\n\r\n", &Method::GET).is_err());
     assert!(head("HTTP/1.1 200 OK\r\ncontent-length: 0x10\r\n\r\n", &Method::GET).is_err());
-    // Both: Transfer-Encoding wins, and the connection is not reused.
+    // Both: Transfer-Encoding wins, the Content-Length is removed, and the connection is not
+    // reused.
     let both = complete("HTTP/1.1 200 OK\r\ncontent-length: 3\r\ntransfer-encoding: chunked\r\n\r\n");
     assert_eq!(both.framing, Framing::Chunked);
     assert!(!both.keep_alive);
+    assert!(!both.parts.headers.contains_key(header::CONTENT_LENGTH));
+}
+
+#[test]
+fn rfc9112_6_1_transfer_codings_other_than_chunked_are_refused() {
+    for te in ["gzip, chunked", "gzip", "chunked, chunked", "chunked, gzip", "identity"] {
+        let raw = format!("HTTP/1.1 200 OK\r\ntransfer-encoding: {te}\r\n\r\n");
+        assert_eq!(head(&raw, &Method::GET).unwrap_err(), WireError("unsupported transfer coding"), "{te}");
+    }
+    let two_lines = "HTTP/1.1 200 OK\r\ntransfer-encoding: gzip\r\ntransfer-encoding: chunked\r\n\r\n";
+    assert!(head(two_lines, &Method::GET).is_err());
+    // No body, no framing: a 304's Transfer-Encoding is not looked at.
+    assert_eq!(complete("HTTP/1.1 304 Not Modified\r\ntransfer-encoding: gzip\r\n\r\n").framing, Framing::Empty);
 }
 
 #[test]
