@@ -184,6 +184,7 @@ async fn accept_loop(
             tls: tls.is_some(),
             allowed: state.client_acl.allows(client.ip()),
             zero_copy: queue.clone(),
+            activity: Some(Activity::new()),
         });
         let (state, builder, shutdown, open) =
             (Arc::clone(&state), Arc::clone(&builder), shutdown.clone(), open.clone());
@@ -233,19 +234,12 @@ async fn serve<I>(
 ) where
     I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
-    let activity = Activity::new();
+    let activity = conn.activity.clone().unwrap_or_else(Activity::new);
     let svc_state = Arc::clone(&state);
     let svc_conn = Arc::clone(&conn);
-    let svc_activity = Arc::clone(&activity);
-    let service = service_fn(move |req| {
-        let busy = svc_activity.busy();
-        let handled = service::handle(Arc::clone(&svc_state), Arc::clone(&svc_conn), req);
-        async move {
-            let response = handled.await;
-            drop(busy);
-            response
-        }
-    });
+    // `handle`'s future is returned as it is, not wrapped (it marks the connection busy
+    // itself): hyper then builds the large future in its own slot instead of moving it there.
+    let service = service_fn(move |req| service::handle(Arc::clone(&svc_state), Arc::clone(&svc_conn), req));
     let io = TokioIo::new(Watched::writes(io, Arc::clone(&activity)));
     let connection = builder.serve_connection_with_upgrades(io, service);
     tokio::pin!(connection);

@@ -34,6 +34,9 @@ pub struct ConnInfo {
     /// Set on plaintext connections whose stream sends disk bodies with `sendfile` (see
     /// [`crate::zero_copy`]).
     pub zero_copy: Option<crate::zero_copy::SendfileQueue>,
+    /// When the connection was last active, for its idle timer ([`crate::idle`]); `None` for
+    /// the proxy's own requests.
+    pub activity: Option<Arc<crate::idle::Activity>>,
 }
 
 /// The text of `ip` as a header field value.
@@ -109,12 +112,14 @@ impl Forward {
     }
 }
 
-/// Serves one request. Never fails: errors become responses.
+/// Serves one request. Never fails: errors become responses. The connection counts as busy
+/// (not idle, [`crate::idle`]) until the response head is produced.
 pub async fn handle(
     state: Arc<State>,
     conn: Arc<ConnInfo>,
     req: Request<Incoming>,
 ) -> Result<Response<ProxyBody>, Infallible> {
+    let _busy = conn.activity.as_ref().map(crate::idle::Activity::busy);
     let mut txn = Txn::start(&state, conn.client, &req);
     let method = req.method().clone();
     // hyper writes no body for HEAD: nothing to send with `sendfile`.
