@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::recorder::{Journal, Recorder};
+use common::recorder::{seq, take, Journal, Recorder};
 use common::Harness;
 use http::StatusCode;
 use sluice_module::{
@@ -16,16 +16,6 @@ use sluice_proxy::LoadedModule;
 use sluice_testkit::Reply;
 use std::sync::Arc;
 use std::time::Duration;
-
-fn seq(items: &[&str]) -> Vec<String> {
-    items.iter().map(|s| s.to_string()).collect()
-}
-
-/// Takes the journal once the transaction has ended (its state dropped).
-async fn take(h: &Harness, journal: &Journal) -> Vec<String> {
-    h.eventually("the transaction state to drop", |_| journal.entries().last().is_some_and(|l| l == "drop")).await;
-    journal.take()
-}
 
 /// A proxy with one recorder that answers `verdict()` in `phase`.
 async fn scripted(phase: &'static str, verdict: fn() -> Flow) -> (Harness, Journal) {

@@ -6,6 +6,33 @@ use sluice_module::{Resolution, TxnOutcome};
 use sluice_proxy::LoadedModule;
 use std::sync::{Arc, Mutex};
 
+/// A recorder's calls on a miss that goes through every phase, in order.
+pub const MISS: [&str; 12] = [
+    "new_txn",
+    "req_headers",
+    "cache_lookup:Miss",
+    "resolve",
+    "req_out",
+    "origin_resp_headers:200",
+    "client_resp_headers:200",
+    "origin_resp_body:end",
+    "client_resp_body:end",
+    "resp_done:TCP_MISS",
+    "log",
+    "drop",
+];
+
+/// `items` as owned strings, to compare with a journal.
+pub fn seq(items: &[&str]) -> Vec<String> {
+    items.iter().map(|s| s.to_string()).collect()
+}
+
+/// Takes the journal once the transaction has ended (its state dropped).
+pub async fn take(h: &super::Harness, journal: &Journal) -> Vec<String> {
+    h.eventually("the transaction state to drop", |_| journal.entries().last().is_some_and(|l| l == "drop")).await;
+    journal.take()
+}
+
 /// The calls recorded, in order, with the id of the transaction each belongs to.
 #[derive(Clone, Default)]
 pub struct Journal(Arc<Mutex<Vec<(u64, String)>>>);
