@@ -20,29 +20,29 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio::time::Instant;
 
-/// When a connection was last active, and how many requests on it are in progress.
-#[derive(Debug)]
+/// Whether a connection has been active, and how many requests on it are in progress.
+///
+/// Activity is a counter, not a time: recording it costs a load and a store, no clock read
+/// (it happens on every write). [`Activity::idle_for`] looks at the counter every quarter of
+/// its timeout, so an idle connection is noticed between one and one and a quarter timeouts
+/// after its last activity.
+#[derive(Debug, Default)]
 pub struct Activity {
-    base: Instant,
-    /// Milliseconds from `base` to the last activity.
-    last: AtomicU64,
+    /// Bumped on each activity; only whether it changed matters.
+    events: AtomicU64,
     busy: AtomicUsize,
 }
 
 impl Activity {
     pub fn new() -> Arc<Self> {
-        Arc::new(Self { base: Instant::now(), last: AtomicU64::new(0), busy: AtomicUsize::new(0) })
+        Arc::default()
     }
 
-    /// Records activity now.
+    /// Records activity.
     pub fn touch(&self) {
-        let now = self.base.elapsed().as_millis() as u64;
-        // Monotonic enough: a concurrent older value loses only a millisecond or so.
-        if self.last.load(Relaxed) < now {
-            self.last.store(now, Relaxed);
-        }
+        // Not an atomic increment: a concurrent touch lost is still a change seen.
+        self.events.store(self.events.load(Relaxed).wrapping_add(1), Relaxed);
     }
 
     /// A request in progress until the guard drops.
@@ -52,22 +52,30 @@ impl Activity {
         Busy(Arc::clone(self))
     }
 
-    /// When the connection will have been idle for `timeout`, as things stand: `None` while a
-    /// request is in progress (look again after `timeout`).
-    pub fn idle_deadline(&self, timeout: Duration) -> Option<Instant> {
-        if self.busy.load(Relaxed) > 0 {
-            return None;
-        }
-        Some(self.base + Duration::from_millis(self.last.load(Relaxed)) + timeout)
+    /// Whether nothing happened since `seen` (a value of the counter) and no request is in
+    /// progress; updates `seen`.
+    fn quiet_since(&self, seen: &mut u64) -> bool {
+        let now = self.events.load(Relaxed);
+        let quiet = now == *seen && self.busy.load(Relaxed) == 0;
+        *seen = now;
+        quiet
     }
 
-    /// Waits until the connection has been idle for `timeout`.
+    /// Waits until the connection has been idle (no activity, no request in progress) for
+    /// `timeout`, give or take a quarter of it.
     pub async fn idle_for(&self, timeout: Duration) {
+        let step = (timeout / 4).max(Duration::from_millis(1));
+        let mut seen = self.events.load(Relaxed);
+        let mut quiet = Duration::ZERO;
         loop {
-            match self.idle_deadline(timeout) {
-                Some(deadline) if deadline <= Instant::now() => return,
-                Some(deadline) => tokio::time::sleep_until(deadline).await,
-                None => tokio::time::sleep(timeout).await,
+            tokio::time::sleep(step).await;
+            if self.quiet_since(&mut seen) {
+                quiet += step;
+                if quiet >= timeout {
+                    return;
+                }
+            } else {
+                quiet = Duration::ZERO;
             }
         }
     }
@@ -156,16 +164,31 @@ impl<IO: AsyncWrite + Unpin> AsyncWrite for Watched<IO> {
 mod tests {
     use super::*;
 
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn a_busy_connection_is_never_idle_and_an_idle_one_times_out() {
         let activity = Activity::new();
+        let timeout = Duration::from_secs(4);
         let busy = activity.busy();
-        assert_eq!(activity.idle_deadline(Duration::from_secs(1)), None);
+        let waited = tokio::time::timeout(timeout * 3, activity.idle_for(timeout)).await;
+        assert!(waited.is_err(), "a request in progress keeps the connection busy");
         drop(busy);
-        let deadline = activity.idle_deadline(Duration::from_secs(1)).unwrap();
-        assert!(deadline > Instant::now() + Duration::from_millis(900), "{deadline:?}");
-        let started = Instant::now();
-        activity.idle_for(Duration::from_millis(30)).await;
-        assert!(started.elapsed() >= Duration::from_millis(25));
+        let started = tokio::time::Instant::now();
+        activity.idle_for(timeout).await;
+        let idle = started.elapsed();
+        assert!(idle >= timeout && idle <= timeout + timeout / 4, "{idle:?}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn activity_restarts_the_wait() {
+        let activity = Activity::new();
+        let timeout = Duration::from_secs(4);
+        let toucher = Arc::clone(&activity);
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_secs(3)).await;
+            toucher.touch();
+        });
+        let started = tokio::time::Instant::now();
+        activity.idle_for(timeout).await;
+        assert!(started.elapsed() >= Duration::from_secs(7), "{:?}", started.elapsed());
     }
 }

@@ -234,7 +234,7 @@ async fn serve<I>(
 ) where
     I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
-    let activity = conn.activity.clone().unwrap_or_else(Activity::new);
+    let activity = conn.activity.clone().unwrap_or_default();
     let svc_state = Arc::clone(&state);
     let svc_conn = Arc::clone(&conn);
     // `handle`'s future is returned as it is, not wrapped (it marks the connection busy
