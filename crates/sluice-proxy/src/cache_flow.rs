@@ -264,12 +264,14 @@ pub async fn serve(
     let fwd_reason = if refresh { Fwd::Stale } else { miss_reason };
     let now = state.clock.now();
     match fetched {
-        Err(err) => {
-            if refresh {
-                txn.code = ResultCode::RefreshFailErr;
-            }
-            Err(err)
+        Err(err) if refresh => {
+            // A stale response that may not be served (`must-revalidate`, no `stale-if-error`,
+            // ...) could not be revalidated because the origin failed: RFC 9111 §5.2.2.2 asks
+            // for `504 Gateway Timeout` rather than the `502` the failed fetch alone gives.
+            txn.code = ResultCode::RefreshFailErr;
+            Err(if err.kind == Kind::BadGateway { ProxyError { kind: Kind::GatewayTimeout, ..err } } else { err })
         }
+        Err(err) => Err(err),
         Ok(Fetched::Local(local)) => Ok(respond::local(state, *local)),
         Ok(Fetched::Confirmed(_)) => {
             Err(ProxyError::new(Kind::Internal, Side::Proxy, "an unconditional fetch was answered as a validation"))

@@ -240,10 +240,7 @@ async fn route(
     let mut response = match key {
         Some(key) if !state.hit_for_pass.applies(&key, state.clock.now()) => {
             whole_for_body_editors(txn, &mut forward.client.headers, true);
-            match crate::cache_flow::serve(state, txn, forward, key).await {
-                Ok(response) => response,
-                Err(err) => return Err(revalidation_failure(txn, err)),
-            }
+            crate::cache_flow::serve(state, txn, forward, key).await?
         }
         Some(_) => within_deadline(state, pass(state, txn, forward, body, Fwd::Bypass)).await?,
         None => within_deadline(state, pass(state, txn, forward, body, Fwd::Method)).await?,
@@ -287,17 +284,6 @@ fn client_url(conn: &ConnInfo, parts: &request::Parts) -> Uri {
         .unwrap_or("localhost");
     let path = parts.uri.path_and_query().map_or("/", |p| p.as_str());
     format!("{scheme}://{authority}{path}").parse().unwrap_or_else(|_| Uri::from_static("http://localhost/"))
-}
-
-/// A stale stored response that may not be served without revalidation (`must-revalidate`,
-/// `proxy-revalidate`, `s-maxage`, `no-cache`, or simply no `stale-if-error`) could not be
-/// revalidated because the origin failed: RFC 9111 §5.2.2.2 asks for `504 Gateway Timeout`
-/// rather than the `502` the failed fetch alone would give.
-fn revalidation_failure(txn: &Txn, err: ProxyError) -> ProxyError {
-    if txn.code == ResultCode::RefreshFailErr && err.kind == Kind::BadGateway {
-        return ProxyError { kind: Kind::GatewayTimeout, ..err };
-    }
-    err
 }
 
 /// Bounds work that waits on an origin by `client.transaction_timeout` (504 past it). Hits
