@@ -29,7 +29,6 @@ use conn::{Connection, ExchangeError, Stream};
 use http::{Method, Request, Response};
 use parking_lot::Mutex;
 use pipe::{Pipe, Ticket};
-use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::AtomicBool;
 use std::sync::atomic::Ordering::Relaxed;
@@ -86,11 +85,17 @@ struct HostLimit {
     returned: Arc<Notify>,
 }
 
+/// A map by origin. foldhash rather than std's SipHash: each origin request looks its
+/// target up about twice, and a key is a short host name; its per-process random seed keeps
+/// collisions out of a client's reach (and the maps hold only origins with pooled
+/// connections or slots).
+type ByTarget<V> = foldhash::HashMap<Target, V>;
+
 struct Inner {
-    idle: Mutex<HashMap<Target, Vec<Idle>>>,
+    idle: Mutex<ByTarget<Vec<Idle>>>,
     /// Connections carrying pipelined requests (`upstream.pipeline` > 1), in use or idle.
-    pipes: Mutex<HashMap<Target, Vec<Arc<Pipe>>>>,
-    limits: Mutex<HashMap<Target, HostLimit>>,
+    pipes: Mutex<ByTarget<Vec<Arc<Pipe>>>>,
+    limits: Mutex<ByTarget<HostLimit>>,
     config: UpstreamConfig,
     tls: tokio_rustls::TlsConnector,
     metrics: Arc<Metrics>,
