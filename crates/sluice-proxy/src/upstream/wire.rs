@@ -98,8 +98,7 @@ pub fn parse_response_head(buf: &mut BytesMut, method: &Method) -> Result<Option
         // The first call of an exchange, before anything was read.
         return Ok(None);
     }
-    let mut spans = [FieldSpan::default(); MAX_FIELDS];
-    let (len, status, version, count) = {
+    let (len, status, version, headers) = {
         let mut fields = [const { MaybeUninit::<httparse::Header<'_>>::uninit() }; MAX_FIELDS];
         let mut parsed = httparse::Response::new(&mut []);
         let len =
@@ -117,20 +116,25 @@ pub fn parse_response_head(buf: &mut BytesMut, method: &Method) -> Result<Option
         }
         let status = parsed.code.and_then(|c| StatusCode::from_u16(c).ok()).ok_or(WireError("invalid status code"))?;
         let version = if parsed.version == Some(0) { Version::HTTP_10 } else { Version::HTTP_11 };
-        for (field, span) in parsed.headers.iter().zip(&mut spans) {
-            *span = FieldSpan::of(buf, field);
+        // The values are slices of the copy, at the offsets httparse found them in `buf`.
+        let head = Bytes::copy_from_slice(&buf[..len]);
+        let base = buf.as_ptr() as usize;
+        let mut headers = HeaderMap::with_capacity(parsed.headers.len());
+        for field in parsed.headers.iter() {
+            let name = HeaderName::from_bytes(field.name.as_bytes()).map_err(|_| WireError("invalid field name"))?;
+            let value = if field.value.is_empty() {
+                // (An empty slice need not point into `buf`.)
+                HeaderValue::from_static("")
+            } else {
+                let start = field.value.as_ptr() as usize - base;
+                HeaderValue::from_maybe_shared(head.slice(start..start + field.value.len()))
+                    .map_err(|_| WireError("invalid field value"))?
+            };
+            headers.append(name, value);
         }
-        (len, status, version, parsed.headers.len())
+        (len, status, version, headers)
     };
-    let head = Bytes::copy_from_slice(&buf[..len]);
     buf.advance(len);
-    let mut headers = HeaderMap::with_capacity(count);
-    for span in &spans[..count] {
-        let name = HeaderName::from_bytes(&head[span.name()]).map_err(|_| WireError("invalid field name"))?;
-        let value =
-            HeaderValue::from_maybe_shared(head.slice(span.value())).map_err(|_| WireError("invalid field value"))?;
-        headers.append(name, value);
-    }
     let (mut parts, ()) = Response::new(()).into_parts();
     parts.status = status;
     parts.version = version;
@@ -143,34 +147,6 @@ pub fn parse_response_head(buf: &mut BytesMut, method: &Method) -> Result<Option
     }
     let keep_alive = framing != Framing::UntilClose && !ambiguous && persistent(version, &parts.headers);
     Ok(Some(ResponseHead { parts, framing, keep_alive }))
-}
-
-/// Where a parsed field's name and value lie in the head, as offsets from its start (a head
-/// is at most [`MAX_HEAD`] bytes, so they fit in `u32`): recorded while httparse's borrowed
-/// parse is alive, used to slice the head's own copy afterwards.
-#[derive(Debug, Clone, Copy, Default)]
-struct FieldSpan {
-    name: (u32, u32),
-    value: (u32, u32),
-}
-
-impl FieldSpan {
-    /// The span of `field`, which httparse borrowed from `head`.
-    fn of(head: &[u8], field: &httparse::Header<'_>) -> Self {
-        let offset = |part: &[u8]| {
-            let start = part.as_ptr() as usize - head.as_ptr() as usize;
-            (start as u32, (start + part.len()) as u32)
-        };
-        Self { name: offset(field.name.as_bytes()), value: offset(field.value) }
-    }
-
-    fn name(&self) -> std::ops::Range<usize> {
-        self.name.0 as usize..self.name.1 as usize
-    }
-
-    fn value(&self) -> std::ops::Range<usize> {
-        self.value.0 as usize..self.value.1 as usize
-    }
 }
 
 /// The framing of a response body (RFC 9112 §6.3), and whether it was ambiguous
