@@ -1,5 +1,5 @@
 //! The origin side: Sluice's own HTTP/1.1 client (RFC 9112) against the scriptable origin:
-//! connection reuse, origins closing idle connections, every body framing, interim
+//! connection reuse, idle connections closed after `upstream.idle_timeout` or by their origin, every body framing, interim
 //! responses, and request bodies with a length or chunked (a malformed one is the client's
 //! error: 400).
 
@@ -252,4 +252,22 @@ async fn upstream_max_idle_per_host_bounds_the_pooled_connections() {
     let (a, b) = tokio::join!(h.get("/s4"), h.get("/s5"));
     assert_eq!((a.status.as_u16(), b.status.as_u16()), (200, 200));
     assert_eq!(h.origin.connections(), 4, "only one connection was kept idle");
+}
+
+#[tokio::test]
+async fn upstream_idle_connections_are_closed_after_the_idle_timeout() {
+    let h = Harness::build(sluice_proxy::config::Mode::Reverse, |c| {
+        c.upstream.idle_timeout = sluice_proxy::units::Dur(std::time::Duration::from_millis(300));
+    })
+    .await;
+    h.origin.on("/p", Reply::ok("pass").header("Cache-Control", "no-store"));
+    assert_eq!(h.get("/p").await.text(), "pass");
+    assert_eq!(h.origin.connections(), 1);
+    // The pooled connection stays open until it has been idle for the timeout; then the
+    // proxy closes it, and the origin reads the end of the stream.
+    tokio::time::timeout(std::time::Duration::from_secs(10), h.origin.connections_ended(1))
+        .await
+        .expect("the idle pooled connection was closed by the proxy");
+    assert_eq!(h.get("/p").await.text(), "pass");
+    assert_eq!(h.origin.connections(), 2, "the next request opened a new connection");
 }

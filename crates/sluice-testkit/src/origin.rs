@@ -173,6 +173,8 @@ struct Shared {
     hits: Mutex<HashMap<String, usize>>,
     requests: Mutex<HashMap<String, Vec<RecordedRequest>>>,
     connections: Mutex<usize>,
+    /// Connections that ended (the peer closed them, or a reply ended them).
+    ended: tokio::sync::watch::Sender<usize>,
     clock: Clock,
 }
 
@@ -205,13 +207,18 @@ impl Origin {
             hits: Mutex::default(),
             requests: Mutex::default(),
             connections: Mutex::default(),
+            ended: tokio::sync::watch::Sender::new(0),
             clock: Arc::new(clock),
         });
         let accept_shared = Arc::clone(&shared);
         let task = tokio::spawn(async move {
             while let Ok((stream, _)) = listener.accept().await {
                 *accept_shared.connections.lock() += 1;
-                tokio::spawn(serve(Arc::clone(&accept_shared), stream));
+                let shared = Arc::clone(&accept_shared);
+                tokio::spawn(async move {
+                    serve(Arc::clone(&shared), stream).await;
+                    shared.ended.send_modify(|n| *n += 1);
+                });
             }
         });
         Self { addr, shared, task }
@@ -250,6 +257,14 @@ impl Origin {
     /// TCP connections accepted so far.
     pub fn connections(&self) -> usize {
         *self.shared.connections.lock()
+    }
+
+    /// Waits until at least `n` connections have ended (closed by the peer, or by a reply
+    /// that ends its connection). Never returns if fewer ever end: bound it with a timeout.
+    pub async fn connections_ended(&self, n: usize) {
+        let mut ended = self.shared.ended.subscribe();
+        // The sender lives as long as `self`, so waiting cannot fail.
+        let _ = ended.wait_for(|ended| *ended >= n).await;
     }
 }
 
