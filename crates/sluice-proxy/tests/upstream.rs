@@ -1,7 +1,7 @@
 //! The origin side: Sluice's own HTTP/1.1 client (RFC 9112) against the scriptable origin:
-//! connection reuse, idle connections closed after `upstream.idle_timeout` or by their origin, every body framing, interim
-//! responses, and request bodies with a length or chunked (a malformed one is the client's
-//! error: 400).
+//! connection reuse, idle connections closed after `upstream.idle_timeout` or by their
+//! origin, every body framing, interim responses, and request bodies with a length or
+//! chunked (a malformed one is the client's error: 400).
 
 mod common;
 
