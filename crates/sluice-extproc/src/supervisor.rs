@@ -212,7 +212,9 @@ fn command(config: &ExtProcConfig) -> Command {
     cmd.args(args)
         .envs(&config.env)
         .env("SLUICE_EXTPROC_SOCKET", config.socket.as_os_str())
-        .stdin(Stdio::null())
+        // A pipe Sluice never writes to: it closes when Sluice exits, however it exits, so a
+        // helper that reads its stdin sees end-of-file then and can exit too.
+        .stdin(Stdio::piped())
         .kill_on_drop(true);
     cmd
 }
@@ -275,6 +277,8 @@ async fn run_once(shared: &Shared, shutdown: &mut watch::Receiver<bool>) -> Run 
             return Run::Failed;
         }
     };
+    // Held for this life of the helper: `Child::wait` would close it (see `command`).
+    let _stdin = child.stdin.take();
     let started = Instant::now();
     shared.update(|s| {
         s.starts += 1;

@@ -395,3 +395,26 @@ async fn an_existing_envoy_processor_works_unchanged() {
     assert_eq!(blocked.header("x-extproc-demo"), "immediate");
     assert_eq!(h.origin.hits("/blocked"), 0);
 }
+
+#[tokio::test]
+async fn the_demo_helper_exits_when_the_process_that_started_it_is_gone() {
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("demo.sock");
+    // Started as the supervisor starts helpers: stdin a pipe held by the parent.
+    let mut child = tokio::process::Command::new(DEMO)
+        .arg("--socket")
+        .arg(&socket)
+        .stdin(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    until("the demo helper to listen", || std::os::unix::net::UnixStream::connect(&socket).is_ok()).await;
+    assert!(child.try_wait().unwrap().is_none(), "the helper runs while its parent's end of stdin is open");
+    // What the kernel does when Sluice exits, however it exits: its end of the pipe closes.
+    drop(child.stdin.take());
+    let status = tokio::time::timeout(Duration::from_secs(20), child.wait())
+        .await
+        .expect("the helper exited at the end of its stdin")
+        .unwrap();
+    assert!(status.success(), "{status}");
+}

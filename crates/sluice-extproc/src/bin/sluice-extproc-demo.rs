@@ -15,6 +15,9 @@
 //! - sets `x-extproc-demo: response` and `x-extproc-demo-pid: <pid>`, removes
 //!   `x-origin-secret`;
 //! - a response with `x-demo-replace` is replaced by an immediate 451.
+//!
+//! When its stdin is a pipe (as Sluice starts helpers), it exits at the pipe's end-of-file:
+//! with Sluice, even a `SIGKILL`ed one.
 
 use sluice_extproc::pb::envoy::config::core::v3::{
     header_value_option::HeaderAppendAction, HeaderValue, HeaderValueOption,
@@ -173,6 +176,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
     }
     let socket = socket.ok_or("no socket: pass --socket PATH or set SLUICE_EXTPROC_SOCKET")?;
+    exit_with_the_parent();
     let _ = std::fs::remove_file(&socket);
     let listener = tokio::net::UnixListener::bind(&socket)?;
     eprintln!("sluice-extproc-demo: pid {} serving on {}", std::process::id(), socket.display());
@@ -181,4 +185,18 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .serve_with_incoming(UnixListenerStream::new(listener))
         .await?;
     Ok(())
+}
+
+/// When stdin is a pipe, exits (status 0) once it reaches end-of-file: the writer, the Sluice
+/// that started this helper, is gone. Anything else on stdin (a terminal, `/dev/null`) is
+/// left alone.
+fn exit_with_the_parent() {
+    use std::os::unix::fs::FileTypeExt;
+    let piped = std::fs::metadata("/proc/self/fd/0").is_ok_and(|m| m.file_type().is_fifo());
+    if piped {
+        std::thread::spawn(|| {
+            let _ = std::io::copy(&mut std::io::stdin().lock(), &mut std::io::sink());
+            std::process::exit(0);
+        });
+    }
 }
