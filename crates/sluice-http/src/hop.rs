@@ -107,7 +107,7 @@ mod tests {
     use http::header::{HeaderValue, CACHE_CONTROL, CONTENT_TYPE, TE};
 
     #[test]
-    fn the_length_dispatch_finds_every_fixed_name_and_nothing_else() {
+    fn hop_by_hop_index_finds_every_fixed_name_and_nothing_else() {
         for (i, name) in HOP_BY_HOP.iter().enumerate() {
             assert_eq!(hop_by_hop_index(name), Some(i), "{name}");
         }
