@@ -274,7 +274,7 @@ impl WasmTxn {
         };
         // Kept for every later callback (the body callbacks, done, log, delete) unless this
         // one failed the transaction.
-        if self.core.config().response_headers_in_body && self.state != State::Failed {
+        if self.core.keeps_response() && self.state != State::Failed {
             self.response = Some(KeptResponse::copy(resp, std::mem::take(&mut self.storage.response)));
         }
         flow
@@ -376,7 +376,7 @@ impl Txn for WasmTxn {
     fn req_headers(&mut self, _info: &TxnInfo, req: &mut request::Parts) -> Flow {
         let flow = self.request_headers(req);
         // Kept for every later callback unless this one failed the transaction.
-        if self.core.config().request_headers_in_response && self.state != State::Failed {
+        if self.core.keeps_request() && self.state != State::Failed {
             self.request = Some(KeptRequest::copy(req, std::mem::take(&mut self.storage.request)));
         }
         flow
