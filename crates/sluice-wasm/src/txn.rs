@@ -432,7 +432,8 @@ impl Txn for WasmTxn {
         if self.state == State::Active {
             self.notify(Callback::Log);
         }
-        fields.fields.append(&mut self.facts.log_fields.lock());
+        // The transaction is not in a callback: no host function holds the lock.
+        fields.fields.append(self.facts.log_fields.get_mut());
     }
 }
 
@@ -467,8 +468,12 @@ impl Drop for WasmTxn {
         }
         drop(lend);
         if fault.is_none() {
-            vm.recycle(&mut self.storage.request);
-            vm.recycle(&mut self.storage.response);
+            // Nothing to give back unless heads were kept (`Core::keeps_request`, ...).
+            for list in [&mut self.storage.request, &mut self.storage.response] {
+                if list.has_storage() {
+                    vm.recycle(list);
+                }
+            }
             if let Some(kept) = &mut self.request {
                 vm.recycle(&mut kept.headers);
             }
