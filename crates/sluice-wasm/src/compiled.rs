@@ -13,6 +13,7 @@ use wasmtime::{ExternType, InstancePre, Module};
 pub struct CompiledPlugin {
     name: String,
     pub(crate) pre: InstancePre<HostState>,
+    reads_heads: bool,
 }
 
 impl std::fmt::Debug for CompiledPlugin {
@@ -33,13 +34,23 @@ impl CompiledPlugin {
         let abi = |err: wasmtime::Error| WasmError::Abi { name: name.to_string(), reason: format!("{err:#}") };
         let linker = host::linker(engine, &module).map_err(abi)?;
         let pre = linker.instantiate_pre(&module).map_err(abi)?;
-        Ok(Self { name: name.to_string(), pre })
+        let reads_heads =
+            module.imports().any(|import| import.module() == "env" && host::HEAD_READERS.contains(&import.name()));
+        Ok(Self { name: name.to_string(), pre, reads_heads })
     }
 
     /// Reads and compiles the `.wasm` file at `path`.
     pub fn from_file(name: &str, path: &Path) -> Result<Self, WasmError> {
         let wasm = std::fs::read(path).map_err(|source| WasmError::Io { path: path.to_path_buf(), source })?;
         Self::compile(name, &wasm)
+    }
+
+    /// Whether the plugin imports a host function that reads a message head (a header map
+    /// reader or `proxy_get_property`). Only then are the heads kept for its later callbacks
+    /// (`request_headers_in_response`, `response_headers_in_body`): a plugin without one
+    /// cannot tell, and is spared the copies.
+    pub fn reads_heads(&self) -> bool {
+        self.reads_heads
     }
 
     /// The name it was compiled under.

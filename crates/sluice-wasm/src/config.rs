@@ -113,11 +113,13 @@ pub struct WasmConfig {
     pub edits_response_body: bool,
     /// Keep the request head for the later callbacks (request body, response, done, log,
     /// delete), read-only there, as Envoy lets a plugin read request headers there. Costs a
-    /// copy of the request header map per transaction.
+    /// copy of the request header map per transaction, for plugins that can read a head at
+    /// all (`CompiledPlugin::reads_heads`; for others nothing is kept, which they cannot tell).
     pub request_headers_in_response: bool,
     /// Keep the response head for the later callbacks (response body, done, log, delete),
     /// read-only there, e.g. for a plugin that checks `content-type` before transforming a
-    /// chunk, or logs the status. Costs a copy of the response header map per transaction.
+    /// chunk, or logs the status. Costs a copy of the response header map per transaction
+    /// (only for plugins that can read a head, as above).
     pub response_headers_in_body: bool,
     /// Lowest plugin log level passed on (`trace` ... `critical`).
     pub log_level: LogLevel,

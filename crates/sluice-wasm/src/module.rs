@@ -119,17 +119,16 @@ impl Module for WasmModule {
         if shared.cache.get().is_none() {
             let _ = shared.cache.set(Arc::clone(&info.cache));
         }
-        let config = core.config();
         let created = core.pool.with_vm(&core.blueprint, |index, slot| {
             let generation = slot.generation;
             let vm = slot.vm.as_mut()?;
             match vm.create_context() {
                 Ok(context) => {
                     let mut storage = KeptStorage::default();
-                    if config.request_headers_in_response {
+                    if core.keeps_request() {
                         storage.request = vm.spare_list();
                     }
-                    if config.response_headers_in_body {
+                    if core.keeps_response() {
                         storage.response = vm.spare_list();
                     }
                     Some((index, generation, context, storage))

@@ -61,6 +61,18 @@ impl Core {
     pub(crate) fn config(&self) -> &WasmConfig {
         &self.blueprint.config
     }
+
+    /// Whether transactions keep the request head for the callbacks after the request
+    /// headers callback: configured so, and the plugin can read it.
+    pub(crate) fn keeps_request(&self) -> bool {
+        self.blueprint.config.request_headers_in_response && self.blueprint.compiled.reads_heads()
+    }
+
+    /// Whether transactions keep the response head for the callbacks after the response
+    /// headers callback: configured so, and the plugin can read it.
+    pub(crate) fn keeps_response(&self) -> bool {
+        self.blueprint.config.response_headers_in_body && self.blueprint.compiled.reads_heads()
+    }
 }
 
 /// One instance slot.

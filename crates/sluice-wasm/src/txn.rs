@@ -274,7 +274,7 @@ impl WasmTxn {
         };
         // Kept for every later callback (the body callbacks, done, log, delete) unless this
         // one failed the transaction.
-        if self.core.config().response_headers_in_body && self.state != State::Failed {
+        if self.core.keeps_response() && self.state != State::Failed {
             self.response = Some(KeptResponse::copy(resp, std::mem::take(&mut self.storage.response)));
         }
         flow
@@ -376,7 +376,7 @@ impl Txn for WasmTxn {
     fn req_headers(&mut self, _info: &TxnInfo, req: &mut request::Parts) -> Flow {
         let flow = self.request_headers(req);
         // Kept for every later callback unless this one failed the transaction.
-        if self.core.config().request_headers_in_response && self.state != State::Failed {
+        if self.core.keeps_request() && self.state != State::Failed {
             self.request = Some(KeptRequest::copy(req, std::mem::take(&mut self.storage.request)));
         }
         flow
@@ -432,7 +432,8 @@ impl Txn for WasmTxn {
         if self.state == State::Active {
             self.notify(Callback::Log);
         }
-        fields.fields.append(&mut self.facts.log_fields.lock());
+        // The transaction is not in a callback: no host function holds the lock.
+        fields.fields.append(self.facts.log_fields.get_mut());
     }
 }
 
@@ -467,8 +468,12 @@ impl Drop for WasmTxn {
         }
         drop(lend);
         if fault.is_none() {
-            vm.recycle(&mut self.storage.request);
-            vm.recycle(&mut self.storage.response);
+            // Nothing to give back unless heads were kept (`Core::keeps_request`, ...).
+            for list in [&mut self.storage.request, &mut self.storage.response] {
+                if list.has_storage() {
+                    vm.recycle(list);
+                }
+            }
             if let Some(kept) = &mut self.request {
                 vm.recycle(&mut kept.headers);
             }

@@ -52,6 +52,13 @@ impl HostState {
     }
 }
 
+/// The imports (module `env`) through which a plugin can read a message head: the header
+/// map readers and `proxy_get_property` (`request.*`, `response.code`). A plugin importing
+/// none of them cannot tell whether the heads were kept for its later callbacks, so they
+/// are not kept for it (`CompiledPlugin::reads_heads`).
+pub(crate) const HEAD_READERS: [&str; 4] =
+    ["proxy_get_header_map_value", "proxy_get_header_map_pairs", "proxy_get_header_map_size", "proxy_get_property"];
+
 /// Properties a context set: (path, value) pairs.
 pub(crate) type SetProperties = Vec<(Vec<u8>, Vec<u8>)>;
 

@@ -296,3 +296,18 @@ fn a_plugin_that_rejects_its_configuration_does_not_load() {
     assert!(matches!(err, WasmError::Start { .. }), "{err}");
     assert!(err.to_string().contains("proxy_on_configure returned false"), "{err}");
 }
+
+#[test]
+fn heads_are_kept_only_for_plugins_that_can_read_them() {
+    // `phases` reads headers and properties (and sees both heads in every later callback:
+    // `client_attach_maps_every_phase_in_order`); so may any plugin built on the SDK, which
+    // imports every host function. `empty_abi` imports no reader: nothing is copied for it.
+    assert!(compiled("phases").reads_heads());
+    assert!(compiled("empty").reads_heads());
+    assert!(!compiled("empty_abi").reads_heads());
+    let module = module("empty_abi", one_instance());
+    let run = play(&module, &info(1, Arc::new(MemCache::default())), Exchange::get("/e", &[("x-a", "1")], &["body"]));
+    assert_eq!(run.resp_body, b"body");
+    let stats = module.stats();
+    assert_eq!((stats.contexts_created, stats.contexts_deleted, stats.failed_transactions), (1, 1, 0));
+}
