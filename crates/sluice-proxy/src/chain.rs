@@ -433,6 +433,10 @@ impl SharedChain {
     /// when a module answers `Defer` is the rest of the phase returned as a (boxed) future,
     /// which awaits the deferred work (without the lock) within its deadline and calls the
     /// modules after it; the caller must await it before the transaction goes on.
+    ///
+    /// Inlined into each phase's call site (each has its own closure, so its own copy
+    /// anyway): a phase whose modules answer at once costs no call of the host's.
+    #[inline(always)]
     pub fn start_phase<'a, F>(&'a mut self, honours: Honours, mut call: F) -> PhaseStart<'a>
     where
         F: FnMut(&mut dyn ModuleTxn) -> Flow + Send + 'a,
@@ -508,6 +512,7 @@ impl SharedChain {
     }
 
     /// Runs a body phase on `chunk` (see [`ModuleChain::body_phase`]).
+    #[inline]
     pub fn body_phase(
         &mut self,
         chunk: &mut BodyChunk,

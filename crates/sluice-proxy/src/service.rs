@@ -265,10 +265,15 @@ async fn route(
 /// the modules' edits are asked first (each module is asked once per transaction, and the
 /// body's framing needs the answer later anyway), so that the `Range` lookup runs only when
 /// some module may change the body.
+#[inline(always)]
 fn whole_for_body_editors(txn: &mut Txn, headers: &mut HeaderMap, stored: bool) {
-    if txn.modules.is_empty() {
-        return;
+    if !txn.modules.is_empty() {
+        whole_for_module_edits(txn, headers, stored);
     }
+}
+
+/// [`whole_for_body_editors`] when some module takes part.
+fn whole_for_module_edits(txn: &mut Txn, headers: &mut HeaderMap, stored: bool) {
     let edits = txn.modules.edits();
     if edits.is_some_and(|e| e.client_response || (!stored && e.origin_response)) && headers.contains_key(header::RANGE)
     {
