@@ -197,10 +197,11 @@ impl LogFields {
 /// method fails the transaction open (the module is skipped from then on) or closed (the
 /// client gets 500), as configured for the module; the proxy lives on.
 pub trait Txn: Send {
-    /// Which bodies this state may change. Asked of the modules still active whenever the host
-    /// decides how a body is framed (the request body as it goes out, the origin body as a
-    /// fill starts, the response as it goes to the client) and, for a `Range` request, when
-    /// the request head is final; keep the answer the same throughout a transaction. The host
+    /// Which bodies this state may change. Asked of a module still active the first time the
+    /// host needs the answer: when the request head is final (whether a `Range` can be
+    /// honoured), or when it decides how a body is framed (the request body as it goes out,
+    /// the origin body as a fill starts, the response as it goes to the client). The answer
+    /// is kept for the rest of the transaction: keep it the same throughout. The host
     /// sends a body that may change without `Content-Length` (or with the new one when
     /// buffered); a body no module declared keeps its length, and changing its length anyway
     /// cuts the response (or fails the fill or the request). A module that may change the

@@ -356,7 +356,15 @@ impl Body for ProxyBody {
                             // chunked body early.
                             Ok(data) if data.is_empty() && !end => continue,
                             Ok(data) if data.is_empty() => None,
-                            Ok(data) => Some(Ok(Frame::data(data))),
+                            Ok(data) => {
+                                // Whether the body ends here is known (`end`; the phases
+                                // have seen it): the source is not asked again.
+                                this.sent += data.len() as u64;
+                                if end {
+                                    this.done(true);
+                                }
+                                return Poll::Ready(Some(Ok(Frame::data(data))));
+                            }
                             Err(e) => Some(Err(e)),
                         }
                     }

@@ -47,6 +47,9 @@ struct Slot {
     buffers_request: bool,
     /// The module answered `Buffer` at `client_resp_headers` (the response is held for it).
     buffers_response: bool,
+    /// The module's answer to `edits_body`, once asked: it keeps its answer for the whole
+    /// transaction, so the host asks once (it fits in the slot's padding).
+    edits: Option<BodyEdits>,
 }
 
 /// The verdicts a header phase honours besides `Continue`, `Done` and `Defer`; the others
@@ -194,6 +197,7 @@ impl ModuleChain {
                     active: true,
                     buffers_request: false,
                     buffers_response: false,
+                    edits: None,
                 }),
                 Ok(None) => {}
                 Err(_) => {
@@ -211,13 +215,15 @@ impl ModuleChain {
         self.slots.is_empty()
     }
 
-    /// Which bodies the active modules may change; `None` when no module is active.
-    fn active_edits(&self) -> Option<BodyEdits> {
+    /// Which bodies the active modules may change; `None` when no module is active. Each
+    /// module is asked the first time only ([`Slot::edits`]).
+    #[inline]
+    fn active_edits(&mut self) -> Option<BodyEdits> {
         let mut any_active = false;
         let mut all = BodyEdits::default();
-        for slot in self.slots.iter().filter(|s| s.active) {
+        for slot in self.slots.iter_mut().filter(|s| s.active) {
             any_active = true;
-            let edits = slot.state.edits_body();
+            let edits = *slot.edits.get_or_insert_with(|| slot.state.edits_body());
             all.request |= edits.request;
             all.origin_response |= edits.origin_response;
             all.client_response |= edits.client_response;
@@ -408,9 +414,15 @@ impl SharedChain {
     }
 
     /// Which bodies the active modules may change; `None` when no module is active any
-    /// more (each answered `Done` or failed open), so no body phase needs to run.
+    /// more (each answered `Done` or failed open), so no body phase needs to run. Each
+    /// module is asked once, the first time (see [`sluice_module::Txn::edits_body`]).
+    #[inline]
     pub fn edits(&mut self) -> Option<BodyEdits> {
-        self.with(|chain| chain.active_edits()).flatten()
+        match &mut self.chain {
+            Holder::Empty => None,
+            Holder::Own(chain) => chain.active_edits(),
+            Holder::Shared(shared) => edits_locked(shared),
+        }
     }
 
     /// Runs a header phase on every active module in order. `honours` says which verdicts
@@ -421,6 +433,10 @@ impl SharedChain {
     /// when a module answers `Defer` is the rest of the phase returned as a (boxed) future,
     /// which awaits the deferred work (without the lock) within its deadline and calls the
     /// modules after it; the caller must await it before the transaction goes on.
+    ///
+    /// Inlined into each phase's call site (each has its own closure, so its own copy
+    /// anyway): a phase whose modules answer at once costs no call of the host's.
+    #[inline(always)]
     pub fn start_phase<'a, F>(&'a mut self, honours: Honours, mut call: F) -> PhaseStart<'a>
     where
         F: FnMut(&mut dyn ModuleTxn) -> Flow + Send + 'a,
@@ -496,6 +512,7 @@ impl SharedChain {
     }
 
     /// Runs a body phase on `chunk` (see [`ModuleChain::body_phase`]).
+    #[inline]
     pub fn body_phase(
         &mut self,
         chunk: &mut BodyChunk,
@@ -576,6 +593,13 @@ fn run_locked(
     outcome: &mut PhaseOutcome,
 ) -> Progress {
     shared.lock().chain.run_from(0, honours, call, outcome)
+}
+
+/// [`ModuleChain::active_edits`] on a shared chain, under its lock; out of line, so that only
+/// the common unshared case is inlined.
+#[inline(never)]
+fn edits_locked(shared: &parking_lot::Mutex<SharedCell>) -> Option<BodyEdits> {
+    shared.lock().chain.active_edits()
 }
 
 /// [`ModuleChain::body_phase`] on a shared chain (a fill storing for its transaction), under

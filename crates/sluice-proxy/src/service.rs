@@ -261,12 +261,22 @@ async fn route(
 /// wrong: for such a request the client's `Range` (and `If-Range`) is dropped, and the answer
 /// is the whole, edited body (RFC 9110 §14.2 lets a server ignore `Range`). `stored`: the
 /// cache answers, from a body the origin phases already shaped, so only `client_response`
-/// edits count; otherwise `origin_response` edits do too. Free without modules or `Range`.
+/// edits count; otherwise `origin_response` edits do too. Free without modules; with them,
+/// the modules' edits are asked first (each module is asked once per transaction, and the
+/// body's framing needs the answer later anyway), so that the `Range` lookup runs only when
+/// some module may change the body.
+#[inline(always)]
 fn whole_for_body_editors(txn: &mut Txn, headers: &mut HeaderMap, stored: bool) {
-    if txn.modules.is_empty() || !headers.contains_key(header::RANGE) {
-        return;
+    if !txn.modules.is_empty() {
+        whole_for_module_edits(txn, headers, stored);
     }
-    if txn.modules.edits().is_some_and(|e| e.client_response || (!stored && e.origin_response)) {
+}
+
+/// [`whole_for_body_editors`] when some module takes part.
+fn whole_for_module_edits(txn: &mut Txn, headers: &mut HeaderMap, stored: bool) {
+    let edits = txn.modules.edits();
+    if edits.is_some_and(|e| e.client_response || (!stored && e.origin_response)) && headers.contains_key(header::RANGE)
+    {
         headers.remove(header::RANGE);
         headers.remove(header::IF_RANGE);
     }

@@ -152,14 +152,24 @@ impl Txn {
     ///
     /// The modules are called before this returns: the outcome is ready, unless a module
     /// deferred, and then the rest of the phase is returned, to await at once.
+    #[inline(always)]
     pub fn phase<'a>(
         &'a mut self,
         honours: Honours,
-        mut call: impl FnMut(&mut dyn ModuleTxn, &TxnInfo) -> Flow + Send + 'a,
+        call: impl FnMut(&mut dyn ModuleTxn, &TxnInfo) -> Flow + Send + 'a,
     ) -> Phase<'a> {
         if self.modules.is_empty() {
             return Phase::Ready(Ok(PhaseOutcome::default()));
         }
+        self.module_phase(honours, call)
+    }
+
+    /// [`Txn::phase`] when some module takes part: one call, the phase inlined in it.
+    fn module_phase<'a>(
+        &'a mut self,
+        honours: Honours,
+        mut call: impl FnMut(&mut dyn ModuleTxn, &TxnInfo) -> Flow + Send + 'a,
+    ) -> Phase<'a> {
         let Self { modules, info, .. } = self;
         match modules.start_phase(honours, move |m| call(m, info)) {
             PhaseStart::Ready(result) => Phase::Ready(result),
