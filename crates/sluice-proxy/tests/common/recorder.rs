@@ -22,6 +22,13 @@ pub const MISS: [&str; 12] = [
     "drop",
 ];
 
+/// The calls of [`MISS`] up to and including `last`, then `then`: a miss that a verdict or an
+/// abort cut short.
+pub fn miss_through(last: &str, then: &[&str]) -> Vec<String> {
+    let end = MISS.iter().position(|call| *call == last).unwrap_or_else(|| panic!("{last} is not a call of MISS"));
+    seq(&MISS[..=end]).into_iter().chain(seq(then)).collect()
+}
+
 /// `items` as owned strings, to compare with a journal.
 pub fn seq(items: &[&str]) -> Vec<String> {
     items.iter().map(|s| s.to_string()).collect()
