@@ -4,6 +4,7 @@
 
 use crate::body::ProxyBody;
 use crate::error::{Kind, ProxyError, Side};
+use crate::gated::Gated;
 use crate::idle::{Activity, Watched};
 use crate::outcome::ResultCode;
 use crate::state::State;
@@ -65,6 +66,7 @@ impl Tunnel {
                 let mut client = Watched::both(TokioIo::new(upgraded), Arc::clone(&activity));
                 let idle = state.config.client.tunnel_idle_timeout.0;
                 tokio::select! {
+                    biased;
                     copied = tokio::io::copy_bidirectional(&mut client, &mut origin) => match copied {
                         Ok((_up, down)) => (down, true),
                         Err(e) => {
@@ -73,7 +75,7 @@ impl Tunnel {
                         }
                     },
                     // Both sides are closed when the copy is dropped.
-                    () = activity.idle_for(idle) => {
+                    () = Gated::new(activity.idle_for(idle)) => {
                         tracing::debug!("tunnel {}: no bytes either way for {idle:?}; closed", txn.url);
                         (0, false)
                     }

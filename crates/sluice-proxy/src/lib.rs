@@ -31,6 +31,7 @@ mod disk_metrics;
 pub mod error;
 mod esi;
 mod framing;
+mod gated;
 mod hit_for_pass;
 mod idle;
 mod meta;

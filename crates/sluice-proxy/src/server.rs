@@ -4,6 +4,7 @@
 use crate::admin::Admin;
 use crate::config::{Config, ListenerConfig};
 use crate::framing::StrictHttp1;
+use crate::gated::Gated;
 use crate::idle::{Activity, Watched};
 use crate::service::{self, ConnInfo};
 use crate::state::State;
@@ -251,13 +252,16 @@ async fn serve<I>(
     }
     state.metrics.client_connections_open.fetch_add(1, Relaxed);
     let result = loop {
+        // The connection first, and the rare events gated: each wake of this task (one per
+        // read or write) polls only the connection, not the timer or the shutdown watch.
         tokio::select! {
+            biased;
             result = connection.as_mut() => break result,
-            _ = shutdown.wait_for(|&stop| stop), if !shutting_down => {
+            _ = Gated::new(shutdown.wait_for(|&stop| stop)), if !shutting_down => {
                 shutting_down = true;
                 connection.as_mut().graceful_shutdown();
             }
-            _ = activity.idle_for(idle_timeout), if !shutting_down || idle_closing => {
+            () = Gated::new(activity.idle_for(idle_timeout)), if !shutting_down || idle_closing => {
                 if idle_closing {
                     // Still open a timeout after the graceful close began: an HTTP/2 client
                     // that does not answer the GOAWAY's PING, for one. Dropped.
