@@ -3,6 +3,7 @@
 //! response head happen in [`Connection::exchange`]; the body is read by
 //! [`super::PooledBody`], which owns the connection until the body ends.
 
+use super::names::FieldNames;
 use super::wire::{self, RequestFraming, ResponseHead, WireError};
 use crate::body::OutBody;
 use bytes::BytesMut;
@@ -90,6 +91,8 @@ pub struct Connection {
     pub(super) io: Stream,
     /// Bytes read but not yet consumed.
     pub(super) buf: BytesMut,
+    /// The field names of the last response head read here.
+    pub(super) names: FieldNames,
     pub peer: IpAddr,
     /// The per-host connection slot, held for the connection's life.
     _permit: Option<OwnedSemaphorePermit>,
@@ -97,7 +100,7 @@ pub struct Connection {
 
 impl Connection {
     pub fn new(io: Stream, peer: IpAddr, permit: Option<OwnedSemaphorePermit>) -> Self {
-        Self { io, buf: BytesMut::with_capacity(READ_CHUNK), peer, _permit: permit }
+        Self { io, buf: BytesMut::with_capacity(READ_CHUNK), names: FieldNames::default(), peer, _permit: permit }
     }
 
     /// Whether an idle connection can carry a request: the origin has neither closed it nor
@@ -145,7 +148,7 @@ impl Connection {
         }
         self.io.flush().await?;
         loop {
-            if let Some(head) = wire::parse_response_head(&mut self.buf, method)? {
+            if let Some(head) = wire::parse_response_head(&mut self.buf, method, &mut self.names)? {
                 if head.parts.status.is_informational() {
                     if head.parts.status == http::StatusCode::SWITCHING_PROTOCOLS {
                         return Err(WireError("unrequested protocol switch").into());

@@ -15,6 +15,7 @@
 
 mod body;
 mod conn;
+mod names;
 mod pipe;
 mod wire;
 

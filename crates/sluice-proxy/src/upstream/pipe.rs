@@ -166,7 +166,7 @@ impl Pipe {
             return Poll::Pending;
         }
         loop {
-            match wire::parse_response_head(&mut conn.buf, method) {
+            match wire::parse_response_head(&mut conn.buf, method, &mut conn.names) {
                 Ok(Some(head)) if head.parts.status == http::StatusCode::SWITCHING_PROTOCOLS => {
                     self.close(st);
                     return Poll::Ready(Err(WireError("unrequested protocol switch").into()));

@@ -2,8 +2,9 @@
 //! and the framing of response bodies, chunked decoding included. Pure functions over
 //! buffers, unit-tested without sockets.
 
+use super::names::FieldNames;
 use bytes::{Buf, Bytes, BytesMut};
-use http::header::{self, HeaderMap, HeaderName, HeaderValue};
+use http::header::{self, HeaderMap, HeaderValue};
 use http::{request, response, Method, Response, StatusCode, Version};
 use std::mem::MaybeUninit;
 
@@ -92,8 +93,13 @@ pub fn encode_request_head(parts: &request::Parts, framing: RequestFraming, out:
 /// The head's bytes are copied once into a buffer of their own, and every field value is a
 /// slice of it (no allocation per value, as in hyper's client). The values do not share
 /// `buf`'s allocation: a cached response's fields keep alive only its head, never a
-/// connection's read buffer.
-pub fn parse_response_head(buf: &mut BytesMut, method: &Method) -> Result<Option<ResponseHead>, WireError> {
+/// connection's read buffer. Field names come through `names`, the connection's names of
+/// its previous head.
+pub fn parse_response_head(
+    buf: &mut BytesMut,
+    method: &Method,
+    names: &mut FieldNames,
+) -> Result<Option<ResponseHead>, WireError> {
     if buf.is_empty() {
         // The first call of an exchange, before anything was read.
         return Ok(None);
@@ -120,8 +126,8 @@ pub fn parse_response_head(buf: &mut BytesMut, method: &Method) -> Result<Option
         let head = Bytes::copy_from_slice(&buf[..len]);
         let base = buf.as_ptr() as usize;
         let mut headers = HeaderMap::with_capacity(parsed.headers.len());
-        for field in parsed.headers.iter() {
-            let name = HeaderName::from_bytes(field.name.as_bytes()).map_err(|_| WireError("invalid field name"))?;
+        for (position, field) in parsed.headers.iter().enumerate() {
+            let name = names.name(position, field.name.as_bytes()).ok_or(WireError("invalid field name"))?;
             let value = if field.value.is_empty() {
                 // (An empty slice need not point into `buf`.)
                 HeaderValue::from_static("")

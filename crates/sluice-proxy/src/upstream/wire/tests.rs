@@ -2,7 +2,7 @@ use super::*;
 
 fn head(raw: &str, method: &Method) -> Result<Option<ResponseHead>, WireError> {
     let mut buf = BytesMut::from(raw);
-    parse_response_head(&mut buf, method)
+    parse_response_head(&mut buf, method, &mut FieldNames::default())
 }
 
 fn complete(raw: &str) -> ResponseHead {
@@ -101,7 +101,7 @@ fn partial_heads_wait_and_oversized_or_garbage_heads_fail() {
 #[test]
 fn head_parsing_consumes_exactly_the_head() {
     let mut buf = BytesMut::from("HTTP/1.1 200 OK\r\nContent-Length: 2\r\nX-A: b\r\n\r\nhi");
-    let head = parse_response_head(&mut buf, &Method::GET).unwrap().unwrap();
+    let head = parse_response_head(&mut buf, &Method::GET, &mut FieldNames::default()).unwrap().unwrap();
     assert_eq!(&buf[..], b"hi");
     assert_eq!(head.parts.status, StatusCode::OK);
     assert_eq!(head.parts.headers["x-a"], "b");
@@ -112,7 +112,7 @@ fn head_fields_keep_their_values_and_not_the_read_buffer() {
     let raw = "HTTP/1.1 200 OK\r\nContent-Length: 0\r\nX-Custom-Name:  spaced value\r\nX-Empty:\r\nSet-Cookie: a=1\r\nset-cookie: b=2\r\n\r\n";
     let mut buf = BytesMut::with_capacity(4096);
     buf.extend_from_slice(raw.as_bytes());
-    let head = parse_response_head(&mut buf, &Method::GET).unwrap().unwrap();
+    let head = parse_response_head(&mut buf, &Method::GET, &mut FieldNames::default()).unwrap().unwrap();
     let h = &head.parts.headers;
     assert_eq!(h["content-length"], "0");
     assert_eq!(h["x-custom-name"], "spaced value");
