@@ -91,6 +91,7 @@ pub async fn fetch_as(state: &Arc<State>, request: Request<()>, mode: Mode) -> F
             allowed: true,
             zero_copy: None,
             activity: None,
+            options_forms: None,
         };
         let resolved = crate::service::resolve_target(state, &conn, &parts)?;
         if state.access_log.is_some() {

@@ -27,9 +27,11 @@
 //!
 //! Writes go straight to the wrapped stream.
 
+use crate::options_form::OptionsForms;
 use std::io;
 use std::mem::MaybeUninit;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{ready, Context, Poll};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
@@ -72,6 +74,13 @@ impl<IO> StrictHttp1<IO> {
     /// refuse.
     pub fn new(io: IO, max_head: usize) -> Self {
         Self { io, scan: Scanner::new(max_head), hold: Vec::new(), lo: 0, ok: 0, hi: 0 }
+    }
+
+    /// Notes the target form of every `OPTIONS` request let through in `forms`, for the
+    /// service (see [`crate::options_form`]).
+    pub fn noting_options(mut self, forms: Arc<OptionsForms>) -> Self {
+        self.scan.options = Some(forms);
+        self
     }
 
     /// After `n` bytes were released from `hold[lo..]`: resets the buffer once it is empty.
@@ -257,11 +266,13 @@ struct Scanner {
     after_switch: bool,
     /// How many bytes of the head in front were already found incomplete.
     checked: usize,
+    /// Where the forms of `OPTIONS` requests are noted, if anywhere.
+    options: Option<Arc<OptionsForms>>,
 }
 
 impl Scanner {
     fn new(max_head: usize) -> Self {
-        Self { framing: Framing::Head, max_head, at_start: true, after_switch: false, checked: 0 }
+        Self { framing: Framing::Head, max_head, at_start: true, after_switch: false, checked: 0, options: None }
     }
 
     /// Scans `data`, the next bytes from the client: how many of them hyper may have, and
@@ -356,6 +367,9 @@ impl Scanner {
                     Ok((framing, switch)) => {
                         self.framing = framing;
                         self.after_switch = switch;
+                        if let (Some(forms), Some("OPTIONS")) = (&self.options, req.method) {
+                            forms.note(req.path.unwrap_or(""));
+                        }
                         Step::Pass(len)
                     }
                     Err(reason) => {

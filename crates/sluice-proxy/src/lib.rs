@@ -38,6 +38,7 @@ mod meta;
 pub mod metrics;
 mod module_list;
 pub mod module_manager;
+mod options_form;
 pub mod outcome;
 mod policy;
 mod req_body;

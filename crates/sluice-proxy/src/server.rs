@@ -6,6 +6,7 @@ use crate::config::{Config, ListenerConfig};
 use crate::framing::StrictHttp1;
 use crate::gated::Gated;
 use crate::idle::{Activity, Watched};
+use crate::options_form::OptionsForms;
 use crate::service::{self, ConnInfo};
 use crate::state::State;
 use crate::zero_copy::{SendfileQueue, ZeroCopyStream};
@@ -178,6 +179,7 @@ async fn accept_loop(
         let _ = stream.set_nodelay(true);
         state.metrics.client_connections.fetch_add(1, Relaxed);
         let queue = zero_copy.then(SendfileQueue::default);
+        let options_forms = Arc::new(OptionsForms::default());
         let conn = Arc::new(ConnInfo {
             client,
             client_ip: service::client_ip_value(client.ip()),
@@ -186,13 +188,15 @@ async fn accept_loop(
             allowed: state.client_acl.allows(client.ip()),
             zero_copy: queue.clone(),
             activity: Some(Activity::new()),
+            options_forms: Some(Arc::clone(&options_forms)),
         });
         let (state, builder, shutdown, open) =
             (Arc::clone(&state), Arc::clone(&builder), shutdown.clone(), open.clone());
         match &tls {
             None => {
                 let stream = ZeroCopyStream::new(stream, queue.unwrap_or_default());
-                tokio::spawn(serve(state, builder, shutdown, open, conn, StrictHttp1::new(stream, max_head)));
+                let guarded = StrictHttp1::new(stream, max_head).noting_options(options_forms);
+                tokio::spawn(serve(state, builder, shutdown, open, conn, guarded));
             }
             Some(acceptor) => {
                 let acceptor = acceptor.clone();
@@ -200,7 +204,8 @@ async fn accept_loop(
                 tokio::spawn(async move {
                     match tokio::time::timeout(handshake_timeout, acceptor.accept(stream)).await {
                         Ok(Ok(tls)) => {
-                            serve(state, builder, shutdown, open, conn, StrictHttp1::new(tls, max_head)).await
+                            let guarded = StrictHttp1::new(tls, max_head).noting_options(options_forms);
+                            serve(state, builder, shutdown, open, conn, guarded).await
                         }
                         Ok(Err(e)) => tracing::debug!("TLS handshake from {client}: {e}"),
                         Err(_) => tracing::debug!("TLS handshake from {client} timed out"),

@@ -4,6 +4,7 @@
 use crate::body::{OutBody, ProxyBody};
 use crate::config::Mode;
 use crate::error::{Kind, ProxyError, Side};
+use crate::options_form::{AsteriskForm, OptionsForms};
 use crate::outcome::ResultCode;
 use crate::respond;
 use crate::source::Dest;
@@ -37,6 +38,9 @@ pub struct ConnInfo {
     /// When the connection was last active, for its idle timer ([`crate::idle`]); `None` for
     /// the proxy's own requests.
     pub activity: Option<Arc<crate::idle::Activity>>,
+    /// The forms of its `OPTIONS` requests, noted by its framing guard (HTTP/1 connections;
+    /// see [`crate::options_form`]).
+    pub options_forms: Option<Arc<OptionsForms>>,
 }
 
 /// The text of `ip` as a header field value.
@@ -117,9 +121,10 @@ impl Forward {
 pub async fn handle(
     state: Arc<State>,
     conn: Arc<ConnInfo>,
-    req: Request<Incoming>,
+    mut req: Request<Incoming>,
 ) -> Result<Response<ProxyBody>, Infallible> {
     let _busy = conn.activity.as_ref().map(crate::idle::Activity::busy);
+    OptionsForms::mark(conn.options_forms.as_deref(), &mut req);
     let mut txn = Txn::start(&state, conn.client, &req);
     let method = req.method().clone();
     // hyper writes no body for HEAD: nothing to send with `sendfile`.
@@ -473,6 +478,9 @@ async fn pass(
         crate::resolve::Resolved::Respond(local) => return Ok(respond::local(state, *local)),
     };
     let mut parts = origin_request(&forward.uri, forward.client.method.clone(), headers)?;
+    if parts.method == Method::OPTIONS && forward.client.extensions.get::<AsteriskForm>().is_some() {
+        parts.uri = Uri::from_static("*");
+    }
     if let Some(local) = module_phase!(txn, Respond, |m, info| m.req_out(info, &mut parts))?.respond {
         return Ok(respond::local(state, *local));
     }

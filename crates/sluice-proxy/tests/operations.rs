@@ -223,6 +223,28 @@ async fn max_forwards_zero_is_answered_by_the_proxy() {
 }
 
 #[tokio::test]
+async fn rfc9112_3_2_4_options_for_a_server_goes_to_the_origin_as_asterisk() {
+    let h = Harness::forward().await;
+    h.origin.on("*", Reply::ok(""));
+    h.origin.on("/", Reply::ok(""));
+    let origin = h.origin.addr;
+    // Pipelined, in one write: the forms must stay matched to their requests.
+    let requests = format!(
+        "OPTIONS http://{origin} HTTP/1.1\r\nHost: {origin}\r\n\r\n\
+         OPTIONS http://{origin}/ HTTP/1.1\r\nHost: {origin}\r\n\r\n\
+         GET http://{origin}/ HTTP/1.1\r\nHost: {origin}\r\n\r\n\
+         OPTIONS http://{origin} HTTP/1.1\r\nHost: {origin}\r\nConnection: close\r\n\r\n"
+    );
+    let answers = client::raw(h.addr(), requests.as_bytes()).await;
+    assert_eq!(answers.matches("HTTP/1.1 200").count(), 4, "{answers}");
+    let asterisk = h.origin.requests("*");
+    assert_eq!(asterisk.len(), 2, "the server-wide OPTIONS requests");
+    assert!(asterisk.iter().all(|r| r.method == "OPTIONS"));
+    let root: Vec<_> = h.origin.requests("/").into_iter().map(|r| r.method).collect();
+    assert_eq!(root, ["OPTIONS", "GET"], "a target with a path keeps it");
+}
+
+#[tokio::test]
 async fn shutdown_lets_in_flight_requests_finish() {
     let h = Harness::forward().await;
     h.origin.on("/draining", Reply::ok("finished").delay(Duration::from_millis(300)));
