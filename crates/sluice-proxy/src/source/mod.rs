@@ -63,7 +63,10 @@ pub async fn send(state: &State, dest: &Dest, req: Request<OutBody>) -> Result<S
     match dest {
         Dest::Origin(target) => {
             let origin = state.upstream.send(target, req).await?;
-            Ok(SourceResponse { response: origin.response.map(SourceBody::Origin), peer: Some(origin.peer) })
+            Ok(SourceResponse {
+                response: origin.response.map(|body| SourceBody::Origin(Box::new(body))),
+                peer: Some(origin.peer),
+            })
         }
         Dest::Files(files) => {
             let response = files.respond(&state.dates, req).await?;
@@ -75,8 +78,9 @@ pub async fn send(state: &State, dest: &Dest, req: Request<OutBody>) -> Result<S
 /// A response body from a data source.
 #[derive(Debug)]
 pub enum SourceBody {
-    /// Read off an origin connection.
-    Origin(PooledBody),
+    /// Read off an origin connection. Boxed: it carries the connection, and inline it would
+    /// make every response body (hits included) twice as large to move.
+    Origin(Box<PooledBody>),
     /// Read from a file (boxed: a file body is several times the size of the others, and
     /// every response body would pay for it).
     File(Box<FileBody>),
@@ -98,7 +102,7 @@ impl Body for SourceBody {
 
     fn poll_frame(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
         match self.get_mut() {
-            SourceBody::Origin(body) => Pin::new(body).poll_frame(cx).map_err(Into::into),
+            SourceBody::Origin(body) => Pin::new(body.as_mut()).poll_frame(cx).map_err(Into::into),
             SourceBody::File(body) => Pin::new(body).poll_frame(cx).map_err(Into::into),
             SourceBody::Local { data, .. } => Poll::Ready(data.take().map(|b| Ok(Frame::data(b)))),
         }
