@@ -57,7 +57,7 @@ pub async fn open(
 impl Tunnel {
     /// Copies bytes both ways until the tunnel closes, then logs the transaction with the
     /// bytes sent to the client.
-    pub async fn run(self, state: Arc<State>, txn: Txn) {
+    pub async fn run(self, state: Arc<State>, txn: Box<Txn>) {
         state.metrics.tunnels_open.fetch_add(1, Relaxed);
         let mut origin = self.origin;
         let (to_client, completed) = match self.upgrade.await {

@@ -23,7 +23,7 @@ use std::time::SystemTime;
 /// change, and the transaction handed to the body.
 pub async fn finalize(
     state: &State,
-    mut txn: Txn,
+    mut txn: Box<Txn>,
     response: Response<ProxyBody>,
     method: &Method,
 ) -> Response<ProxyBody> {
@@ -71,7 +71,7 @@ pub async fn finalize(
         }
     }
     txn.responding(&parts);
-    Response::from_parts(parts, body.with_txn(Box::new(txn), phases))
+    Response::from_parts(parts, body.with_txn(txn, phases))
 }
 
 /// The body phases `body` runs for the modules still active; `None` when there are none.
@@ -83,11 +83,11 @@ fn body_phases(txn: &mut Txn, body: &ProxyBody) -> Option<BodyPhases> {
     Some(BodyPhases { origin, client: true, may_change: edits.client_response || (origin && edits.origin_response) })
 }
 
-fn error_response(state: &State, mut txn: Txn, err: &ProxyError) -> Response<ProxyBody> {
+fn error_response(state: &State, mut txn: Box<Txn>, err: &ProxyError) -> Response<ProxyBody> {
     let response = error(state, err);
     let (parts, body) = response.into_parts();
     txn.responding(&parts);
-    Response::from_parts(parts, body.with_txn(Box::new(txn), BodyPhases::default()))
+    Response::from_parts(parts, body.with_txn(txn, BodyPhases::default()))
 }
 
 /// What holding a response body for the modules produced.
