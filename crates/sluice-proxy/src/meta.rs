@@ -72,7 +72,7 @@ pub fn describe(received: Received<'_>, directives: Directives, heuristic: &Heur
     ObjectMeta {
         key,
         status,
-        headers,
+        headers: sluice_store::stored_headers(headers),
         vary,
         vary_key,
         request_time,

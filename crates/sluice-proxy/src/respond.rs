@@ -7,7 +7,7 @@ use crate::error::{Kind, ProxyError};
 use crate::state::State;
 use crate::txn::{module_phase, Txn};
 use bytes::Bytes;
-use http::header::{self, HeaderMap, HeaderValue};
+use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::{request, Method, Response, StatusCode, Version};
 use sluice_http::cache_status::CacheStatus;
 use sluice_http::conditional::{self, Precondition};
@@ -228,11 +228,11 @@ pub fn from_object(
         Precondition::Proceed
     };
     let mut headers = match precondition {
-        // Room for Age, Cache-Status, Via, Accept-Ranges and a few module headers, so adding
-        // them does not grow the map again and again.
+        // Room for Age, Cache-Status, Via, Accept-Ranges and a few module headers: free when
+        // the stored map was built with that room (`sluice_store::stored_headers`).
         Precondition::Proceed => {
             let mut headers = meta.headers.clone();
-            headers.reserve(8);
+            headers.reserve(sluice_store::SERVE_HEADROOM);
             headers
         }
         Precondition::NotModified => conditional::not_modified_headers(&meta.headers),
@@ -268,9 +268,15 @@ pub fn from_object(
 /// True when a request carries a precondition (RFC 9110 §13.1); most hits do not, and then
 /// evaluation is skipped.
 fn has_preconditions(headers: &HeaderMap) -> bool {
-    [header::IF_NONE_MATCH, header::IF_MODIFIED_SINCE, header::IF_MATCH, header::IF_UNMODIFIED_SINCE]
-        .iter()
-        .any(|name| headers.contains_key(name))
+    const PRECONDITIONS: [HeaderName; 4] =
+        [header::IF_NONE_MATCH, header::IF_MODIFIED_SINCE, header::IF_MATCH, header::IF_UNMODIFIED_SINCE];
+    // A request has few fields: one pass over their names (standard names compare as small
+    // numbers) is cheaper than four lookups, each of which hashes a name.
+    if headers.keys_len() <= 8 {
+        headers.keys().any(|name| PRECONDITIONS.contains(name))
+    } else {
+        PRECONDITIONS.iter().any(|name| headers.contains_key(name))
+    }
 }
 
 /// What the client's `Range` asks of a stored response of `len` bytes: ranges apply to 200
@@ -354,6 +360,30 @@ fn disk_body(
         RangeOutcome::Full | RangeOutcome::Partial(_) => {
             headers.insert(header::CONTENT_LENGTH, HeaderValue::from(len));
             (meta.status, ProxyBody::disk(disk))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn preconditions_are_found_among_few_fields_and_among_many() {
+        for extra in [0, 20] {
+            let mut headers = HeaderMap::new();
+            for i in 0..extra {
+                headers.insert(HeaderName::try_from(format!("x-f{i}")).unwrap(), HeaderValue::from_static("v"));
+            }
+            headers.insert(header::HOST, HeaderValue::from_static("a"));
+            assert!(!has_preconditions(&headers), "{extra} extra fields");
+            for name in
+                [header::IF_NONE_MATCH, header::IF_MODIFIED_SINCE, header::IF_MATCH, header::IF_UNMODIFIED_SINCE]
+            {
+                let mut with = headers.clone();
+                with.insert(name.clone(), HeaderValue::from_static("x"));
+                assert!(has_preconditions(&with), "{name} among {extra} extra fields");
+            }
         }
     }
 }

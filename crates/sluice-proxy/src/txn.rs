@@ -76,13 +76,15 @@ impl Txn {
         };
         let (modules, start_failure) = SharedChain::new(&state.modules.load(), &info);
         let headers = req.headers();
+        // The log line's fields are looked up only when there is a log to write.
+        let logged = state.access_log.is_some();
         Box::new(Self {
             modules,
             start_failure,
             code: ResultCode::None,
             peer: None,
             // Formatted only for the access log; routing sets the absolute URL.
-            url: if state.access_log.is_some() { req.uri().to_string() } else { String::new() },
+            url: if logged { req.uri().to_string() } else { String::new() },
             status: 0,
             content_type: None,
             head_bytes: 0,
@@ -91,8 +93,8 @@ impl Txn {
             started: Instant::now(),
             method: req.method().clone(),
             version: req.version(),
-            referer: headers.get(header::REFERER).cloned(),
-            user_agent: headers.get(header::USER_AGENT).cloned(),
+            referer: if logged { headers.get(header::REFERER).cloned() } else { None },
+            user_agent: if logged { headers.get(header::USER_AGENT).cloned() } else { None },
             state: Arc::clone(state),
             info,
         })

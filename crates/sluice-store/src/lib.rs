@@ -27,6 +27,6 @@ pub use collapse::{Collapser, Join, Leader, Outcome, Pending};
 pub use disk::DiskTier;
 pub use fill::{Fill, FillError, FillReader};
 pub use memory::{Admit, KeptElsewhere, Lookup, MemoryStore, StoreStats};
-pub use object::{Object, ObjectMeta};
+pub use object::{stored_headers, Object, ObjectMeta, SERVE_HEADROOM};
 pub use suspend::{suspendable, Suspended};
 pub use sweep::{SweepReport, SweepRule, Verdict};

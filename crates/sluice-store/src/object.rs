@@ -10,6 +10,20 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
+/// How many fields a response served from the cache typically gains on its way out: `Age`,
+/// `Cache-Status`, `Via`, `Accept-Ranges`, and a few from modules.
+pub const SERVE_HEADROOM: usize = 8;
+
+/// `headers` as they should be stored in [`ObjectMeta::headers`]: indexed with room for
+/// [`SERVE_HEADROOM`] more fields, so that a hit's copy takes them without being indexed
+/// again (about 800 instructions per hit), and without spare room for the fields themselves
+/// (a copy would not keep it, and it would cost each stored object about 800 bytes).
+pub fn stored_headers(mut headers: HeaderMap) -> HeaderMap {
+    headers.reserve(SERVE_HEADROOM);
+    // A clone has the original's index size and exactly its fields.
+    headers.clone()
+}
+
 /// What the cache knows about a stored response, computed once when it is stored (or
 /// freshened by a 304), so a hit does no header parsing.
 #[derive(Debug, Clone)]
@@ -17,7 +31,8 @@ pub struct ObjectMeta {
     /// Primary cache key (see [`sluice_http::key::primary_key`]).
     pub key: String,
     pub status: StatusCode,
-    /// Response header fields as stored (hop-by-hop fields removed).
+    /// Response header fields as stored (hop-by-hop fields removed), best built with
+    /// [`stored_headers`].
     pub headers: HeaderMap,
     /// The request fields the response varies on (empty without `Vary`).
     pub vary: Vec<HeaderName>,
@@ -104,5 +119,28 @@ impl Object {
     /// Bytes charged to the tier for this object: body plus metadata.
     pub fn footprint(&self) -> u64 {
         self.body.len() + self.meta.footprint()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http::header::{HeaderValue, AGE, CONTENT_TYPE, ETAG};
+
+    #[test]
+    fn stored_headers_and_their_copies_have_room_for_the_serving_fields() {
+        let mut headers = HeaderMap::new();
+        headers.insert(CONTENT_TYPE, HeaderValue::from_static("text/plain"));
+        headers.insert(ETAG, HeaderValue::from_static("\"1\""));
+        let stored = stored_headers(headers.clone());
+        assert_eq!(stored, headers, "the same fields");
+        let copy = stored.clone();
+        assert!(copy.capacity() >= headers.len() + SERVE_HEADROOM, "{} fields of room", copy.capacity());
+        // Reserving the headroom again is then free: the capacity does not change.
+        let mut served = copy;
+        served.reserve(SERVE_HEADROOM);
+        assert_eq!(served.capacity(), stored.capacity());
+        served.insert(AGE, HeaderValue::from_static("0"));
+        assert_eq!(served.capacity(), stored.capacity());
     }
 }

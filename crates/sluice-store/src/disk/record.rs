@@ -198,7 +198,7 @@ pub fn decode(bytes: &[u8]) -> Result<ObjectMeta, Corrupt> {
     Ok(ObjectMeta {
         key,
         status,
-        headers,
+        headers: crate::object::stored_headers(headers),
         vary,
         vary_key,
         request_time,
