@@ -3,7 +3,7 @@
 use crate::config::RouteConfig;
 use crate::source::FileSource;
 use crate::upstream::Target;
-use http::uri::{Authority, Scheme};
+use http::uri::{Authority, PathAndQuery, Scheme};
 use http::HeaderValue;
 use std::sync::Arc;
 
@@ -130,19 +130,21 @@ impl Route {
         path.get(self.prefix.len()..).unwrap_or("")
     }
 
-    /// The origin URI for a request path-and-query under `origin`, this route's origin.
-    pub fn target(&self, origin: &Origin, path_and_query: &str) -> Result<http::Uri, http::Error> {
-        let rest = if origin.base_path.is_empty() {
-            path_and_query.to_owned()
+    /// The origin URI for a request's path and query under `origin`, this route's origin.
+    /// Without a base path the request's own path and query are reused (shared, not copied
+    /// and validated again).
+    pub fn target(&self, origin: &Origin, path_and_query: &PathAndQuery) -> Result<http::Uri, http::Error> {
+        let path_and_query = if origin.base_path.is_empty() {
+            path_and_query.clone()
         } else {
-            let tail = self.tail(path_and_query).trim_start_matches('/');
-            format!("{}/{}", origin.base_path, tail)
+            let tail = self.tail(path_and_query.as_str()).trim_start_matches('/');
+            PathAndQuery::try_from(format!("{}/{}", origin.base_path, tail))?
         };
-        http::Uri::builder()
-            .scheme(origin.scheme.clone())
-            .authority(origin.authority.clone())
-            .path_and_query(rest)
-            .build()
+        let mut parts = http::uri::Parts::default();
+        parts.scheme = Some(origin.scheme.clone());
+        parts.authority = Some(origin.authority.clone());
+        parts.path_and_query = Some(path_and_query);
+        Ok(http::Uri::from_parts(parts)?)
     }
 }
 
@@ -176,7 +178,7 @@ mod tests {
         .unwrap();
         let r = routes.find(Some("example.com"), "/static/a.png").unwrap();
         assert_eq!(
-            r.target(origin_of(r), "/static/a.png?x=1").unwrap().to_string(),
+            r.target(origin_of(r), &PathAndQuery::from_static("/static/a.png?x=1")).unwrap().to_string(),
             "http://static:80/assets/a.png?x=1"
         );
         assert_eq!(origin_of(routes.find(Some("EXAMPLE.COM"), "/x").unwrap()).authority.as_str(), "ex:80");
@@ -196,7 +198,7 @@ mod tests {
             let routes = Routes::new(&[route(None, "/", text)]).unwrap();
             let r = routes.find(None, "/a").unwrap();
             let origin = origin_of(r);
-            let uri = r.target(origin, "/a?b").unwrap();
+            let uri = r.target(origin, &PathAndQuery::from_static("/a?b")).unwrap();
             assert_eq!(Some(origin.target.clone()), Target::of(&uri), "{text}");
             assert_eq!(origin.host, uri.authority().unwrap().as_str(), "{text}");
         }

@@ -13,6 +13,7 @@ use crate::txn::{module_phase, Txn};
 use crate::upstream::Target;
 use bytes::BytesMut;
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
+use http::uri::PathAndQuery;
 use http::{request, Method, Request, Response, StatusCode, Uri, Version};
 use hyper::body::Incoming;
 use sluice_http::cache_status::Fwd;
@@ -350,9 +351,8 @@ pub(crate) struct Resolved {
 /// absolute URI. A file route's URI names the file (`file://localhost/...`); a request
 /// path that would leave the route's directory is refused here (403).
 pub(crate) fn resolve_target(state: &State, conn: &ConnInfo, parts: &request::Parts) -> Result<Resolved, ProxyError> {
-    let host_header = parts.headers.get(header::HOST).and_then(|h| h.to_str().ok());
-    let host = parts.uri.host().or_else(|| host_header.map(strip_port));
-    let path_and_query = parts.uri.path_and_query().map_or("/", |p| p.as_str());
+    let host_field = parts.headers.get(header::HOST);
+    let host = parts.uri.host().or_else(|| host_field.and_then(|h| h.to_str().ok()).map(strip_port));
     if conn.mode.reverses() {
         if let Some(route) = state.routes.find(host, parts.uri.path()) {
             let origin = match &route.backend {
@@ -364,12 +364,13 @@ pub(crate) fn resolve_target(state: &State, conn: &ConnInfo, parts: &request::Pa
                     return Ok(Resolved { target: Dest::Files(Arc::clone(files)), uri, reverse: true, host, esi });
                 }
             };
+            let root = PathAndQuery::from_static("/");
             let uri = route
-                .target(origin, path_and_query)
+                .target(origin, parts.uri.path_and_query().unwrap_or(&root))
                 .map_err(|e| ProxyError::bad_request("cannot map the request URI").with_cause(e))?;
             // The URI's scheme and authority are the origin's: its precomputed target and Host.
             let target = origin.target.clone();
-            let host = match (route.preserve_host, parts.headers.get(header::HOST)) {
+            let host = match (route.preserve_host, host_field) {
                 (true, Some(h)) => h.clone(),
                 _ => origin.host.clone(),
             };

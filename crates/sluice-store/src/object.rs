@@ -82,23 +82,32 @@ impl ObjectMeta {
     }
 }
 
-/// A complete stored response.
+/// A complete stored response. `meta` and `body` stay as they were made for the object's
+/// life (new metadata makes a new object: [`Object::with_meta`]); its footprint is computed
+/// from them once.
 #[derive(Debug)]
 pub struct Object {
     pub meta: Arc<ObjectMeta>,
     pub body: StoredBody,
     hits: AtomicU64,
+    /// See [`Object::footprint`]; asked on every hit, so not summed over the fields each time.
+    footprint: u64,
 }
 
 impl Object {
     /// A stored response with no hits yet.
     pub fn new(meta: Arc<ObjectMeta>, body: StoredBody) -> Self {
-        Self { meta, body, hits: AtomicU64::new(0) }
+        Self::with_hits(meta, body, 0)
     }
 
     /// The same body with new metadata (after a 304 freshened it), keeping the hit count.
     pub fn with_meta(&self, meta: Arc<ObjectMeta>) -> Self {
-        Self { meta, body: self.body.clone(), hits: AtomicU64::new(self.hits()) }
+        Self::with_hits(meta, self.body.clone(), self.hits())
+    }
+
+    fn with_hits(meta: Arc<ObjectMeta>, body: StoredBody, hits: u64) -> Self {
+        let footprint = body.len() + meta.footprint();
+        Self { meta, body, hits: AtomicU64::new(hits), footprint }
     }
 
     /// Counts one hit.
@@ -118,7 +127,7 @@ impl Object {
 
     /// Bytes charged to the tier for this object: body plus metadata.
     pub fn footprint(&self) -> u64 {
-        self.body.len() + self.meta.footprint()
+        self.footprint
     }
 }
 
