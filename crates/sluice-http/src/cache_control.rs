@@ -128,7 +128,9 @@ pub fn cdn_cache_control_in_force(headers: &HeaderMap) -> bool {
 /// (RFC 9111 §5.4: Pragma is only honoured when Cache-Control is absent).
 /// Pragma directive names are case-insensitive tokens (RFC 7234 §5.4).
 pub fn pragma_no_cache(request_headers: &HeaderMap) -> bool {
-    !request_headers.contains_key(CACHE_CONTROL)
+    // Pragma first: most requests carry neither field, and then one lookup answers.
+    request_headers.contains_key(PRAGMA)
+        && !request_headers.contains_key(CACHE_CONTROL)
         && list_members(request_headers, &PRAGMA)
             .into_iter()
             .any(|m| split_directive(m).0.eq_ignore_ascii_case(b"no-cache"))

@@ -128,6 +128,9 @@ fn max_head(state: &State) -> usize {
     state.config.client.max_header_bytes.0.max(8192) as usize
 }
 
+/// hyper's own limit on the fields of an HTTP/1 request head.
+const HYPER_MAX_HEADERS: usize = 100;
+
 fn http_builder(state: &State, lc: &ListenerConfig, tls: bool) -> auto::Builder<TokioExecutor> {
     let mut builder = auto::Builder::new(TokioExecutor::new());
     builder
@@ -139,8 +142,12 @@ fn http_builder(state: &State, lc: &ListenerConfig, tls: bool) -> auto::Builder<
         // see `crate::zero_copy`); hyper's automatic choice for a TCP stream, made explicit.
         .writev(true)
         .timer(TokioTimer::new())
-        .max_headers(state.config.client.max_header_fields)
         .header_read_timeout(state.config.client.header_read_timeout.0);
+    // hyper parses into stack arrays of its default size (100 fields); any other limit, even
+    // a smaller one, makes it fill (and above 100, allocate) two arrays per request.
+    if state.config.client.max_header_fields != HYPER_MAX_HEADERS {
+        builder.http1().max_headers(state.config.client.max_header_fields);
+    }
     // The same limit on a request head as in HTTP/1 (h2 answers 431 past it). HTTP/2 has no
     // idle timer of its own in hyper: `serve` closes idle connections.
     let max_header_list = u32::try_from(state.config.client.max_header_bytes.0).unwrap_or(u32::MAX);
