@@ -57,10 +57,6 @@ struct FetchSpec {
 }
 
 /// What a fetch produced.
-#[expect(
-    clippy::large_enum_variant,
-    reason = "returned once per fetch and matched at once; boxing the body would add an allocation to every uncacheable response"
-)]
 enum Fetched {
     /// The origin confirmed the stale object (304); here it is, freshened and stored.
     Refreshed(Arc<Object>),
