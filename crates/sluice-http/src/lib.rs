@@ -17,12 +17,14 @@
 //! | [`cache_status`] | RFC 9211 |
 //! | [`hop`] | RFC 9110 §7.6.1 |
 //! | [`key`] | cache keys |
+//! | [`fields`] | field lookups shared by the others |
 
 pub mod age;
 pub mod cache_control;
 pub mod cache_status;
 pub mod conditional;
 pub mod dates;
+pub mod fields;
 pub mod freshness;
 pub mod hop;
 pub mod invalidation;

@@ -270,13 +270,7 @@ pub fn from_object(
 fn has_preconditions(headers: &HeaderMap) -> bool {
     const PRECONDITIONS: [HeaderName; 4] =
         [header::IF_NONE_MATCH, header::IF_MODIFIED_SINCE, header::IF_MATCH, header::IF_UNMODIFIED_SINCE];
-    // A request has few fields: one pass over their names (standard names compare as small
-    // numbers) is cheaper than four lookups, each of which hashes a name.
-    if headers.keys_len() <= 8 {
-        headers.keys().any(|name| PRECONDITIONS.contains(name))
-    } else {
-        PRECONDITIONS.iter().any(|name| headers.contains_key(name))
-    }
+    sluice_http::fields::has_any(headers, &PRECONDITIONS)
 }
 
 /// What the client's `Range` asks of a stored response of `len` bytes: ranges apply to 200
