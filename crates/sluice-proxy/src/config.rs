@@ -370,7 +370,7 @@ impl Default for ClientConfig {
             max_header_bytes: Size(64 * 1024),
             transaction_timeout: Dur(Duration::from_secs(60)),
             tunnel_idle_timeout: Dur(Duration::from_secs(300)),
-            max_header_fields: 100,
+            max_header_fields: crate::framing::HYPER_MAX_HEADERS,
         }
     }
 }

@@ -42,11 +42,13 @@ const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 /// token. hyper's parser refuses it at the first byte (`400 Bad Request`, connection closed).
 const REJECTED_HEAD: &[u8] = b"@ / HTTP/1.1\r\n\r\n";
 
-/// Header slots parsed on the stack: hyper's default limit. Heads with more are parsed again
-/// with up to [`MAX_HEADERS_FALLBACK`] slots on the heap (hyper answers 431 past its limit);
-/// heads with more than that are handed to hyper unchecked, and refused by it, as long as its
-/// limit (`client.max_header_fields`, at most 1024: `Config::validate`) is not raised above that.
-const MAX_HEADERS: usize = 100;
+/// hyper's own limit on the fields of a request head, and `client.max_header_fields`' default
+/// (hyper's limit is set only when the option differs: `server.rs`). Also the header slots
+/// parsed on the stack here; heads with more are parsed again with up to
+/// [`MAX_HEADERS_FALLBACK`] slots on the heap (hyper answers 431 past its limit). Heads with
+/// more than that are handed to hyper unchecked, and refused by it, as long as its limit
+/// (`client.max_header_fields`, at most 1024: `Config::validate`) is not raised above that.
+pub(crate) const HYPER_MAX_HEADERS: usize = 100;
 const MAX_HEADERS_FALLBACK: usize = 1024;
 
 /// First size of the buffer for heads that arrive in pieces.
@@ -344,7 +346,7 @@ impl Scanner {
             self.checked = data.len();
             return Step::Hold;
         }
-        let mut headers = [MaybeUninit::<httparse::Header<'_>>::uninit(); MAX_HEADERS];
+        let mut headers = [MaybeUninit::<httparse::Header<'_>>::uninit(); HYPER_MAX_HEADERS];
         let mut req = httparse::Request::new(&mut []);
         match req.parse_with_uninit_headers(data, &mut headers) {
             Err(httparse::Error::TooManyHeaders) => {}

@@ -3,7 +3,7 @@
 
 use crate::admin::Admin;
 use crate::config::{Config, ListenerConfig};
-use crate::framing::StrictHttp1;
+use crate::framing::{StrictHttp1, HYPER_MAX_HEADERS};
 use crate::gated::Gated;
 use crate::idle::{Activity, Watched};
 use crate::options_form::OptionsForms;
@@ -127,9 +127,6 @@ fn write_private(path: &std::path::Path, text: &str) -> std::io::Result<()> {
 fn max_head(state: &State) -> usize {
     state.config.client.max_header_bytes.0.max(8192) as usize
 }
-
-/// hyper's own limit on the fields of an HTTP/1 request head.
-const HYPER_MAX_HEADERS: usize = 100;
 
 fn http_builder(state: &State, lc: &ListenerConfig, tls: bool) -> auto::Builder<TokioExecutor> {
     let mut builder = auto::Builder::new(TokioExecutor::new());
