@@ -1,11 +1,22 @@
 #!/usr/bin/env bash
 # User-space instructions per 1 KiB cache hit, per module configuration, counted with callgrind:
 # the steady counterpart of run.sh's requests per CPU second (repeat runs agree within ±0.3%;
-# machine load does not move them).
+# machine load does not move them). Also counts each configuration's system calls per hit
+# (strace, natively), and estimates the overhead in CPU time, the issue's unit, from both:
+#
+#   CPU overhead = (instructions over none / instructions of none under load) x user share
+#
+# where "under load" is none under callgrind loaded by wrk -t1 -c32 (Tokio and epoll work is
+# shared by the requests a wakeup finds, so a hit costs fewer instructions than one at a time)
+# and the user share is none's utime / (utime + stime) natively under the same wrk (/proc). It
+# holds when every configuration makes the same system calls per hit (the table shows them),
+# so that only the user-space part of a hit's CPU time differs; run.sh measures the same thing
+# directly, but on this shared VM its rounds swing by tens of percent.
 #
 #   bench/modules/callgrind.sh                          # none noop add-headers wasm-empty
 #   bench/modules/callgrind.sh none noop                # chosen configurations
 #   N=2000 SLUICE=/tmp/sluice-abc bench/modules/callgrind.sh none wasm-empty-lean
+#   SHARE=0.40 LOADED=20700 bench/modules/callgrind.sh ...   # share and load figures of before
 #
 # Configurations: none; any built-in module name (noop, add-headers, body-copy); wasm-empty,
 # wasm-empty-lean (heads not kept for later callbacks), wasm-empty-abi (no SDK),
@@ -24,7 +35,9 @@ OUT=${OUT:-bench/out/callgrind}
 configs=("$@")
 ((${#configs[@]})) || configs=(none noop add-headers wasm-empty)
 
-command -v valgrind >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq valgrind >/dev/null; }
+for tool in valgrind strace wrk; do
+  command -v "$tool" >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$tool" >/dev/null; }
+done
 [ -x "$SLUICE" ] || cargo build --release -p sluice
 # $work, pids, cleanup, start_origin, module_entry, build_plugins.
 source bench/modules/common.sh
@@ -35,8 +48,78 @@ start_origin "$PORT_BASE"
 proxy=127.0.0.1:$((PORT_BASE + 1))
 
 urls=$(for _ in $(seq "$N"); do printf 'http://%s/1k ' "$proxy"; done)
-echo "| configuration | instructions per hit | over none |"
-echo "|---|---:|---:|"
+# Waits until $proxy serves a hit (warning when it serves something else).
+warm() {
+  for _ in $(seq 300); do curl -sf -o /dev/null "http://$proxy/1k" && break; sleep 0.2; done
+  curl -sf -o /dev/null "http://$proxy/1k"
+  status=$(curl -s -D - -o /dev/null "http://$proxy/1k" | tr -d '\r' | grep -i '^cache-status' || true)
+  case "$status" in *"; hit"*) ;; *) echo "warning: $1 is not serving hits: $status" >&2 ;; esac
+}
+
+# Stops process $1 and waits for it to go.
+stop() {
+  kill "$1"
+  while kill -0 "$1" 2>/dev/null; do sleep 0.1; done
+}
+
+# System calls per hit of configuration $1, every thread's (strace -c, natively, N hits):
+# prints "total i/o", i/o being all but the futex and sleep calls of idle helper threads.
+syscalls_per_hit() {
+  "$SLUICE" serve --config "$work/$1.toml" --threads 1 2>>"$work/$1.log" &
+  local spid=$!
+  pids+=("$spid")
+  warm "$1"
+  strace -f -c -p "$spid" -o "$work/$1.strace" 2>"$work/$1.strace.err" &
+  local tpid=$!
+  # Attached once strace says so for the process's threads.
+  for _ in $(seq 100); do grep -q "attached" "$work/$1.strace.err" 2>/dev/null && break; sleep 0.05; done
+  # shellcheck disable=SC2086 # one argument per URL
+  curl -s $urls >/dev/null
+  kill -INT "$tpid"
+  wait "$tpid" || true
+  stop "$spid"
+  awk -v n="$N" '$NF != "total" && $4 ~ /^[0-9]+$/ {
+      all += $4; if ($NF !~ /^(futex|nanosleep|clock_nanosleep|sched_yield|restart_syscall)$/) io += $4 }
+    END { printf "%.2f %.2f", all / n, io / n }' "$work/$1.strace"
+}
+
+# Configuration $1 (the baseline) under wrk -t1 -c32 for 2 s at a time, three times: natively,
+# its user share of CPU (utime / (utime + stime), from /proc); under callgrind, its
+# instructions per hit. Prints "share instructions".
+under_load() {
+  "$SLUICE" serve --config "$work/$1.toml" --threads 1 2>>"$work/$1.log" &
+  local spid=$! user=0 total=0 u0 s0 u1 s1 hits=0
+  pids+=("$spid")
+  warm "$1"
+  for _ in 1 2 3; do
+    read -r u0 s0 < <(awk '{print $14, $15}' "/proc/$spid/stat")
+    wrk -t1 -c32 -d2s "http://$proxy/1k" >/dev/null
+    read -r u1 s1 < <(awk '{print $14, $15}' "/proc/$spid/stat")
+    user=$((user + u1 - u0)); total=$((total + u1 - u0 + s1 - s0))
+  done
+  stop "$spid"
+  valgrind --tool=callgrind --callgrind-out-file="$OUT/$1-loaded.out" --instr-atstart=no \
+    "$SLUICE" serve --config "$work/$1.toml" --threads 1 2>>"$work/$1.log" &
+  spid=$!
+  pids+=("$spid")
+  warm "$1"
+  callgrind_control -i on "$spid" >/dev/null
+  for _ in 1 2 3; do
+    hits=$((hits + $(wrk -t1 -c32 -d2s "http://$proxy/1k" | awk '/requests in/ {print $1}')))
+  done
+  callgrind_control -i off "$spid" >/dev/null
+  callgrind_control -d "$spid" >/dev/null
+  stop "$spid"
+  awk -v u="$user" -v t="$total" -v h="$hits" -v i="$(instructions "$OUT/$1-loaded.out.1")" \
+    'BEGIN { printf "%.3f %d\n", u / t, i / h }'
+}
+
+# The instructions counted in callgrind profile $1.
+instructions() {
+  callgrind_annotate "$1" | awk '/PROGRAM TOTALS/ && !seen {gsub(",", "", $1); print $1; seen = 1}'
+}
+
+declare -A per_hit calls
 base=""
 for c in "${configs[@]}"; do
   {
@@ -49,21 +132,27 @@ for c in "${configs[@]}"; do
     "$SLUICE" serve --config "$work/$c.toml" --threads 1 2>"$work/$c.log" &
   vpid=$!
   pids+=("$vpid")
-  for _ in $(seq 300); do curl -sf -o /dev/null "http://$proxy/1k" && break; sleep 0.2; done
-  curl -sf -o /dev/null "http://$proxy/1k"
-  status=$(curl -s -D - -o /dev/null "http://$proxy/1k" | tr -d '\r' | grep -i '^cache-status' || true)
-  case "$status" in *"; hit"*) ;; *) echo "warning: $c is not serving hits: $status" >&2 ;; esac
+  warm "$c"
   callgrind_control -i on "$vpid" >/dev/null
   # shellcheck disable=SC2086 # one argument per URL
   curl -s $urls >/dev/null
   callgrind_control -i off "$vpid" >/dev/null
   callgrind_control -d "$vpid" >/dev/null
-  kill "$vpid"
-  while kill -0 "$vpid" 2>/dev/null; do sleep 0.1; done
-  total=$(callgrind_annotate "$OUT/$c.out.1" | awk '/PROGRAM TOTALS/ && !seen {gsub(",", "", $1); print $1; seen = 1}')
-  per=$((total / N))
-  [ -n "$base" ] || base=$per
-  awk -v c="$c" -v p="$per" -v b="$base" 'BEGIN { printf "| %s | %d | %+d (%+.1f%%) |\n", c, p, p - b, 100 * (p - b) / b }'
+  stop "$vpid"
+  per_hit[$c]=$(($(instructions "$OUT/$c.out.1") / N))
+  [ -n "$base" ] || base=${per_hit[$c]}
+  calls[$c]=$(syscalls_per_hit "$c")
+done
+if [ -n "${SHARE:-}" ] && [ -n "${LOADED:-}" ]; then loaded=$LOADED; share=$SHARE; else read -r share loaded < <(under_load "${configs[0]}"); fi
+
+echo "| configuration | instructions per hit | over none | system calls per hit (i/o) | CPU overhead, estimated |"
+echo "|---|---:|---:|---:|---:|"
+for c in "${configs[@]}"; do
+  read -r all io <<<"${calls[$c]}"
+  awk -v c="$c" -v p="${per_hit[$c]}" -v b="$base" -v all="$all" -v io="$io" -v s="$share" -v l="$loaded" 'BEGIN {
+    printf "| %s | %d | %+d (%+.1f%%) | %.2f (%.2f) | %+.1f%% |\n", c, p, p - b, 100 * (p - b) / b, all, io, 100 * s * (p - b) / l }'
 done
 echo
-echo "release build $SLUICE, --threads 1, $N keep-alive 1 KiB hits; profiles in $OUT"
+echo "release build $SLUICE, --threads 1, $N keep-alive 1 KiB hits from one curl; profiles in $OUT."
+echo "none under wrk -t1 -c32: $loaded instructions per hit, user share of CPU $share; the estimate"
+echo "is (over none) / $loaded x $share."
