@@ -112,10 +112,49 @@ pub enum Flow {
     /// unchanged; closed, the transaction fails. The other modules go on.
     Buffer { max: usize },
     /// Async work (an external call, CPU work on [`TxnInfo::cpu`]): the host awaits the future,
-    /// at most `deadline`, and uses the verdict it yields (past the deadline: the module's
-    /// failure policy). The future is dropped, cancelling the work, if the client goes away.
-    /// Honoured in header phases.
+    /// at most `deadline`, then hands what the phase works on back to this module with the
+    /// verdict the work yielded ([`Txn::resumed`], which by default returns that verdict), and
+    /// goes on with the next module (past the deadline: the module's failure policy). The
+    /// future is dropped, cancelling the work, if the client goes away. Honoured in the header
+    /// phases (`req_headers`, `cache_lookup`, `resolve`, `req_out`, `origin_resp_headers`,
+    /// `client_resp_headers`) and in the body phases called once with a whole buffered body
+    /// (`req_body` after `Buffer` at `req_headers`, `client_resp_body` after `Buffer` at
+    /// `client_resp_headers`); a body phase called per chunk logs it and goes on.
     Defer { work: BoxFuture<'static, Flow>, deadline: Duration },
+}
+
+/// What a phase works on, handed back to a module when its deferred work is done
+/// ([`Txn::resumed`]): the same head, body or decision the phase was called with, so the
+/// work's result can be written into it before the next module sees it.
+pub enum Subject<'a> {
+    /// `req_headers`, `req_out`: the request head.
+    Request(&'a mut request::Parts),
+    /// `origin_resp_headers`, `client_resp_headers`: the response head.
+    Response(&'a mut response::Parts),
+    /// A buffered `req_body`: the whole request body.
+    RequestBody(&'a mut BodyChunk),
+    /// A buffered `client_resp_body` (or the `origin_resp_body` of a response that goes
+    /// straight from the origin to this client): the whole body, and the response head,
+    /// which has not been sent yet, so its status and fields may still change with the body
+    /// (a transcoder's new `Content-Type`). The host sets `Content-Length` after.
+    ResponseBody { head: &'a mut response::Parts, body: &'a mut BodyChunk },
+    /// `cache_lookup`: the decision.
+    Lookup(&'a mut LookupOverride),
+    /// `resolve`: the resolution (pin addresses with [`Resolution::set`]).
+    Resolution(&'a Resolution),
+}
+
+impl std::fmt::Debug for Subject<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Subject::Request(_) => "Subject::Request",
+            Subject::Response(_) => "Subject::Response",
+            Subject::RequestBody(_) => "Subject::RequestBody",
+            Subject::ResponseBody { .. } => "Subject::ResponseBody",
+            Subject::Lookup(_) => "Subject::Lookup",
+            Subject::Resolution(_) => "Subject::Resolution",
+        })
+    }
 }
 
 impl std::fmt::Debug for Flow {
@@ -276,6 +315,17 @@ pub trait Txn: Send {
     fn client_resp_body(&mut self, info: &TxnInfo, chunk: &mut BodyChunk) -> Flow {
         let _ = (info, chunk);
         Flow::Continue
+    }
+
+    /// This state's [`Flow::Defer`] is done: `deferred` is the verdict its work yielded (never
+    /// `Defer`), `subject` what the phase works on, as the phase left it. Called at once, in
+    /// the same phase, before the next module runs; write the work's result here (a header
+    /// from an external lookup, a body transformed on the CPU pool) and return the phase's
+    /// verdict for this module, which the phase honours as if the phase method had returned
+    /// it (except `Defer`: deferring again fails the module). The default returns `deferred`.
+    fn resumed(&mut self, info: &TxnInfo, subject: Subject<'_>, deferred: Flow) -> Flow {
+        let _ = (info, subject);
+        deferred
     }
 
     /// The response was sent (or the transaction was aborted: see `outcome.completed`). Called

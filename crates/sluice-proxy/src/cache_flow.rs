@@ -33,7 +33,7 @@ use sluice_http::conditional::Precondition;
 use sluice_http::reuse::{self, Reuse, StoredFreshness};
 use sluice_http::vary;
 use sluice_http::CacheControl;
-use sluice_module::{LookupOutcome, LookupOverride};
+use sluice_module::{LookupOutcome, LookupOverride, Subject};
 use sluice_store::disk::DiskBody;
 use sluice_store::{Fill, Join, Leader, Lookup, Object, ObjectMeta, Outcome, Suspended};
 use std::sync::Arc;
@@ -159,8 +159,12 @@ pub async fn serve(
             None => LookupOutcome::Miss,
         };
         let mut decision = LookupOverride::Keep;
-        if let Some(local) =
-            module_phase!(txn, Respond, |m, info| m.cache_lookup(info, outcome, &mut decision))?.respond
+        if let Some(local) = module_phase!(txn, Respond, Subject::Lookup(&mut decision), |m, info| m.cache_lookup(
+            info,
+            outcome,
+            &mut decision
+        ))?
+        .respond
         {
             return Ok(respond::local(state, *local));
         }
@@ -540,7 +544,10 @@ async fn fetch(
         }
         let mut parts = origin_request(&spec.uri, Method::GET, headers)?;
         if let Some(txn) = txn.as_mut() {
-            if let Some(local) = module_phase!(txn, Respond, |m, info| m.req_out(info, &mut parts))?.respond {
+            if let Some(local) = module_phase!(txn, Respond, Subject::Request(&mut parts), |m, info| m
+                .req_out(info, &mut parts))?
+            .respond
+            {
                 return Ok(Fetched::Local(local));
             }
         }
@@ -579,7 +586,7 @@ async fn fetch(
     let (mut parts, body) = origin.response.into_parts();
     sluice_http::hop::remove_hop_by_hop(&mut parts.headers);
     if let Some(txn) = txn.as_mut() {
-        module_phase!(txn, Nothing, |m, info| m.origin_resp_headers(info, &mut parts))?;
+        module_phase!(txn, Nothing, Subject::Response(&mut parts), |m, info| m.origin_resp_headers(info, &mut parts))?;
     }
     if let Some(validated) = validating {
         if parts.status == StatusCode::NOT_MODIFIED {

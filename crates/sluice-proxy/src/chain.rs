@@ -239,7 +239,7 @@ impl ModuleChain {
         &mut self,
         start: usize,
         honours: Honours,
-        call: &mut impl FnMut(&mut dyn ModuleTxn) -> Flow,
+        call: &mut impl FnMut(&mut dyn ModuleTxn, Option<Flow>) -> Flow,
         outcome: &mut PhaseOutcome,
     ) -> Progress {
         // One pass over the slots (the verdicts touch only their own slot), so that the
@@ -248,7 +248,7 @@ impl ModuleChain {
             if !slot.active {
                 continue;
             }
-            match guarded(|| call(slot.state.as_mut())) {
+            match guarded(|| call(slot.state.as_mut(), None)) {
                 Verdict::Continue => {}
                 Verdict::Done => slot.active = false,
                 Verdict::Other(flow) => match *flow {
@@ -303,6 +303,27 @@ impl ModuleChain {
                 tracing::error!("module {} panicked in a notification", slot.module.name());
                 slot.active = false;
             }
+        }
+    }
+
+    /// Hands module `i` back what the phase works on, with the verdict its deferred work
+    /// yielded (`call` with `Some(verdict)`: [`sluice_module::Txn::resumed`]); its answer, or
+    /// why the module failed (a panic, another `Defer`).
+    fn resume(
+        &mut self,
+        i: usize,
+        deferred: Flow,
+        call: &mut impl FnMut(&mut dyn ModuleTxn, Option<Flow>) -> Flow,
+    ) -> Result<Flow, &'static str> {
+        let state = self.slots[i].state.as_mut();
+        match guarded(|| call(state, Some(deferred))) {
+            Verdict::Continue => Ok(Flow::Continue),
+            Verdict::Done => Ok(Flow::Done),
+            Verdict::Other(flow) => match *flow {
+                Flow::Defer { .. } => Err("deferred again when resumed"),
+                flow => Ok(flow),
+            },
+            Verdict::Panicked => Err("panicked when resumed"),
         }
     }
 
@@ -425,8 +446,11 @@ impl SharedChain {
         }
     }
 
-    /// Runs a header phase on every active module in order. `honours` says which verdicts
-    /// apply: in request phases, the first local answer stops the phase.
+    /// Runs a phase that may defer (a header phase, or a body phase on a whole buffered body)
+    /// on every active module in order. `call(module, None)` calls the phase method;
+    /// `call(module, Some(verdict))` hands the module the phase's subject after its deferred
+    /// work ([`sluice_module::Txn::resumed`]). `honours` says which verdicts apply: in
+    /// request phases, the first local answer stops the phase.
     ///
     /// Modules that answer at once are called synchronously (under one lock when shared)
     /// before this returns: the common case constructs no future and adds no timer. Only
@@ -439,7 +463,7 @@ impl SharedChain {
     #[inline(always)]
     pub fn start_phase<'a, F>(&'a mut self, honours: Honours, mut call: F) -> PhaseStart<'a>
     where
-        F: FnMut(&mut dyn ModuleTxn) -> Flow + Send + 'a,
+        F: FnMut(&mut dyn ModuleTxn, Option<Flow>) -> Flow + Send + 'a,
     {
         let mut outcome = PhaseOutcome::default();
         let progress = match &mut self.chain {
@@ -466,18 +490,19 @@ impl SharedChain {
         outcome: PhaseOutcome,
     ) -> PhaseStart<'a>
     where
-        F: FnMut(&mut dyn ModuleTxn) -> Flow + Send + 'a,
+        F: FnMut(&mut dyn ModuleTxn, Option<Flow>) -> Flow + Send + 'a,
     {
         PhaseStart::Waiting(Box::pin(self.wait_and_resume(deferred, honours, call, outcome)))
     }
 
     /// The waiting path of [`Self::start_phase`]: awaits the deferred work of one module,
-    /// applies its verdict, and calls the modules after it, as often as they defer.
+    /// hands the module the phase's subject with the work's verdict (`resumed`), applies its
+    /// answer, and calls the modules after it, as often as they defer.
     async fn wait_and_resume(
         &mut self,
         mut deferred: Deferred,
         honours: Honours,
-        mut call: impl FnMut(&mut dyn ModuleTxn) -> Flow,
+        mut call: impl FnMut(&mut dyn ModuleTxn, Option<Flow>) -> Flow,
         mut outcome: PhaseOutcome,
     ) -> Result<PhaseOutcome, ModuleFailure> {
         loop {
@@ -489,6 +514,7 @@ impl SharedChain {
                 Err(_) => Err(format!("deferred work missed its {deadline:?} deadline")),
             };
             let resumed = self.with(|chain| {
+                let flow = flow.and_then(|flow| chain.resume(index, flow, &mut call).map_err(str::to_owned));
                 match flow {
                     Ok(flow) => {
                         if outcome.record(chain.step(index, flow, honours)) {
@@ -589,7 +615,7 @@ impl Drop for SharedChain {
 fn run_locked(
     shared: &parking_lot::Mutex<SharedCell>,
     honours: Honours,
-    call: &mut impl FnMut(&mut dyn ModuleTxn) -> Flow,
+    call: &mut impl FnMut(&mut dyn ModuleTxn, Option<Flow>) -> Flow,
     outcome: &mut PhaseOutcome,
 ) -> Progress {
     shared.lock().chain.run_from(0, honours, call, outcome)

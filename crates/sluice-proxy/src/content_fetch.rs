@@ -23,7 +23,7 @@ use bytes::{Bytes, BytesMut};
 use http::header::{self, HeaderValue};
 use http::{Method, Request, Response, StatusCode, Uri};
 use http_body_util::BodyExt;
-use sluice_module::{CacheError, FetchMode, FetchResponse, Revalidation, Validated};
+use sluice_module::{CacheError, FetchMode, FetchResponse, Revalidation, Subject, Validated};
 use std::net::SocketAddr;
 use std::sync::Arc;
 
@@ -78,8 +78,9 @@ pub async fn fetch_as(state: &Arc<State>, request: Request<()>, mode: Mode) -> F
     let (mut parts, ()) = request.into_parts();
     let result = async {
         txn.check_start()?;
-        if let Some(local) =
-            module_phase!(txn, RespondOrBufferRequest, |m, info| m.req_headers(info, &mut parts))?.respond
+        if let Some(local) = module_phase!(txn, RespondOrBufferRequest, Subject::Request(&mut parts), |m, info| m
+            .req_headers(info, &mut parts))?
+        .respond
         {
             return Ok(respond::local(state, *local));
         }

@@ -11,7 +11,7 @@ use bytes::{Bytes, BytesMut};
 use http_body::{Body, Frame, SizeHint};
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
-use sluice_module::{BodyChunk, LocalResponse, TxnInfo};
+use sluice_module::{BodyChunk, LocalResponse, Subject, TxnInfo};
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
@@ -152,7 +152,9 @@ pub async fn buffer(txn: &mut Txn, mut body: Incoming, max: usize) -> Result<Buf
         whole.extend_from_slice(&data);
     }
     let mut chunk = BodyChunk::new(whole.freeze(), true);
-    if let Some(local) = module_phase!(txn, Respond, |m, info| m.req_body(info, &mut chunk))?.respond {
+    if let Some(local) =
+        module_phase!(txn, Respond, Subject::RequestBody(&mut chunk), |m, info| m.req_body(info, &mut chunk))?.respond
+    {
         return Ok(Buffered::Respond(local));
     }
     Ok(Buffered::Body(OutBody::Full(Some(chunk.into_data()))))

@@ -5,7 +5,7 @@
 use crate::error::ProxyError;
 use crate::source::Dest;
 use crate::txn::{module_phase, Txn};
-use sluice_module::{LocalResponse, Resolution};
+use sluice_module::{LocalResponse, Resolution, Subject};
 use std::sync::Arc;
 
 /// What the `resolve` phase decided.
@@ -32,7 +32,9 @@ pub async fn resolve(txn: &mut Txn, dest: &Dest) -> Result<Resolved, ProxyError>
 
 async fn run(txn: &mut Txn, target: &crate::upstream::Target) -> Result<Resolved, ProxyError> {
     let resolution = Resolution::new(&target.host, target.port);
-    if let Some(local) = module_phase!(txn, Respond, |m, info| m.resolve(info, &resolution))?.respond {
+    if let Some(local) =
+        module_phase!(txn, Respond, Subject::Resolution(&resolution), |m, info| m.resolve(info, &resolution))?.respond
+    {
         return Ok(Resolved::Respond(local));
     }
     let addrs = resolution.addrs();

@@ -12,7 +12,7 @@ use http::{request, Method, Response, StatusCode, Version};
 use sluice_http::cache_status::CacheStatus;
 use sluice_http::conditional::{self, Precondition};
 use sluice_http::range::{self, RangeOutcome};
-use sluice_module::LocalResponse;
+use sluice_module::{LocalResponse, Subject};
 use sluice_store::disk::DiskBody;
 use sluice_store::{BodyChunks, Fill, ObjectMeta, StoredBody};
 use std::sync::Arc;
@@ -33,7 +33,9 @@ pub async fn finalize(
     }
     let mut phases = BodyPhases::default();
     if !txn.modules.is_empty() {
-        match module_phase!(txn, BufferResponse, |m, info| m.client_resp_headers(info, &mut parts)) {
+        match module_phase!(txn, BufferResponse, Subject::Response(&mut parts), |m, info| m
+            .client_resp_headers(info, &mut parts))
+        {
             Ok(outcome) => {
                 let has_body = *method != Method::HEAD
                     && !parts.status.is_informational()
@@ -43,7 +45,7 @@ pub async fn finalize(
                 if let Some(found) = if has_body { body_phases(&mut txn, &body) } else { None } {
                     phases = found;
                     match outcome.buffer {
-                        Some(max) => match buffer_whole_body(&mut txn, body, max, phases).await {
+                        Some(max) => match buffer_whole_body(&mut txn, &mut parts, body, max, phases).await {
                             Ok(Buffered::Whole(whole)) => {
                                 parts.headers.insert(header::CONTENT_LENGTH, HeaderValue::from(whole.len()));
                                 body = ProxyBody::full(whole);
@@ -99,11 +101,14 @@ enum Buffered {
     Overflowed(Box<ProxyBody>),
 }
 
-/// Reads the whole body (at most `max` bytes), then runs the body phases once on all of it.
+/// Reads the whole body (at most `max` bytes), then runs the body phases once on all of it
+/// (where a module may defer, and is handed the body and `head`, not sent yet, back when its
+/// work is done).
 /// A body over `max` fails the modules that asked to buffer it, and only those (closed: an
 /// error; open: [`Buffered::Overflowed`]).
 async fn buffer_whole_body(
     txn: &mut Txn,
+    head: &mut http::response::Parts,
     mut body: ProxyBody,
     max: usize,
     phases: BodyPhases,
@@ -124,11 +129,14 @@ async fn buffer_whole_body(
             whole.extend_from_slice(&data);
         }
     }
+    // Called once with the whole body, the body phases may defer, like header phases.
     let mut chunk = sluice_module::BodyChunk::new(whole.freeze(), true);
     if phases.origin {
-        txn.body_phase(&mut chunk, |m, info, c| m.origin_resp_body(info, c)).map_err(crate::txn::module_error)?;
+        module_phase!(txn, Nothing, Subject::ResponseBody { head: &mut *head, body: &mut chunk }, |m, info| m
+            .origin_resp_body(info, &mut chunk))?;
     }
-    txn.body_phase(&mut chunk, |m, info, c| m.client_resp_body(info, c)).map_err(crate::txn::module_error)?;
+    module_phase!(txn, Nothing, Subject::ResponseBody { head: &mut *head, body: &mut chunk }, |m, info| m
+        .client_resp_body(info, &mut chunk))?;
     Ok(Buffered::Whole(chunk.into_data()))
 }
 

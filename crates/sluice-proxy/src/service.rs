@@ -17,6 +17,7 @@ use http::uri::PathAndQuery;
 use http::{request, Method, Request, Response, StatusCode, Uri, Version};
 use hyper::body::Incoming;
 use sluice_http::cache_status::Fwd;
+use sluice_module::Subject;
 use std::convert::Infallible;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::Ordering::Relaxed;
@@ -182,7 +183,8 @@ async fn route(
     check_host(&req)?;
     let (mut parts, body) = req.into_parts();
     txn.check_start()?;
-    let requested = module_phase!(txn, RespondOrBufferRequest, |m, info| m.req_headers(info, &mut parts))?;
+    let requested = module_phase!(txn, RespondOrBufferRequest, Subject::Request(&mut parts), |m, info| m
+        .req_headers(info, &mut parts))?;
     if let Some(local) = requested.respond {
         return Ok(Routed::Response(respond::local(state, *local)));
     }
@@ -482,7 +484,9 @@ async fn pass(
     if parts.method == Method::OPTIONS && forward.client.extensions.get::<AsteriskForm>().is_some() {
         parts.uri = Uri::from_static("*");
     }
-    if let Some(local) = module_phase!(txn, Respond, |m, info| m.req_out(info, &mut parts))?.respond {
+    if let Some(local) =
+        module_phase!(txn, Respond, Subject::Request(&mut parts), |m, info| m.req_out(info, &mut parts))?.respond
+    {
         return Ok(respond::local(state, *local));
     }
     // The modules see a streaming body chunk by chunk as it goes out (req_body.rs).
@@ -500,7 +504,7 @@ async fn pass(
     txn.code = ResultCode::Miss;
     let (mut parts, body) = origin.response.into_parts();
     sluice_http::hop::remove_hop_by_hop(&mut parts.headers);
-    module_phase!(txn, Nothing, |m, info| m.origin_resp_headers(info, &mut parts))?;
+    module_phase!(txn, Nothing, Subject::Response(&mut parts), |m, info| m.origin_resp_headers(info, &mut parts))?;
     for uri in sluice_http::invalidation::targets(&forward.client.method, &forward.uri, parts.status, &parts.headers) {
         if let Some(key) = sluice_http::key::primary_key(&uri) {
             state.store.remove(&key);

@@ -151,8 +151,11 @@ impl Txn {
         }
     }
 
-    /// Runs a header phase of the modules taking part; free when none does. Use it through
-    /// [`module_phase!`], which turns a closed module failure into a 500.
+    /// Runs a phase that may defer (a header phase, or a body phase on a whole buffered body)
+    /// for the modules taking part; free when none does. `call(module, info, None)` calls
+    /// the phase method, `call(module, info, Some(verdict))` the module's `resumed` with the
+    /// phase's subject. Use it through [`module_phase!`], which writes that closure and
+    /// turns a closed module failure into a 500.
     ///
     /// The modules are called before this returns: the outcome is ready, unless a module
     /// deferred, and then the rest of the phase is returned, to await at once.
@@ -160,7 +163,7 @@ impl Txn {
     pub fn phase<'a>(
         &'a mut self,
         honours: Honours,
-        call: impl FnMut(&mut dyn ModuleTxn, &TxnInfo) -> Flow + Send + 'a,
+        call: impl FnMut(&mut dyn ModuleTxn, &TxnInfo, Option<Flow>) -> Flow + Send + 'a,
     ) -> Phase<'a> {
         if self.modules.is_empty() {
             return Phase::Ready(Ok(PhaseOutcome::default()));
@@ -172,10 +175,10 @@ impl Txn {
     fn module_phase<'a>(
         &'a mut self,
         honours: Honours,
-        mut call: impl FnMut(&mut dyn ModuleTxn, &TxnInfo) -> Flow + Send + 'a,
+        mut call: impl FnMut(&mut dyn ModuleTxn, &TxnInfo, Option<Flow>) -> Flow + Send + 'a,
     ) -> Phase<'a> {
         let Self { modules, info, .. } = self;
-        match modules.start_phase(honours, move |m| call(m, info)) {
+        match modules.start_phase(honours, move |m, resumed| call(m, info, resumed)) {
             PhaseStart::Ready(result) => Phase::Ready(result),
             PhaseStart::Waiting(rest) => Phase::Waiting(rest),
         }
@@ -236,14 +239,23 @@ pub enum Phase<'a> {
     Waiting(BoxFuture<'a, Result<PhaseOutcome, ModuleFailure>>),
 }
 
-/// `module_phase!(txn, X, |m, info| m.some_phase(info, ...))`: runs a header phase
-/// ([`Txn::phase`]) honouring the verdicts of `Honours::X`, and evaluates to its
-/// `Result<PhaseOutcome, ProxyError>` (a closed
+/// `module_phase!(txn, X, Subject::Kind(&mut subject), |m, info| m.some_phase(info, &mut subject))`:
+/// runs a phase that may defer ([`Txn::phase`]) honouring the verdicts of `Honours::X`, hands
+/// a module whose deferred work is done the subject (`sluice_module::Subject::Kind`, through
+/// its `resumed`), and evaluates to the phase's `Result<PhaseOutcome, ProxyError>` (a closed
 /// module failure is a 500). Use it in an async fn: it awaits only when a module deferred, so
 /// the common case polls no future and keeps none in the caller's state.
 macro_rules! module_phase {
-    ($txn:expr, $honours:ident, $call:expr) => {{
-        let phase = $txn.phase($crate::chain::Honours::$honours, $call);
+    ($txn:expr, $honours:ident, $subject:expr, |$m:ident, $info:ident| $call:expr) => {{
+        let phase = $txn.phase(
+            $crate::chain::Honours::$honours,
+            |$m: &mut dyn sluice_module::Txn, $info: &sluice_module::TxnInfo, resumed: Option<sluice_module::Flow>| {
+                match resumed {
+                    None => $call,
+                    Some(deferred) => $m.resumed($info, $subject, deferred),
+                }
+            },
+        );
         let result = match phase {
             $crate::txn::Phase::Ready(result) => result,
             $crate::txn::Phase::Waiting(rest) => rest.await,
