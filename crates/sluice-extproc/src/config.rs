@@ -33,6 +33,19 @@ pub enum ResponsePhase {
     None,
 }
 
+/// Whether and how a message body is sent to the helper (Envoy's `ProcessingMode` body
+/// send modes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum BodyMode {
+    /// Not sent (Envoy's `NONE`).
+    #[default]
+    None,
+    /// Held until complete (at most `max_body_bytes`), then sent in one message; the helper's
+    /// answer may replace or clear it (Envoy's `BUFFERED`).
+    Buffered,
+}
+
 /// One supervised ext_proc helper process.
 #[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
@@ -84,6 +97,17 @@ pub struct ExtProcConfig {
     /// Where response headers are sent.
     #[serde(default)]
     pub response_headers: ResponsePhase,
+    /// How request bodies are sent.
+    #[serde(default)]
+    pub request_body: BodyMode,
+    /// How response bodies are sent (towards clients, hits included: needs
+    /// `response_headers = "client"` or `"none"`).
+    #[serde(default)]
+    pub response_body: BodyMode,
+    /// The largest body held for the helper in `buffered` mode; a larger one fails the
+    /// module as its `on_error` says (open: the body goes on unchanged, unseen by the helper).
+    #[serde(default = "default_max_body_bytes")]
+    pub max_body_bytes: usize,
     /// When the helper replaces a response in the response phase (an immediate response, or
     /// a failure with `on_unavailable = "fail"`), the original body is buffered (at most this
     /// many bytes) and dropped; see `docs/modules-extproc.md`.
@@ -115,6 +139,9 @@ fn default_true() -> bool {
 fn default_replace_buffer_max() -> usize {
     8 << 20
 }
+fn default_max_body_bytes() -> usize {
+    8 << 20
+}
 
 impl ExtProcConfig {
     /// A configuration with defaults for everything but the command and the socket.
@@ -134,6 +161,9 @@ impl ExtProcConfig {
             on_unavailable: OnUnavailable::default(),
             request_headers: true,
             response_headers: ResponsePhase::default(),
+            request_body: BodyMode::default(),
+            response_body: BodyMode::default(),
+            max_body_bytes: default_max_body_bytes(),
             replace_buffer_max: default_replace_buffer_max(),
         }
     }
@@ -166,6 +196,14 @@ impl ExtProcConfig {
         }
         if self.message_timeout_ms == 0 || self.startup_timeout_ms == 0 {
             return Err("`message_timeout_ms` and `startup_timeout_ms` must be positive".into());
+        }
+        if self.response_body == BodyMode::Buffered && self.response_headers == ResponsePhase::Origin {
+            return Err("`response_body = \"buffered\"` needs `response_headers = \"client\"` or `\"none\"` \
+                        (bodies go to the helper on their way to clients)"
+                .into());
+        }
+        if self.max_body_bytes == 0 {
+            return Err("`max_body_bytes` must be at least 1".into());
         }
         if self.name.is_empty() || self.name.contains('/') {
             return Err(format!("invalid module name {:?}", self.name));
@@ -204,6 +242,12 @@ mod tests {
         assert!(ExtProcConfig::from_settings(&table).unwrap_err().contains("bogus"));
         let table: toml::Table = toml::from_str("command = \"x\"\nsocket = \"/s\"\nnice = 40").unwrap();
         assert!(ExtProcConfig::from_settings(&table).is_err());
+        assert_eq!((config.request_body, config.response_body), (BodyMode::None, BodyMode::None));
+        let table: toml::Table = toml::from_str(
+            "command = \"x\"\nsocket = \"/s\"\nresponse_body = \"buffered\"\nresponse_headers = \"origin\"",
+        )
+        .unwrap();
+        assert!(ExtProcConfig::from_settings(&table).unwrap_err().contains("response_body"));
     }
 
     #[test]

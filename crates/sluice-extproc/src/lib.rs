@@ -21,6 +21,6 @@ pub mod module;
 pub mod pb;
 pub mod supervisor;
 
-pub use config::{ExtProcConfig, OnUnavailable, ResponsePhase};
+pub use config::{BodyMode, ExtProcConfig, OnUnavailable, ResponsePhase};
 pub use module::{ExtProc, ExtProcApply, ExtProcModule};
 pub use supervisor::{Counters, HelperState, HelperStatus};

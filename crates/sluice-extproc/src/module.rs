@@ -11,30 +11,67 @@
 //! `req_out` (the request as it goes to the origin) and, with `response_headers = "origin"`,
 //! response mutations at `client_resp_headers` (not stored); with `"client"` they are lost.
 
-use crate::config::{ExtProcConfig, OnUnavailable, ResponsePhase};
+use crate::config::{BodyMode, ExtProcConfig, OnUnavailable, ResponsePhase};
 use crate::headers;
 use crate::pb::envoy::service::ext_proc::v3::external_processor_client::ExternalProcessorClient;
 use crate::pb::envoy::service::ext_proc::v3::{
-    common_response::ResponseStatus, processing_request, processing_response, CommonResponse, HeaderMutation,
-    ProcessingRequest, ProcessingResponse,
+    body_mutation, common_response::ResponseStatus, processing_request, processing_response, BodyMutation,
+    CommonResponse, HeaderMutation, HttpBody, ProcessingRequest, ProcessingResponse,
 };
 use crate::supervisor::{Counters, HelperStatus, Shared, Supervisor};
 use bytes::Bytes;
 use futures_util::FutureExt;
 use http::{request, response, Method, StatusCode};
 use parking_lot::Mutex;
-use sluice_module::{BodyChunk, Flow, LocalResponse, LogFields, Module, Txn, TxnInfo, TxnOutcome};
+use sluice_module::{BodyChunk, BodyEdits, Flow, LocalResponse, LogFields, Module, Subject, Txn, TxnInfo, TxnOutcome};
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio_stream::wrappers::ReceiverStream;
 
-/// Which head a message is about.
+/// Which message a message is about.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Dir {
     Request,
     Response,
+}
+
+/// Which message of a transaction an exchange is about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Part {
+    RequestHeaders,
+    RequestBody,
+    ResponseHeaders,
+    ResponseBody,
+}
+
+impl Part {
+    fn dir(self) -> Dir {
+        match self {
+            Part::RequestHeaders | Part::RequestBody => Dir::Request,
+            Part::ResponseHeaders | Part::ResponseBody => Dir::Response,
+        }
+    }
+
+    /// Its name in the access log field (`extproc=req:ok,resp-body:ok`).
+    fn tag(self) -> &'static str {
+        match self {
+            Part::RequestHeaders => "req",
+            Part::RequestBody => "req-body",
+            Part::ResponseHeaders => "resp",
+            Part::ResponseBody => "resp-body",
+        }
+    }
+}
+
+/// What the helper decided about one body (`buffered` body mode).
+#[derive(Default)]
+struct BodyDecision {
+    /// Decided with the headers (`CONTINUE_AND_REPLACE`): the body is not sent.
+    early: bool,
+    /// What to do to it; none: keep it.
+    mutation: Option<BodyMutation>,
 }
 
 /// What the helper decided for one transaction, waiting to be applied by the companion.
@@ -47,6 +84,11 @@ struct Pending {
     finished: bool,
     request: Option<HeaderMutation>,
     response: Option<HeaderMutation>,
+    /// The helper's answers about the bodies, applied when the body phase resumes.
+    request_body: BodyDecision,
+    response_body: BodyDecision,
+    /// The header mutation answered with the response body: the head is not sent yet.
+    response_after_body: Option<HeaderMutation>,
     /// A response to send instead of the origin's (response-phase immediate response, or a
     /// failure with `on_unavailable = "fail"`).
     replace: Option<LocalResponse>,
@@ -191,6 +233,7 @@ impl Module for ExtProcModule {
             id: info.id,
             slot,
             stream: Arc::new(tokio::sync::Mutex::new(Stream::NotOpen)),
+            buffering: [false; 2],
         }))
     }
 
@@ -239,6 +282,9 @@ struct ExtProcTxn {
     id: u64,
     slot: Slot,
     stream: Arc<tokio::sync::Mutex<Stream>>,
+    /// This state answered `Buffer` for the request body, the response body (`buffered`
+    /// mode): the body phase then gets the whole body, once.
+    buffering: [bool; 2],
 }
 
 impl Drop for ExtProcTxn {
@@ -251,10 +297,19 @@ impl Drop for ExtProcTxn {
     }
 }
 
+impl Pending {
+    fn body(&mut self, dir: Dir) -> &mut BodyDecision {
+        match dir {
+            Dir::Request => &mut self.request_body,
+            Dir::Response => &mut self.response_body,
+        }
+    }
+}
+
 /// The verdict when the helper cannot answer, per `on_unavailable`.
-fn unavailable(shared: &Shared, slot: &Slot, dir: Dir, why: &str) -> Flow {
+fn unavailable(shared: &Shared, slot: &Slot, part: Part, why: &str) -> Flow {
     let mut pending = slot.lock();
-    let tag = if dir == Dir::Request { "req" } else { "resp" };
+    let (dir, tag) = (part.dir(), part.tag());
     match shared.config.on_unavailable {
         OnUnavailable::Bypass => {
             Counters::bump(&shared.counters.bypassed);
@@ -336,13 +391,15 @@ async fn exchange(
     }
 }
 
-/// The verdict for the helper's answer to a `dir` headers message.
-fn answered(shared: &Shared, slot: &Slot, dir: Dir, answer: ProcessingResponse) -> Flow {
+/// The verdict for the helper's answer to a `part` message.
+fn answered(shared: &Shared, slot: &Slot, part: Part, answer: ProcessingResponse) -> Flow {
     use processing_response::Response;
-    let tag = if dir == Dir::Request { "req" } else { "resp" };
-    let common: Option<CommonResponse> = match (dir, answer.response) {
-        (Dir::Request, Some(Response::RequestHeaders(h))) | (Dir::Response, Some(Response::ResponseHeaders(h))) => {
-            h.response
+    let (dir, tag) = (part.dir(), part.tag());
+    let common: Option<CommonResponse> = match (part, answer.response) {
+        (Part::RequestHeaders, Some(Response::RequestHeaders(h)))
+        | (Part::ResponseHeaders, Some(Response::ResponseHeaders(h))) => h.response,
+        (Part::RequestBody, Some(Response::RequestBody(b))) | (Part::ResponseBody, Some(Response::ResponseBody(b))) => {
+            b.response
         }
         (_, Some(Response::ImmediateResponse(immediate))) => {
             Counters::bump(&shared.counters.answered);
@@ -365,39 +422,88 @@ fn answered(shared: &Shared, slot: &Slot, dir: Dir, answer: ProcessingResponse) 
             let what = other.map_or("an empty answer", |_| "an answer for another phase");
             tracing::warn!("extproc {}: helper sent {what}", shared.config.name);
             slot.lock().finished = true;
-            return unavailable(shared, slot, dir, "protocol");
+            return unavailable(shared, slot, part, "protocol");
         }
     };
     Counters::bump(&shared.counters.answered);
     let mut pending = slot.lock();
     pending.notes.push(format!("{tag}:ok"));
-    if let Some(common) = common {
-        if common.status == ResponseStatus::ContinueAndReplace as i32 || common.body_mutation.is_some() {
-            tracing::debug!("extproc {}: body mutations are not supported yet; ignored", shared.config.name);
+    let Some(common) = common else { return Flow::Continue };
+    let replaces = common.status == ResponseStatus::ContinueAndReplace as i32;
+    let buffered = match dir {
+        Dir::Request => shared.config.request_body == BodyMode::Buffered,
+        Dir::Response => shared.config.response_body == BodyMode::Buffered,
+    };
+    match part {
+        Part::RequestHeaders | Part::ResponseHeaders => {
+            match dir {
+                Dir::Request => pending.request = common.header_mutation,
+                Dir::Response => pending.response = common.header_mutation,
+            }
+            // CONTINUE_AND_REPLACE: the body is decided now and not sent. Only a body held for
+            // the helper (`buffered`) can be replaced.
+            if replaces && buffered {
+                *pending.body(dir) = BodyDecision { early: true, mutation: common.body_mutation };
+            } else if replaces || common.body_mutation.is_some() {
+                tracing::debug!(
+                    "extproc {}: a body mutation on {tag} needs its body mode `buffered`; ignored",
+                    shared.config.name
+                );
+            }
         }
-        match dir {
-            Dir::Request => pending.request = common.header_mutation,
-            Dir::Response => pending.response = common.header_mutation,
+        Part::RequestBody | Part::ResponseBody => {
+            pending.body(dir).mutation = common.body_mutation;
+            match (dir, common.header_mutation) {
+                (Dir::Response, mutation) => pending.response_after_body = mutation,
+                (Dir::Request, Some(_)) => tracing::debug!(
+                    "extproc {}: header mutations answered with the request body are not applied \
+                     (the request was routed)",
+                    shared.config.name
+                ),
+                (Dir::Request, None) => {}
+            }
         }
     }
     Flow::Continue
 }
 
+/// Applies a body answer to the body.
+fn apply_body(mutation: Option<BodyMutation>, body: &mut BodyChunk) {
+    match mutation.and_then(|m| m.mutation) {
+        Some(body_mutation::Mutation::Body(replacement)) => body.replace(Bytes::from(replacement)),
+        Some(body_mutation::Mutation::ClearBody(true)) => body.clear(),
+        Some(body_mutation::Mutation::ClearBody(false)) | None => {}
+    }
+}
+
+/// Puts `local` in place of a response whose head is not sent yet: status, fields (the
+/// original `Date` kept, `no-store` added) and body.
+fn replace_response(local: LocalResponse, head: &mut response::Parts, body: &mut BodyChunk) {
+    head.status = local.status;
+    let mut headers = local.headers;
+    if let Some(date) = head.headers.get(http::header::DATE) {
+        headers.insert(http::header::DATE, date.clone());
+    }
+    headers.insert(http::header::CACHE_CONTROL, http::HeaderValue::from_static("no-store"));
+    head.headers = headers;
+    body.replace(local.body);
+}
+
 impl ExtProcTxn {
-    /// Sends one headers message: decides at once when the helper is down or the queue is
-    /// full, else defers to the exchange.
-    fn send(&mut self, dir: Dir, message: processing_request::Request) -> Flow {
+    /// Sends one message: decides at once when the helper is down or the queue is full, else
+    /// defers to the exchange.
+    fn send(&mut self, part: Part, message: processing_request::Request) -> Flow {
         let shared = Arc::clone(self.inner.shared());
         if self.slot.lock().finished {
             return Flow::Continue;
         }
         let Some(channel) = shared.channel() else {
             Counters::bump(&shared.counters.helper_down);
-            return unavailable(&shared, &self.slot, dir, "down");
+            return unavailable(&shared, &self.slot, part, "down");
         };
         let Ok(permit) = Arc::clone(&shared.permits).try_acquire_owned() else {
             Counters::bump(&shared.counters.queue_full);
-            return unavailable(&shared, &self.slot, dir, "queue full");
+            return unavailable(&shared, &self.slot, part, "queue full");
         };
         let timeout = shared.config.message_timeout();
         let message = ProcessingRequest { request: Some(message), observability_mode: false };
@@ -407,11 +513,11 @@ impl ExtProcTxn {
             let result = exchange(channel, stream, message, timeout).await;
             drop(permit);
             match result {
-                Ok(Some(answer)) => answered(&shared, &slot, dir, answer),
+                Ok(Some(answer)) => answered(&shared, &slot, part, answer),
                 Ok(None) => {
                     let mut pending = slot.lock();
                     pending.finished = true;
-                    pending.notes.push(if dir == Dir::Request { "req:closed" } else { "resp:closed" }.into());
+                    pending.notes.push(format!("{}:closed", part.tag()));
                     Flow::Continue
                 }
                 Err(failure) => {
@@ -424,7 +530,7 @@ impl ExtProcTxn {
                             "broken".to_owned()
                         }
                     };
-                    unavailable(&shared, &slot, dir, &why)
+                    unavailable(&shared, &slot, part, &why)
                 }
             }
         });
@@ -443,12 +549,109 @@ impl ExtProcTxn {
     }
 }
 
-impl Txn for ExtProcTxn {
-    fn req_headers(&mut self, _: &TxnInfo, req: &mut request::Parts) -> Flow {
-        if !self.inner.config().request_headers {
+impl ExtProcTxn {
+    /// The verdict after a `dir` headers exchange whose verdict was `verdict`: hold the body
+    /// for the helper (`Buffer`) when its mode is `buffered` and the helper still wants
+    /// messages, or decided the body early (`CONTINUE_AND_REPLACE`).
+    fn then_buffer(&mut self, dir: Dir, verdict: Flow) -> Flow {
+        let config = self.inner.config();
+        let mode = if dir == Dir::Request { config.request_body } else { config.response_body };
+        if !matches!(verdict, Flow::Continue) || mode != BodyMode::Buffered {
+            return verdict;
+        }
+        let mut pending = self.slot.lock();
+        if pending.finished && !pending.body(dir).early {
+            return verdict;
+        }
+        self.buffering[dir as usize] = true;
+        Flow::Buffer { max: config.max_body_bytes }
+    }
+
+    /// A body phase with the whole `dir` body (`buffered` mode): applies an early decision at
+    /// once, else sends the body and defers; `resumed` applies the answer. Body phases that
+    /// get a body this state did not buffer go on untouched.
+    fn body_phase(&mut self, part: Part, chunk: &mut BodyChunk) -> Flow {
+        let dir = part.dir();
+        if !std::mem::take(&mut self.buffering[dir as usize]) {
             return Flow::Continue;
         }
-        self.send(Dir::Request, processing_request::Request::RequestHeaders(headers::request_message(req)))
+        {
+            let mut pending = self.slot.lock();
+            if pending.body(dir).early {
+                let mutation = pending.body(dir).mutation.take();
+                apply_body(mutation, chunk);
+                return Flow::Continue;
+            }
+        }
+        let message = HttpBody { body: chunk.data().to_vec(), end_of_stream: true };
+        let message = match part {
+            Part::RequestBody => processing_request::Request::RequestBody(message),
+            _ => processing_request::Request::ResponseBody(message),
+        };
+        match self.send(part, message) {
+            deferred @ Flow::Defer { .. } => deferred,
+            // Decided without the helper (down, queue full, stream ended): through `resumed`
+            // all the same, which has the response head a replacement needs.
+            decided => Flow::Defer { work: Box::pin(std::future::ready(decided)), deadline: Duration::from_secs(1) },
+        }
+    }
+}
+
+impl Txn for ExtProcTxn {
+    /// The bodies sent in `buffered` mode may change (the host frames them with their new
+    /// length).
+    fn edits_body(&self) -> BodyEdits {
+        let config = self.inner.config();
+        BodyEdits {
+            request: config.request_body == BodyMode::Buffered,
+            origin_response: false,
+            client_response: config.response_body == BodyMode::Buffered,
+        }
+    }
+
+    fn req_headers(&mut self, _: &TxnInfo, req: &mut request::Parts) -> Flow {
+        if !self.inner.config().request_headers {
+            return self.then_buffer(Dir::Request, Flow::Continue);
+        }
+        self.send(Part::RequestHeaders, processing_request::Request::RequestHeaders(headers::request_message(req)))
+    }
+
+    fn req_body(&mut self, _: &TxnInfo, chunk: &mut BodyChunk) -> Flow {
+        self.body_phase(Part::RequestBody, chunk)
+    }
+
+    fn client_resp_body(&mut self, _: &TxnInfo, chunk: &mut BodyChunk) -> Flow {
+        self.body_phase(Part::ResponseBody, chunk)
+    }
+
+    /// After an exchange: a headers phase may go on to buffer the body; a body phase gets the
+    /// helper's body answer (and, for a response, its header mutation or replacement: the
+    /// head is not sent yet).
+    fn resumed(&mut self, _: &TxnInfo, subject: Subject<'_>, deferred: Flow) -> Flow {
+        match subject {
+            Subject::Request(_) => self.then_buffer(Dir::Request, deferred),
+            Subject::Response(_) if self.inner.config().response_headers == ResponsePhase::Client => {
+                self.then_buffer(Dir::Response, deferred)
+            }
+            Subject::RequestBody(body) => {
+                let mutation = self.slot.lock().request_body.mutation.take();
+                apply_body(mutation, body);
+                deferred
+            }
+            Subject::ResponseBody { head, body } => {
+                let mut pending = self.slot.lock();
+                if let Some(local) = pending.replace.take() {
+                    replace_response(local, head, body);
+                    return deferred;
+                }
+                if let Some(mutation) = pending.response_after_body.take() {
+                    headers::apply_response(&mutation, head);
+                }
+                apply_body(pending.response_body.mutation.take(), body);
+                deferred
+            }
+            _ => deferred,
+        }
     }
 
     fn req_out(&mut self, _: &TxnInfo, req: &mut request::Parts) -> Flow {
@@ -466,14 +669,15 @@ impl Txn for ExtProcTxn {
         if self.inner.config().response_headers != ResponsePhase::Origin {
             return Flow::Continue;
         }
-        self.send(Dir::Response, processing_request::Request::ResponseHeaders(headers::response_message(resp)))
+        self.send(Part::ResponseHeaders, processing_request::Request::ResponseHeaders(headers::response_message(resp)))
     }
 
     fn client_resp_headers(&mut self, _: &TxnInfo, resp: &mut response::Parts) -> Flow {
         match self.inner.config().response_headers {
-            ResponsePhase::Client => {
-                self.send(Dir::Response, processing_request::Request::ResponseHeaders(headers::response_message(resp)))
-            }
+            ResponsePhase::Client => self.send(
+                Part::ResponseHeaders,
+                processing_request::Request::ResponseHeaders(headers::response_message(resp)),
+            ),
             ResponsePhase::Origin => {
                 let mut pending = self.slot.lock();
                 if !pending.linked {
@@ -483,7 +687,7 @@ impl Txn for ExtProcTxn {
                 }
                 Flow::Continue
             }
-            ResponsePhase::None => Flow::Continue,
+            ResponsePhase::None => self.then_buffer(Dir::Response, Flow::Continue),
         }
     }
 

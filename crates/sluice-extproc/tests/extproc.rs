@@ -2,7 +2,7 @@
 //! origin, with the demo ext_proc processor (`sluice-extproc-demo`) as a supervised helper on
 //! a Unix socket. No sleeps as synchronisation: waits poll a condition with a deadline.
 
-use sluice_extproc::{ExtProc, ExtProcConfig, HelperState, OnUnavailable, ResponsePhase};
+use sluice_extproc::{BodyMode, ExtProc, ExtProcConfig, HelperState, OnUnavailable, ResponsePhase};
 use sluice_module::FailurePolicy;
 use sluice_proxy::clock::{Clock, ManualClock};
 use sluice_proxy::config::{Config, ListenerConfig, Mode};
@@ -85,6 +85,10 @@ impl Harness {
 
     async fn get(&self, path: &str, headers: &[(&str, &str)]) -> ClientReply {
         client::get(self.addr(), &self.origin.url(path), headers).await
+    }
+
+    async fn post(&self, path: &str, headers: &[(&str, &str)], body: &str) -> ClientReply {
+        client::send(self.addr(), "POST", &self.origin.url(path), headers, Some(body)).await
     }
 
     async fn admin(&self, method: &str, path: &str) -> ClientReply {
@@ -417,4 +421,97 @@ async fn the_demo_helper_exits_when_the_process_that_started_it_is_gone() {
         .expect("the helper exited at the end of its stdin")
         .unwrap();
     assert!(status.success(), "{status}");
+}
+
+/// Both bodies in `buffered` mode.
+fn buffered_bodies(config: &mut ExtProcConfig) {
+    config.request_body = BodyMode::Buffered;
+    config.response_body = BodyMode::Buffered;
+}
+
+#[tokio::test]
+async fn buffered_bodies_go_to_the_helper_and_its_answers_replace_them() {
+    let h = Harness::start(buffered_bodies).await;
+    h.up(0).await;
+    h.origin.on("/page", Reply::ok("quiet page").header("cache-control", "max-age=60"));
+
+    // The response body, replaced (with a header set along with it: the head is not sent yet),
+    // on a miss and on a hit: bodies go to the helper on their way to each client.
+    for round in ["miss", "hit"] {
+        let reply = h.get("/page", &[("x-demo-body", "upcase")]).await;
+        assert_eq!(reply.status, 200, "{round}");
+        assert_eq!(reply.text(), "QUIET PAGE", "{round}");
+        assert_eq!(reply.header("content-length"), "10", "{round}");
+        assert_eq!(reply.header("x-extproc-body-bytes"), "10", "{round}: the body answer's header mutation");
+        assert_eq!(reply.header("x-extproc-demo"), "response", "{round}: the headers answer applied too");
+    }
+    assert_eq!(h.origin.hits("/page"), 1);
+    h.logged(" extproc=req:ok,resp:ok,resp-body:ok").await;
+
+    // Left alone, cleared.
+    assert_eq!(h.get("/page", &[]).await.text(), "quiet page");
+    let cleared = h.get("/page", &[("x-demo-body", "clear")]).await;
+    assert_eq!((cleared.text().as_str(), cleared.header("content-length")), ("", "0"));
+
+    // The request body, replaced before it goes to the origin.
+    h.origin.on("/upload", Reply::ok("stored"));
+    let reply = h.post("/upload", &[("x-demo-body", "upcase")], "small letters").await;
+    assert_eq!(reply.status, 200);
+    let seen = h.origin.last_request("/upload").expect("the origin got the request");
+    assert_eq!(seen.body, b"SMALL LETTERS");
+    assert_eq!(seen.header("content-length"), Some("13"));
+    h.logged(" extproc=req:ok,req-body:ok,resp:ok,resp-body:ok").await;
+}
+
+#[tokio::test]
+async fn a_response_body_can_be_answered_immediately_or_replaced_with_its_headers() {
+    let h = Harness::start(buffered_bodies).await;
+    h.up(0).await;
+    h.origin.on("/doc", Reply::ok("the document").header("cache-control", "max-age=60"));
+
+    // An immediate response after the body: status, fields and body replaced (the head was
+    // held with the body).
+    let reply = h.get("/doc", &[("x-demo-body", "immediate")]).await;
+    assert_eq!(reply.status, 403);
+    assert_eq!(reply.text(), "blocked after its body\n");
+    assert_eq!(reply.header("x-extproc-demo"), "immediate");
+    assert_eq!(reply.header("cache-control"), "no-store");
+
+    // CONTINUE_AND_REPLACE on the response headers: the body is replaced without being sent.
+    let answered = h.extproc.counters().answered.load(std::sync::atomic::Ordering::Relaxed);
+    let reply = h.get("/doc", &[("x-demo-body", "early")]).await;
+    assert_eq!(reply.status, 200);
+    assert_eq!(reply.text(), "replaced early\n");
+    assert_eq!(reply.header("content-length"), "15");
+    let sent = h.extproc.counters().answered.load(std::sync::atomic::Ordering::Relaxed) - answered;
+    assert_eq!(sent, 2, "request and response headers only: the body was not sent");
+    assert_eq!(h.origin.hits("/doc"), 1, "the stored body is the origin's");
+}
+
+#[tokio::test]
+async fn a_helper_that_misses_the_body_message_timeout_fails_or_is_bypassed_as_configured() {
+    for on_unavailable in [OnUnavailable::Fail, OnUnavailable::Bypass] {
+        let h = Harness::start(|c| {
+            buffered_bodies(c);
+            c.on_unavailable = on_unavailable;
+            c.message_timeout_ms = 300;
+        })
+        .await;
+        h.up(0).await;
+        h.origin.on("/p", Reply::ok("plain body"));
+        // The demo never answers this response body.
+        let reply = h.get("/p", &[("x-demo-body", "stall")]).await;
+        match on_unavailable {
+            OnUnavailable::Fail => {
+                assert_eq!(reply.status, 503, "the held response is replaced");
+                assert_eq!(reply.text(), "503 Service Unavailable: helper extproc unavailable (timeout)\n");
+                h.logged(" extproc=req:ok,resp:ok,resp-body:fail(timeout)").await;
+            }
+            OnUnavailable::Bypass => {
+                assert_eq!(reply.status, 200);
+                assert_eq!(reply.text(), "plain body", "the body goes on unchanged");
+                h.logged(" extproc=req:ok,resp:ok,resp-body:bypass(timeout)").await;
+            }
+        }
+    }
 }

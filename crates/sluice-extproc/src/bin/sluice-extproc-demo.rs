@@ -16,6 +16,16 @@
 //!   `x-origin-secret`;
 //! - a response with `x-demo-replace` is replaced by an immediate 451.
 //!
+//! Bodies (sent when Sluice's body modes ask for them), as the request header `x-demo-body`
+//! says:
+//! - `upcase`: the request body and the response body in upper case; the response also gets
+//!   `x-extproc-body-bytes: <its original length>`;
+//! - `clear`: the response body cleared;
+//! - `immediate`: after the response body, an immediate 403;
+//! - `early`: the response body replaced with `replaced early` from the response headers'
+//!   answer (`CONTINUE_AND_REPLACE`), without seeing it;
+//! - `stall`: the response body is never answered (Sluice's message timeout).
+//!
 //! When its stdin is a pipe (as Sluice starts helpers), it exits at the pipe's end-of-file:
 //! with Sluice, even a `SIGKILL`ed one.
 
@@ -27,8 +37,9 @@ use sluice_extproc::pb::envoy::service::ext_proc::v3::external_processor_server:
     ExternalProcessor, ExternalProcessorServer,
 };
 use sluice_extproc::pb::envoy::service::ext_proc::v3::{
-    processing_request, processing_response, CommonResponse, HeaderMutation, HeadersResponse, HttpHeaders,
-    ImmediateResponse, ProcessingRequest, ProcessingResponse,
+    body_mutation, common_response::ResponseStatus, processing_request, processing_response, BodyMutation,
+    BodyResponse, CommonResponse, HeaderMutation, HeadersResponse, HttpBody, HttpHeaders, ImmediateResponse,
+    ProcessingRequest, ProcessingResponse,
 };
 use std::pin::Pin;
 use std::time::{Duration, Instant};
@@ -103,7 +114,7 @@ async fn on_request(headers: &HttpHeaders) -> processing_response::Response {
     processing_response::Response::RequestHeaders(headers_answer(mutation))
 }
 
-fn on_response(headers: &HttpHeaders) -> processing_response::Response {
+fn on_response(headers: &HttpHeaders, body: Option<&str>) -> processing_response::Response {
     if header(headers, "x-demo-replace").is_some() {
         return immediate(451, "replaced", "replaced by sluice-extproc-demo\n", "demo-replaced");
     }
@@ -114,7 +125,51 @@ fn on_response(headers: &HttpHeaders) -> processing_response::Response {
         ],
         remove_headers: vec!["x-origin-secret".into()],
     };
-    processing_response::Response::ResponseHeaders(headers_answer(mutation))
+    let mut answer = headers_answer(mutation);
+    if body == Some("early") {
+        if let Some(common) = answer.response.as_mut() {
+            common.status = ResponseStatus::ContinueAndReplace as i32;
+            common.body_mutation = Some(replace_body(b"replaced early\n".to_vec()));
+        }
+    }
+    processing_response::Response::ResponseHeaders(answer)
+}
+
+fn replace_body(body: Vec<u8>) -> BodyMutation {
+    BodyMutation { mutation: Some(body_mutation::Mutation::Body(body)) }
+}
+
+/// The answer to a request body, as the request's `x-demo-body` (`body`) says.
+fn on_request_body(message: &HttpBody, body: Option<&str>) -> processing_response::Response {
+    let body_mutation = (body == Some("upcase")).then(|| replace_body(message.body.to_ascii_uppercase()));
+    processing_response::Response::RequestBody(BodyResponse {
+        response: Some(CommonResponse { body_mutation, ..Default::default() }),
+    })
+}
+
+/// The answer to a response body, as the request's `x-demo-body` (`body`) says.
+fn on_response_body(message: &HttpBody, body: Option<&str>) -> processing_response::Response {
+    let common = match body {
+        Some("upcase") => CommonResponse {
+            header_mutation: Some(HeaderMutation {
+                set_headers: vec![set(
+                    "x-extproc-body-bytes",
+                    &message.body.len().to_string(),
+                    HeaderAppendAction::OverwriteIfExistsOrAdd,
+                )],
+                remove_headers: vec![],
+            }),
+            body_mutation: Some(replace_body(message.body.to_ascii_uppercase())),
+            ..Default::default()
+        },
+        Some("clear") => CommonResponse {
+            body_mutation: Some(BodyMutation { mutation: Some(body_mutation::Mutation::ClearBody(true)) }),
+            ..Default::default()
+        },
+        Some("immediate") => return immediate(403, "immediate", "blocked after its body\n", "demo-body-blocked"),
+        _ => CommonResponse::default(),
+    };
+    processing_response::Response::ResponseBody(BodyResponse { response: Some(common) })
 }
 
 struct Demo;
@@ -130,20 +185,26 @@ impl ExternalProcessor for Demo {
         let mut inbound = request.into_inner();
         let (tx, rx) = tokio::sync::mpsc::channel(4);
         tokio::spawn(async move {
+            // The request's `x-demo-body`, for the bodies of the same transaction.
+            let mut body: Option<String> = None;
             while let Ok(Some(message)) = inbound.message().await {
                 if message.observability_mode {
                     continue;
                 }
                 let answer = match message.request {
-                    Some(processing_request::Request::RequestHeaders(h)) => on_request(&h).await,
-                    Some(processing_request::Request::ResponseHeaders(h)) => on_response(&h),
-                    // Bodies and trailers are not asked for; answer "continue" anyway.
-                    Some(processing_request::Request::RequestBody(_)) => {
-                        processing_response::Response::RequestBody(Default::default())
+                    Some(processing_request::Request::RequestHeaders(h)) => {
+                        body = header(&h, "x-demo-body").map(str::to_owned);
+                        on_request(&h).await
                     }
-                    Some(processing_request::Request::ResponseBody(_)) => {
-                        processing_response::Response::ResponseBody(Default::default())
+                    Some(processing_request::Request::ResponseHeaders(h)) => on_response(&h, body.as_deref()),
+                    Some(processing_request::Request::RequestBody(b)) => on_request_body(&b, body.as_deref()),
+                    Some(processing_request::Request::ResponseBody(_)) if body.as_deref() == Some("stall") => {
+                        // Never answered: this stream waits for Sluice to give up on it.
+                        std::future::pending::<()>().await;
+                        break;
                     }
+                    Some(processing_request::Request::ResponseBody(b)) => on_response_body(&b, body.as_deref()),
+                    // Trailers are not asked for; answer "continue" anyway.
                     Some(processing_request::Request::RequestTrailers(_)) => {
                         processing_response::Response::RequestTrailers(Default::default())
                     }
