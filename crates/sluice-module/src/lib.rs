@@ -322,7 +322,8 @@ pub trait Txn: Send {
     /// the same phase, before the next module runs; write the work's result here (a header
     /// from an external lookup, a body transformed on the CPU pool) and return the phase's
     /// verdict for this module, which the phase honours as if the phase method had returned
-    /// it (except `Defer`: deferring again fails the module). The default returns `deferred`.
+    /// it; `Defer` again awaits more work (its own deadline), then calls `resumed` again. A
+    /// panic here fails the module as configured. The default returns `deferred`.
     fn resumed(&mut self, info: &TxnInfo, subject: Subject<'_>, deferred: Flow) -> Flow {
         let _ = (info, subject);
         deferred

@@ -307,8 +307,8 @@ impl ModuleChain {
     }
 
     /// Hands module `i` back what the phase works on, with the verdict its deferred work
-    /// yielded (`call` with `Some(verdict)`: [`sluice_module::Txn::resumed`]); its answer, or
-    /// why the module failed (a panic, another `Defer`).
+    /// yielded (`call` with `Some(verdict)`: [`sluice_module::Txn::resumed`]); its answer
+    /// (another `Defer` included: awaited in turn), or why the module failed (a panic).
     fn resume(
         &mut self,
         i: usize,
@@ -319,10 +319,7 @@ impl ModuleChain {
         match guarded(|| call(state, Some(deferred))) {
             Verdict::Continue => Ok(Flow::Continue),
             Verdict::Done => Ok(Flow::Done),
-            Verdict::Other(flow) => match *flow {
-                Flow::Defer { .. } => Err("deferred again when resumed"),
-                flow => Ok(flow),
-            },
+            Verdict::Other(flow) => Ok(*flow),
             Verdict::Panicked => Err("panicked when resumed"),
         }
     }
@@ -497,7 +494,8 @@ impl SharedChain {
 
     /// The waiting path of [`Self::start_phase`]: awaits the deferred work of one module,
     /// hands the module the phase's subject with the work's verdict (`resumed`), applies its
-    /// answer, and calls the modules after it, as often as they defer.
+    /// answer (or awaits the next work it defers on), and calls the modules after it, as
+    /// often as they defer.
     async fn wait_and_resume(
         &mut self,
         mut deferred: Deferred,
@@ -516,6 +514,10 @@ impl SharedChain {
             let resumed = self.with(|chain| {
                 let flow = flow.and_then(|flow| chain.resume(index, flow, &mut call).map_err(str::to_owned));
                 match flow {
+                    // More work for the same module: awaited, then resumed again.
+                    Ok(Flow::Defer { work, deadline }) => {
+                        return Progress::Deferred(Box::new(Deferred { index, work, deadline }));
+                    }
                     Ok(flow) => {
                         if outcome.record(chain.step(index, flow, honours)) {
                             return Progress::Finished;

@@ -1,7 +1,8 @@
 //! `Txn::resumed`: a module whose `Flow::Defer` is done gets the phase's subject back (the
 //! head, the whole buffered body, the lookup decision) and writes its work's result into it
-//! before the next module runs; deferring again or panicking there fails the module as
-//! configured. Also: a body phase called once with a whole buffered body may defer.
+//! before the next module runs; deferring again from there is awaited in turn, panicking
+//! there fails the module as configured. Also: a body phase called once with a whole
+//! buffered body may defer.
 
 mod common;
 
@@ -198,52 +199,91 @@ async fn deferred_work_is_written_into_the_heads_when_resumed_before_the_next_mo
     assert_eq!(seen.header("x-looked-up"), Some("found:/item"), "the request head, resumed");
 }
 
-/// Defers at `req_headers`, then misbehaves when resumed.
-struct Misbehave {
-    panics: bool,
+/// Defers at `req_headers`, then defers twice more from `resumed`, counting the steps into
+/// the request's `x-steps`.
+struct Steps;
+
+struct StepsTxn {
+    steps: u32,
 }
 
-struct MisbehaveTxn {
-    panics: bool,
-}
-
-impl Module for Misbehave {
+impl Module for Steps {
     fn name(&self) -> &str {
-        "misbehave"
+        "steps"
     }
     fn new_txn(&self, _: &TxnInfo) -> Option<Box<dyn Txn>> {
-        Some(Box::new(MisbehaveTxn { panics: self.panics }))
+        Some(Box::new(StepsTxn { steps: 0 }))
     }
 }
 
-impl Txn for MisbehaveTxn {
+fn next_step() -> Flow {
+    Flow::Defer { work: Box::pin(async { Flow::Continue }), deadline: Duration::from_secs(30) }
+}
+
+impl Txn for StepsTxn {
     fn req_headers(&mut self, _: &TxnInfo, _: &mut http::request::Parts) -> Flow {
-        Flow::Defer { work: Box::pin(async { Flow::Continue }), deadline: Duration::from_secs(30) }
+        next_step()
     }
-    fn resumed(&mut self, _: &TxnInfo, _: Subject<'_>, _: Flow) -> Flow {
-        assert!(!self.panics, "the module panics when resumed");
-        Flow::Defer { work: Box::pin(async { Flow::Continue }), deadline: Duration::from_secs(30) }
+    fn resumed(&mut self, _: &TxnInfo, subject: Subject<'_>, deferred: Flow) -> Flow {
+        self.steps += 1;
+        if self.steps < 3 {
+            return next_step();
+        }
+        let Subject::Request(req) = subject else { panic!("resumed with {subject:?}") };
+        req.headers.insert("x-steps", HeaderValue::from(self.steps));
+        deferred
     }
 }
 
 #[tokio::test]
-async fn deferring_again_or_panicking_when_resumed_fails_the_module_as_configured() {
-    for panics in [false, true] {
-        let closed = vec![module(Misbehave { panics }, FailurePolicy::Closed)];
-        let h = Harness::build_with_modules(Mode::Reverse, |_, _| {}, closed).await;
-        h.origin.on("/x", Reply::ok("x"));
-        let reply = h.get("/x").await;
-        assert_eq!(reply.status, 500, "closed, panics: {panics}");
-        assert_eq!(h.origin.hits("/x"), 0, "closed: the origin is not asked");
+async fn a_deferral_from_resumed_is_awaited_and_resumed_in_turn() {
+    let modules = vec![module(Steps, FailurePolicy::Closed), module(Lookup, FailurePolicy::Closed)];
+    let h = Harness::build_with_modules(Mode::Reverse, |_, _| {}, modules).await;
+    h.origin.on("/s", Reply::ok("s"));
+    assert_eq!(h.get("/s").await.status, 200);
+    let seen = h.origin.last_request("/s").expect("the origin got the request");
+    assert_eq!(seen.header("x-steps"), Some("3"), "three rounds of work, one module");
+    assert_eq!(seen.header("x-looked-up"), Some("found:/s"), "the next module ran after them");
+}
 
-        let open = vec![module(Misbehave { panics }, FailurePolicy::Open), module(Witness, FailurePolicy::Closed)];
-        let h = Harness::build_with_modules(Mode::Reverse, |_, _| {}, open).await;
-        h.origin.on("/x", Reply::ok("x"));
-        let reply = h.get("/x").await;
-        assert_eq!(reply.status, 200, "open, panics: {panics}");
-        assert_eq!(reply.text(), "x");
-        assert_eq!(reply.header("x-witness"), "missed", "the modules after it ran");
+/// Defers at `req_headers`, then panics when resumed.
+struct Panicky;
+
+struct PanickyTxn;
+
+impl Module for Panicky {
+    fn name(&self) -> &str {
+        "panicky"
     }
+    fn new_txn(&self, _: &TxnInfo) -> Option<Box<dyn Txn>> {
+        Some(Box::new(PanickyTxn))
+    }
+}
+
+impl Txn for PanickyTxn {
+    fn req_headers(&mut self, _: &TxnInfo, _: &mut http::request::Parts) -> Flow {
+        next_step()
+    }
+    fn resumed(&mut self, _: &TxnInfo, _: Subject<'_>, _: Flow) -> Flow {
+        panic!("the module panics when resumed");
+    }
+}
+
+#[tokio::test]
+async fn panicking_when_resumed_fails_the_module_as_configured() {
+    let closed = vec![module(Panicky, FailurePolicy::Closed)];
+    let h = Harness::build_with_modules(Mode::Reverse, |_, _| {}, closed).await;
+    h.origin.on("/x", Reply::ok("x"));
+    assert_eq!(h.get("/x").await.status, 500, "closed");
+    assert_eq!(h.origin.hits("/x"), 0, "closed: the origin is not asked");
+
+    let open = vec![module(Panicky, FailurePolicy::Open), module(Witness, FailurePolicy::Closed)];
+    let h = Harness::build_with_modules(Mode::Reverse, |_, _| {}, open).await;
+    h.origin.on("/x", Reply::ok("x"));
+    let reply = h.get("/x").await;
+    assert_eq!(reply.status, 200, "open");
+    assert_eq!(reply.text(), "x");
+    assert_eq!(reply.header("x-witness"), "missed", "the modules after it ran");
 }
 
 /// Buffers the response, then defers on its whole body with work that never ends; notes when

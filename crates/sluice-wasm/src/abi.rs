@@ -30,7 +30,9 @@ pub enum MapType {
     RequestTrailers,
     ResponseHeaders,
     ResponseTrailers,
-    /// gRPC metadata and HTTP-call maps: Sluice has none.
+    /// The response headers of an HTTP call (`proxy_on_http_call_response`).
+    HttpCallResponseHeaders,
+    /// gRPC metadata and HTTP-call trailers: Sluice has none.
     Other,
 }
 
@@ -42,7 +44,8 @@ impl MapType {
             1 => Self::RequestTrailers,
             2 => Self::ResponseHeaders,
             3 => Self::ResponseTrailers,
-            4..=7 => Self::Other,
+            6 => Self::HttpCallResponseHeaders,
+            4 | 5 | 7 => Self::Other,
             _ => return None,
         })
     }
@@ -55,7 +58,9 @@ pub enum BufferType {
     ResponseBody,
     VmConfiguration,
     PluginConfiguration,
-    /// Stream data, HTTP-call and gRPC buffers, foreign-call data: Sluice has none.
+    /// The response body of an HTTP call (`proxy_on_http_call_response`).
+    HttpCallResponseBody,
+    /// Stream data, gRPC buffers, foreign-call data: Sluice has none.
     Other,
 }
 
@@ -67,7 +72,8 @@ impl BufferType {
             1 => Self::ResponseBody,
             6 => Self::VmConfiguration,
             7 => Self::PluginConfiguration,
-            2..=5 | 8 => Self::Other,
+            4 => Self::HttpCallResponseBody,
+            2 | 3 | 5 | 8 => Self::Other,
             _ => return None,
         })
     }

@@ -9,11 +9,14 @@
 //! plugin_config = "mode=fast"
 //! deadline_ms = 50
 //! memory_mib = 64
+//! clusters = { auth = "http://127.0.0.1:9000" }   # for dispatch_http_call
 //! ```
 
 use crate::abi::LogLevel;
+use crate::callout::Cluster;
 use serde::Deserialize;
 use sluice_module::FailurePolicy;
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 /// Which response phases the plugin's response callbacks run in.
@@ -123,6 +126,9 @@ pub struct WasmConfig {
     pub response_headers_in_body: bool,
     /// Lowest plugin log level passed on (`trace` ... `critical`).
     pub log_level: LogLevel,
+    /// The upstreams the plugin may call with `dispatch_http_call` (`proxy_http_call`), by
+    /// the cluster name it passes: `clusters = { auth = "http://127.0.0.1:9000" }`.
+    pub clusters: BTreeMap<String, Cluster>,
     /// Resource limits.
     pub limits: Limits,
 }
@@ -140,6 +146,7 @@ impl Default for WasmConfig {
             request_headers_in_response: true,
             response_headers_in_body: true,
             log_level: LogLevel::Info,
+            clusters: BTreeMap::new(),
             limits: Limits::default(),
         }
     }

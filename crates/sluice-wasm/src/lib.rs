@@ -19,6 +19,7 @@
 //! starts a new one after an exponential backoff. See `docs/modules-wasm.md`.
 
 mod abi;
+mod callout;
 mod compiled;
 mod config;
 mod engine;
@@ -36,6 +37,7 @@ pub mod txn;
 mod vm;
 
 pub use abi::LogLevel;
+pub use callout::Cluster;
 pub use compiled::CompiledPlugin;
 pub use config::{Attach, Limits, WasmConfig, WasmSpec};
 pub use engine::EPOCH_TICK;

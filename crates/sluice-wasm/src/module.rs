@@ -41,7 +41,7 @@ impl WasmModule {
         version: u64,
         env: &HostEnv,
     ) -> Result<Self, WasmError> {
-        let shared = Shared::new(
+        let mut shared = Shared::new(
             name,
             version,
             Bytes::from(config.plugin_config.clone().into_bytes()),
@@ -49,6 +49,7 @@ impl WasmModule {
             config.log_level,
             env,
         );
+        shared.clusters = config.clusters.clone();
         let pool = Pool::new(config.instance_count());
         let blueprint = Blueprint { compiled, config, shared: Arc::new(shared) };
         let core = Arc::new(Core { blueprint, pool, retired: AtomicBool::new(false) });

@@ -2,11 +2,12 @@
 //! shared data, metrics, statistics and the tick period.
 
 use crate::abi::{LogLevel, Status};
+use crate::callout::Cluster;
 use crate::stats::Stats;
 use bytes::Bytes;
 use parking_lot::Mutex;
 use sluice_module::CacheApi;
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::SystemTime;
@@ -39,6 +40,8 @@ pub(crate) struct Shared {
     pub cache: OnceLock<Arc<dyn CacheApi>>,
     /// Wall-clock time for plugins.
     pub clock: WallClock,
+    /// The upstreams the plugin may call (`WasmConfig::clusters`).
+    pub clusters: BTreeMap<String, Cluster>,
 }
 
 /// A source of wall-clock time (the proxy passes its injected clock; see [`HostEnv`]).
@@ -112,6 +115,7 @@ impl Shared {
             stats: Stats::default(),
             cache,
             clock: Arc::clone(&env.clock),
+            clusters: BTreeMap::new(),
         }
     }
 

@@ -12,6 +12,11 @@
 //! | `resp_done` | `proxy_on_done(ctx)` |
 //! | `log` | `proxy_on_log(ctx)` |
 //! | state dropped | `proxy_on_done` if not yet called, then `proxy_on_delete(ctx)` |
+//! | `resumed` after an HTTP call a headers callback asked for | `proxy_on_http_call_response(ctx, token, headers, body_size, 0)` |
+//!
+//! An HTTP call (`proxy_http_call`, from a headers callback or the call-response callback)
+//! gives `Flow::Defer` on the call; the answer goes to the plugin when the host resumes the
+//! phase, with the phase's head live again (`crate::callout`).
 //!
 //! Verdicts: a local response (`proxy_send_local_response`) gives `Flow::Respond` (which the
 //! host honours in request phases); `sluice.no_more_callbacks` gives `Flow::Done`; `Pause`
@@ -30,6 +35,7 @@
 //! connection).
 
 use crate::abi::{Action, LogLevel};
+use crate::callout::{CallResponse, Callout};
 use crate::config::Attach;
 use crate::host::{BodyBuf, BodyKind, Lend, RequestHead, ResponseHead, TxnFacts};
 use crate::kept::{HeaderList, KeptRequest, KeptResponse};
@@ -40,10 +46,11 @@ use bytes::Bytes;
 use http::header::{CONTENT_LENGTH, TRANSFER_ENCODING};
 use http::{request, response, HeaderMap, Method, StatusCode, Version};
 use sluice_module::{
-    BodyChunk, BodyEdits, FailurePolicy, Flow, LocalResponse, LogFields, LookupOutcome, LookupOverride, Txn, TxnInfo,
-    TxnOutcome,
+    BodyChunk, BodyEdits, FailurePolicy, Flow, LocalResponse, LogFields, LookupOutcome, LookupOverride, Subject, Txn,
+    TxnInfo, TxnOutcome,
 };
 use std::sync::Arc;
+use std::time::Duration;
 
 /// The payload a transaction unwinds with when a plugin fails it closed in a response phase
 /// (`std::panic::resume_unwind`, so no panic message is printed).
@@ -67,14 +74,24 @@ struct Signals {
     local_response: Option<Box<LocalResponse>>,
     /// `sluice.no_more_callbacks`.
     no_more_callbacks: bool,
+    /// `proxy_http_call`.
+    callout: Option<Box<Callout>>,
 }
 
 impl Signals {
     /// Takes what the callback left in `lend`.
     fn take(lend: &mut Lend<'_>) -> Self {
-        Self { local_response: lend.local_response.take(), no_more_callbacks: lend.no_more_callbacks }
+        Self {
+            local_response: lend.local_response.take(),
+            no_more_callbacks: lend.no_more_callbacks,
+            callout: lend.callout.take(),
+        }
     }
 }
+
+/// Where an HTTP call's response goes when the call is done: its token, and the slot the
+/// deferred work fills.
+type PendingCall = (u32, Arc<parking_lot::Mutex<Option<CallResponse>>>);
 
 /// Where a transaction stands with its plugin.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -127,6 +144,8 @@ pub(crate) struct WasmTxn {
     /// Body data held back while the plugin pauses, per direction.
     held_request: Option<Vec<u8>>,
     held_response: Option<Vec<u8>>,
+    /// The HTTP call the transaction waits for (`proxy_http_call` from a headers callback).
+    call: Option<PendingCall>,
 }
 
 impl WasmTxn {
@@ -159,6 +178,7 @@ impl WasmTxn {
             head_request: false,
             held_request: None,
             held_response: None,
+            call: None,
         }
     }
 
@@ -228,7 +248,9 @@ impl WasmTxn {
         }
     }
 
-    /// The verdict after a headers or body callback that returned `action`.
+    /// The verdict after a headers or body callback that returned `action`. An HTTP call it
+    /// asked for is made before the transaction goes on, whatever the action (a pause waits
+    /// for it; `proxy_on_http_call_response` decides what comes next).
     fn verdict(&mut self, action: Action, signals: Signals, end: bool, headers: bool) -> Flow {
         if let Some(response) = signals.local_response {
             return Flow::Respond(*response);
@@ -236,6 +258,9 @@ impl WasmTxn {
         if signals.no_more_callbacks {
             self.state = State::Quiet;
             return Flow::Done;
+        }
+        if let Some(callout) = signals.callout {
+            return self.defer_call(*callout);
         }
         if headers && action == Action::Pause && !end {
             return Flow::Buffer { max: self.core.config().limits.max_buffer_bytes };
@@ -250,7 +275,7 @@ impl WasmTxn {
         self.head_request = req.method == Method::HEAD;
         let end = request_is_empty(req);
         let callback = Callback::RequestHeaders { headers: req.headers.len() + 4, end };
-        let mut lend = self.lend().with_request(Some(RequestHead::Live(req)));
+        let mut lend = self.lend().with_request(Some(RequestHead::Live(req))).allowing_calls();
         let result = self.run(callback, &mut lend);
         let signals = Signals::take(&mut lend);
         match result {
@@ -265,7 +290,11 @@ impl WasmTxn {
         }
         let end = response_is_empty(resp, self.head_request);
         let callback = Callback::ResponseHeaders { headers: resp.headers.len() + 1, end };
-        let mut lend = self.lend().with_request(self.kept_request()).with_response(Some(ResponseHead::Live(resp)));
+        let mut lend = self
+            .lend()
+            .with_request(self.kept_request())
+            .with_response(Some(ResponseHead::Live(resp)))
+            .allowing_calls();
         let result = self.run(callback, &mut lend);
         let signals = Signals::take(&mut lend);
         let flow = match result {
@@ -278,6 +307,34 @@ impl WasmTxn {
             self.response = Some(KeptResponse::copy(resp, std::mem::take(&mut self.storage.response)));
         }
         flow
+    }
+
+    /// Waits for `callout` (`Flow::Defer`); `resumed` then hands its response to the plugin.
+    fn defer_call(&mut self, callout: Callout) -> Flow {
+        let slot = Arc::new(parking_lot::Mutex::new(None));
+        self.call = Some((callout.token, Arc::clone(&slot)));
+        let max_body = self.core.config().limits.max_buffer_bytes;
+        // The call times itself out first (the plugin's timeout): the plugin then gets an
+        // empty response, as from Envoy; the host's deadline is a backstop.
+        let deadline = callout.timeout() + Duration::from_secs(1);
+        Flow::Defer {
+            work: Box::pin(async move {
+                let response = callout.perform(max_body).await;
+                *slot.lock() = Some(response);
+                Flow::Continue
+            }),
+            deadline,
+        }
+    }
+
+    /// The verdict after `proxy_on_http_call_response` (`result`, `signals`): the transaction
+    /// goes on whether or not the plugin resumed the stream, unless it answered locally, asked
+    /// for no more callbacks or for another call.
+    fn after_call(&mut self, result: Result<i32, Option<Fault>>, signals: Signals, side: Side) -> Flow {
+        match result {
+            Ok(_) => self.verdict(Action::Continue, signals, true, false),
+            Err(fault) => self.fail(side, &Self::failure_reason(fault)),
+        }
     }
 
     fn body_phase(&mut self, kind: BodyKind, chunk: &mut BodyChunk) -> Flow {
@@ -417,6 +474,54 @@ impl Txn for WasmTxn {
             return Flow::Continue;
         }
         self.body_phase(BodyKind::Response, chunk)
+    }
+
+    /// The HTTP call the transaction waited for is done: `proxy_on_http_call_response`, with
+    /// the phase's head live again.
+    fn resumed(&mut self, _info: &TxnInfo, subject: Subject<'_>, deferred: Flow) -> Flow {
+        let Some((token, slot)) = self.call.take() else { return deferred };
+        let mut response = slot.lock().take().unwrap_or_default();
+        if self.state != State::Active {
+            return deferred;
+        }
+        let headers = response.head.as_ref().map_or(0, |head| head.headers.len() + 1);
+        let callback = Callback::HttpCallResponse { token, headers, body: response.body.len() };
+        match subject {
+            Subject::Request(req) => {
+                let mut lend = self
+                    .lend()
+                    .with_request(Some(RequestHead::Live(&mut *req)))
+                    .with_call_response(&mut response)
+                    .allowing_calls();
+                let result = self.run(callback, &mut lend);
+                let signals = Signals::take(&mut lend);
+                let flow = self.after_call(result, signals, Side::Request);
+                // The kept copy follows what the plugin made of the head.
+                if let Some(kept) = self.request.take() {
+                    let storage = kept.headers.recycle().unwrap_or_default();
+                    self.request = Some(KeptRequest::copy(req, storage));
+                }
+                flow
+            }
+            Subject::Response(resp) => {
+                let mut lend = self
+                    .lend()
+                    .with_request(self.kept_request())
+                    .with_response(Some(ResponseHead::Live(&mut *resp)))
+                    .with_call_response(&mut response)
+                    .allowing_calls();
+                let result = self.run(callback, &mut lend);
+                let signals = Signals::take(&mut lend);
+                let flow = self.after_call(result, signals, Side::Response);
+                if let Some(kept) = self.response.take() {
+                    let storage = kept.headers.recycle().unwrap_or_default();
+                    self.response = Some(KeptResponse::copy(resp, storage));
+                }
+                flow
+            }
+            // Calls are made from headers callbacks only.
+            _ => deferred,
+        }
     }
 
     fn resp_done(&mut self, _info: &TxnInfo, _outcome: &TxnOutcome) {

@@ -39,10 +39,28 @@ impl std::fmt::Display for Fault {
 /// A callback into an HTTP context (or, for `Tick`, the root context).
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum Callback {
-    RequestHeaders { headers: usize, end: bool },
-    RequestBody { size: usize, end: bool },
-    ResponseHeaders { headers: usize, end: bool },
-    ResponseBody { size: usize, end: bool },
+    RequestHeaders {
+        headers: usize,
+        end: bool,
+    },
+    RequestBody {
+        size: usize,
+        end: bool,
+    },
+    ResponseHeaders {
+        headers: usize,
+        end: bool,
+    },
+    ResponseBody {
+        size: usize,
+        end: bool,
+    },
+    /// `proxy_on_http_call_response(ctx, token, headers, body_size, trailers)`.
+    HttpCallResponse {
+        token: u32,
+        headers: usize,
+        body: usize,
+    },
     Done,
     Log,
     Delete,
@@ -50,6 +68,9 @@ pub(crate) enum Callback {
 }
 
 type Phase = Option<TypedFunc<(i32, i32, i32), i32>>;
+
+/// `proxy_on_http_call_response(context, token, headers, body size, trailers)`.
+type CallResponseExport = Option<TypedFunc<(i32, i32, i32, i32, i32), ()>>;
 
 /// The plugin's callback exports (absent ones are skipped: `Continue`).
 struct Exports {
@@ -64,6 +85,7 @@ struct Exports {
     log: Option<TypedFunc<i32, ()>>,
     delete: Option<TypedFunc<i32, ()>>,
     tick: Option<TypedFunc<i32, ()>>,
+    http_call_response: CallResponseExport,
 }
 
 fn optional<P: WasmParams, R: WasmResults>(
@@ -93,6 +115,7 @@ impl Exports {
             log: optional(instance, store, "proxy_on_log")?,
             delete: optional(instance, store, "proxy_on_delete")?,
             tick: optional(instance, store, "proxy_on_tick")?,
+            http_call_response: optional(instance, store, "proxy_on_http_call_response")?,
         })
     }
 }
@@ -253,6 +276,12 @@ fn call(exports: &Exports, store: &mut Store<HostState>, ctx: i32, callback: Cal
         Callback::Log => unit(&exports.log, store),
         Callback::Delete => unit(&exports.delete, store),
         Callback::Tick => unit(&exports.tick, store),
+        Callback::HttpCallResponse { token, headers, body } => match &exports.http_call_response {
+            Some(f) => f
+                .call(store.as_context_mut(), (ctx, token as i32, guest_size(headers), guest_size(body), 0))
+                .map(|()| 0),
+            None => Ok(0),
+        },
     }
 }
 

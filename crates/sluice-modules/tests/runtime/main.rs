@@ -9,3 +9,4 @@ mod under_load;
 mod wasm_entry;
 mod wasm_failures;
 mod wasm_foreign;
+mod wasm_http_call;

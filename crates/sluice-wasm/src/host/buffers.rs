@@ -1,7 +1,8 @@
 //! Buffers: `proxy_get_buffer_bytes`, `proxy_set_buffer_bytes`.
 //!
 //! The HTTP request and response bodies are there in their body callbacks (the current
-//! chunk, or everything held so far after a pause); the plugin and VM configurations always.
+//! chunk, or everything held so far after a pause); an HTTP call's response body in
+//! `proxy_on_http_call_response`; the plugin and VM configurations always.
 //! An empty range reads as `NotFound` (the SDK gives `None`). Setting replaces
 //! `[start, start + size)` (clamped to the end) with the new bytes: `size == 0` inserts, a
 //! `start` equal to the length appends. A change of the body's length needs
@@ -26,6 +27,7 @@ pub(super) fn add(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
                 Some(BufferType::ResponseBody) => body(state, BodyKind::Response),
                 Some(BufferType::VmConfiguration) => Some(state.shared.vm_config.clone()),
                 Some(BufferType::PluginConfiguration) => Some(state.shared.plugin_config.clone()),
+                Some(BufferType::HttpCallResponseBody) => state.call.lend().and_then(|lend| lend.call_response_body()),
                 Some(BufferType::Other) => None,
                 None => return Ok(Status::BadArgument.code()),
             };

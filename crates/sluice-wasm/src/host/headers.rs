@@ -6,8 +6,10 @@
 //! The request head is writable in the request headers callback and readable in the later
 //! callbacks (with `request_headers_in_response`); the response head is writable in the
 //! response headers callback and readable in the later ones: response body, done, log,
-//! delete (with `response_headers_in_body`). Trailers and gRPC/HTTP-call maps are always empty. Reading a map that is not there gives an empty map (the SDK would panic on an
-//! error); changing one gives `BadArgument`.
+//! delete (with `response_headers_in_body`). An HTTP call's response headers are readable in
+//! `proxy_on_http_call_response` (with `:status`; none when the call failed). Trailers and
+//! gRPC maps are always empty. Reading a map that is not there gives an empty map (the SDK
+//! would panic on an error); changing one gives `BadArgument`.
 
 use super::{memory_and_state, status, Call, HostState};
 use crate::abi::{MapType, Status};
@@ -23,6 +25,7 @@ fn head(call: &mut Call, map: i32, write: bool) -> Result<Option<Head<'_>>, Stat
     let head = match (map, lend) {
         (MapType::RequestHeaders, Some(lend)) => lend.request_map(write),
         (MapType::ResponseHeaders, Some(lend)) => lend.response_map(write),
+        (MapType::HttpCallResponseHeaders, Some(lend)) if !write => lend.call_response_map(),
         _ => None,
     };
     match head {

@@ -19,6 +19,7 @@
 //!   read.
 
 use super::{BodyBuf, BodyKind, HostState};
+use crate::callout::{CallResponse, Callout};
 use crate::headermap::Head;
 use crate::kept::{KeptRequest, KeptResponse};
 use http::{request, response};
@@ -61,16 +62,34 @@ pub(crate) struct Lend<'a> {
     request: Option<RequestHead<'a>>,
     response: Option<ResponseHead<'a>>,
     body: Option<&'a mut BodyBuf>,
+    /// The answer to the HTTP call, in `proxy_on_http_call_response`.
+    call_response: Option<&'a mut CallResponse>,
+    /// The callback may ask for an HTTP call (a headers callback: the transaction can wait).
+    calls_allowed: bool,
     /// Set by `proxy_send_local_response`. Boxed: it is rare, and keeps the lend small.
     pub local_response: Option<Box<LocalResponse>>,
     /// Set by the `sluice.no_more_callbacks` foreign function.
     pub no_more_callbacks: bool,
+    /// Set by `proxy_http_call`: the call to make before the transaction goes on. Boxed: it
+    /// is rare, and keeps the lend small.
+    pub callout: Option<Box<Callout>>,
 }
 
 impl<'a> Lend<'a> {
     /// A lend of the transaction's facts only (no heads, no body).
     pub(crate) fn new(txn: &'a TxnFacts, lookup: Option<LookupOutcome>) -> Self {
-        Self { txn, lookup, request: None, response: None, body: None, local_response: None, no_more_callbacks: false }
+        Self {
+            txn,
+            lookup,
+            request: None,
+            response: None,
+            body: None,
+            call_response: None,
+            calls_allowed: false,
+            local_response: None,
+            no_more_callbacks: false,
+            callout: None,
+        }
     }
 
     pub(crate) fn with_request(mut self, head: Option<RequestHead<'a>>) -> Self {
@@ -86,6 +105,34 @@ impl<'a> Lend<'a> {
     pub(crate) fn with_body(mut self, body: &'a mut BodyBuf) -> Self {
         self.body = Some(body);
         self
+    }
+
+    /// Lets the callback ask for an HTTP call (`proxy_http_call`).
+    pub(crate) fn allowing_calls(mut self) -> Self {
+        self.calls_allowed = true;
+        self
+    }
+
+    /// The answer to the callback's HTTP call (`proxy_on_http_call_response`).
+    pub(crate) fn with_call_response(mut self, response: &'a mut CallResponse) -> Self {
+        self.call_response = Some(response);
+        self
+    }
+
+    /// Whether the callback may ask for an HTTP call now: it runs where the transaction can
+    /// wait, and has not asked for one yet.
+    pub(crate) fn may_call(&self) -> bool {
+        self.calls_allowed && self.callout.is_none()
+    }
+
+    /// The HTTP call's response head as a header map (read-only; absent when the call failed).
+    pub(crate) fn call_response_map(&mut self) -> Option<Head<'_>> {
+        self.call_response.as_deref_mut()?.head.as_mut().map(Head::Response)
+    }
+
+    /// The HTTP call's response body.
+    pub(crate) fn call_response_body(&self) -> Option<bytes::Bytes> {
+        self.call_response.as_deref().map(|response| response.body.clone())
     }
 
     pub(crate) fn txn(&self) -> &TxnFacts {

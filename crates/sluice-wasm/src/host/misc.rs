@@ -19,8 +19,9 @@ pub(super) fn add(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
         caller.data().shared.tick_period_ms.store(u64::from(period as u32), Ordering::Relaxed);
         Status::Ok.code()
     })?;
-    // Sluice never holds a stream waiting for the plugin (no HTTP calls), so resuming is a
-    // no-op; closing (resetting) a stream is not supported.
+    // A transaction waits for a plugin only during its HTTP call, and goes on when
+    // `proxy_on_http_call_response` returns (unless the plugin answered locally), so
+    // resuming is a no-op; closing (resetting) a stream is not supported.
     linker.func_wrap("env", "proxy_continue_stream", |_: i32| Status::Ok.code())?;
     linker.func_wrap("env", "proxy_continue_request", || Status::Ok.code())?;
     linker.func_wrap("env", "proxy_continue_response", || Status::Ok.code())?;

@@ -8,6 +8,7 @@
 mod buffers;
 mod foreign;
 mod headers;
+mod http_call;
 mod lend;
 mod log;
 mod misc;
@@ -37,6 +38,8 @@ pub(crate) struct HostState {
     pub properties: HashMap<u32, SetProperties>,
     /// Emptied header lists of ended transactions, for the next ones' kept heads.
     pub spare_lists: Vec<HeaderList>,
+    /// The token of the next HTTP call (`proxy_http_call`).
+    pub next_call_token: u32,
 }
 
 impl HostState {
@@ -48,6 +51,7 @@ impl HostState {
             call: Call::default(),
             properties: HashMap::new(),
             spare_lists: Vec::new(),
+            next_call_token: 1,
         }
     }
 }
@@ -132,6 +136,7 @@ pub(crate) fn linker(engine: &Engine, module: &wasmtime::Module) -> wasmtime::Re
     log::add(&mut linker)?;
     misc::add(&mut linker)?;
     headers::add(&mut linker)?;
+    http_call::add(&mut linker)?;
     buffers::add(&mut linker)?;
     properties::add(&mut linker)?;
     foreign::add(&mut linker)?;

@@ -1,12 +1,12 @@
-//! ABI calls Sluice does not implement: HTTP and gRPC callouts and shared queues.
+//! ABI calls Sluice does not implement: gRPC callouts and shared queues.
 //!
 //! Each answers with an error status at once. Where the Rust SDK turns a status into an
-//! `Err` the plugin can handle, that status is used (so a plugin that tries an HTTP call
+//! `Err` the plugin can handle, that status is used (so a plugin that tries a gRPC call
 //! and copes with failure keeps working); elsewhere `Unimplemented` (12).
 //!
 //! | call | status |
 //! |---|---|
-//! | `proxy_http_call`, `proxy_grpc_call`, `proxy_grpc_stream` | `InternalFailure` (10) |
+//! | `proxy_grpc_call`, `proxy_grpc_stream` | `InternalFailure` (10) |
 //! | `proxy_grpc_send`, `proxy_grpc_cancel`, `proxy_grpc_close` | `NotFound` (1): no such call |
 //! | `proxy_resolve_shared_queue`, `proxy_dequeue_shared_queue`, `proxy_enqueue_shared_queue` | `NotFound` (1): no such queue |
 //! | `proxy_register_shared_queue`, `proxy_get_status` | `Unimplemented` (12) |
@@ -19,11 +19,6 @@ pub(super) fn add(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
     let failure = Status::InternalFailure.code();
     let not_found = Status::NotFound.code();
     let unimplemented = Status::Unimplemented.code();
-    linker.func_wrap(
-        "env",
-        "proxy_http_call",
-        move |_: i32, _: i32, _: i32, _: i32, _: i32, _: i32, _: i32, _: i32, _: i32, _: i32| failure,
-    )?;
     linker.func_wrap(
         "env",
         "proxy_grpc_call",

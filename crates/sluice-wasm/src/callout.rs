@@ -1,0 +1,159 @@
+//! HTTP calls out of a plugin (`proxy_http_call`, the SDK's `dispatch_http_call`).
+//!
+//! A headers callback asks for a call; the host makes it while the transaction defers
+//! (`Flow::Defer`), then calls `proxy_on_http_call_response` on the same context with the
+//! phase's head back in reach (`Txn::resumed`), where the plugin reads the answer
+//! (`HttpCallResponseHeaders`, `HttpCallResponseBody`) and edits the head or answers
+//! locally. The upstream is named by a cluster of the plugin's `clusters` setting, as in
+//! Envoy; plain HTTP/1.1, one connection per call.
+
+use crate::abi::Status;
+use crate::headermap::WirePairs;
+use bytes::Bytes;
+use http::{header, response, HeaderName, HeaderValue, Method, Request};
+use http_body_util::{BodyExt, Full, Limited};
+use serde::Deserialize;
+use std::time::Duration;
+
+/// An upstream a plugin may call: `http://host:port` (or `host:port`) in the `clusters`
+/// setting, under the name the plugin passes to `dispatch_http_call`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(try_from = "String")]
+pub struct Cluster {
+    /// `host:port`, to connect to.
+    address: String,
+}
+
+impl TryFrom<String> for Cluster {
+    type Error = String;
+
+    fn try_from(value: String) -> Result<Self, String> {
+        let rest = match value.split_once("://") {
+            Some(("http", rest)) => rest,
+            Some((scheme, _)) => {
+                return Err(format!("cluster {value:?}: only http:// upstreams can be called, not {scheme}"))
+            }
+            None => value.as_str(),
+        };
+        let authority: http::uri::Authority =
+            rest.trim_end_matches('/').parse().map_err(|_| format!("cluster {value:?}: not host:port"))?;
+        let port = authority.port_u16().unwrap_or(80);
+        Ok(Self { address: format!("{}:{port}", authority.host()) })
+    }
+}
+
+/// The call a callback asked for.
+#[derive(Debug)]
+pub(crate) struct Callout {
+    /// What `proxy_http_call` gave the plugin, and `proxy_on_http_call_response` gives back.
+    pub token: u32,
+    address: String,
+    request: Request<Bytes>,
+    timeout: Duration,
+}
+
+/// What a call got: the response head (`None` when the call failed: the plugin then sees no
+/// headers, as from Envoy) and body.
+#[derive(Debug, Default)]
+pub(crate) struct CallResponse {
+    pub head: Option<response::Parts>,
+    pub body: Bytes,
+}
+
+impl Callout {
+    /// The call to `cluster` with the plugin's `headers` (`:method`, `:path` and
+    /// `:authority` required, as Envoy requires them) and `body`.
+    pub(crate) fn new(
+        token: u32,
+        cluster: &Cluster,
+        headers: &WirePairs<'_>,
+        body: &[u8],
+        timeout: Duration,
+    ) -> Result<Self, Status> {
+        let pseudo = |name: &[u8]| headers.iter().find(|(n, _)| *n == name).map(|(_, v)| *v);
+        let method =
+            Method::from_bytes(pseudo(b":method").ok_or(Status::BadArgument)?).map_err(|_| Status::BadArgument)?;
+        let path = pseudo(b":path").ok_or(Status::BadArgument)?;
+        let authority = pseudo(b":authority").ok_or(Status::BadArgument)?;
+        let mut request = Request::builder().method(method).uri(path);
+        request = request.header(header::HOST, HeaderValue::from_bytes(authority).map_err(|_| Status::BadArgument)?);
+        for (name, value) in headers.iter().filter(|(name, _)| !name.starts_with(b":")) {
+            let name = HeaderName::from_bytes(name).map_err(|_| Status::BadArgument)?;
+            let value = HeaderValue::from_bytes(value).map_err(|_| Status::BadArgument)?;
+            request = request.header(name, value);
+        }
+        if !body.is_empty() {
+            request = request.header(header::CONTENT_LENGTH, body.len());
+        }
+        let request = request.body(Bytes::copy_from_slice(body)).map_err(|_| Status::BadArgument)?;
+        Ok(Self { token, address: cluster.address.clone(), request, timeout })
+    }
+
+    /// How long the call may take (the plugin's timeout).
+    pub(crate) fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    /// Makes the call: connects, sends, reads the response (its body at most `max_body`
+    /// bytes). Any failure, the timeout included, gives an empty [`CallResponse`].
+    pub(crate) async fn perform(self, max_body: usize) -> CallResponse {
+        let Self { address, request, timeout, .. } = self;
+        match tokio::time::timeout(timeout, exchange(&address, request, max_body)).await {
+            Ok(Ok(response)) => response,
+            Ok(Err(err)) => {
+                tracing::debug!("plugin http call to {address} failed: {err}");
+                CallResponse::default()
+            }
+            Err(_) => {
+                tracing::debug!("plugin http call to {address} timed out after {timeout:?}");
+                CallResponse::default()
+            }
+        }
+    }
+}
+
+async fn exchange(address: &str, request: Request<Bytes>, max_body: usize) -> Result<CallResponse, String> {
+    let stream = tokio::net::TcpStream::connect(address).await.map_err(|e| format!("connect: {e}"))?;
+    let (mut sender, connection) = hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
+        .await
+        .map_err(|e| format!("handshake: {e}"))?;
+    // Driven beside the exchange; ends when the response is read and the sender dropped.
+    tokio::spawn(connection);
+    let response = sender.send_request(request.map(Full::new)).await.map_err(|e| format!("request: {e}"))?;
+    let (head, body) = response.into_parts();
+    let body = Limited::new(body, max_body).collect().await.map_err(|e| format!("body: {e}"))?.to_bytes();
+    Ok(CallResponse { head: Some(head), body })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn clusters_name_http_upstreams_only() {
+        let cluster = |s: &str| Cluster::try_from(s.to_owned());
+        assert_eq!(cluster("http://127.0.0.1:9000").unwrap().address, "127.0.0.1:9000");
+        assert_eq!(cluster("auth.internal").unwrap().address, "auth.internal:80");
+        assert_eq!(cluster("http://auth.internal/").unwrap().address, "auth.internal:80");
+        assert!(cluster("https://auth.internal").unwrap_err().contains("only http://"));
+        assert!(cluster("not a host").is_err());
+    }
+
+    #[test]
+    fn a_call_needs_method_path_and_authority() {
+        let cluster = Cluster::try_from("127.0.0.1:1".to_owned()).unwrap();
+        let timeout = Duration::from_secs(1);
+        let pairs = |list: &[(&'static str, &'static str)]| -> WirePairs<'static> {
+            list.iter().map(|(n, v)| (n.as_bytes(), v.as_bytes())).collect()
+        };
+        let full = pairs(&[(":method", "POST"), (":path", "/check?x=1"), (":authority", "auth"), ("x-user", "ann")]);
+        let call = Callout::new(7, &cluster, &full, b"payload", timeout).unwrap();
+        assert_eq!((call.token, call.request.method().as_str()), (7, "POST"));
+        assert_eq!(call.request.uri(), "/check?x=1");
+        assert_eq!(call.request.headers()["host"], "auth");
+        assert_eq!(call.request.headers()["x-user"], "ann");
+        assert_eq!(call.request.headers()["content-length"], "7");
+        let no_path = pairs(&[(":method", "GET"), (":authority", "auth")]);
+        assert_eq!(Callout::new(1, &cluster, &no_path, b"", timeout).unwrap_err(), Status::BadArgument);
+    }
+}
