@@ -4,14 +4,17 @@
 # machine load does not move them). Also counts each configuration's system calls per hit
 # (strace, natively), and estimates the overhead in CPU time, the issue's unit, from both:
 #
-#   CPU overhead = (instructions over none / instructions of none under load) x user share
+#   CPU overhead >= (instructions over none / instructions of none under load) x user share
 #
 # where "under load" is none under callgrind loaded by wrk -t1 -c32 (Tokio and epoll work is
 # shared by the requests a wakeup finds, so a hit costs fewer instructions than one at a time)
-# and the user share is none's utime / (utime + stime) natively under the same wrk (/proc). It
-# holds when every configuration makes the same system calls per hit (the table shows them),
-# so that only the user-space part of a hit's CPU time differs; run.sh measures the same thing
-# directly, but on this shared VM its rounds swing by tens of percent.
+# and the user share is none's utime / (utime + stime) natively under the same wrk (/proc).
+# Every configuration makes the same system calls per hit (the table shows them), so this is
+# the overhead if kernel time per hit stayed the same: a lower bound. Under a closed-loop load
+# it does not quite stay: a slower proxy lets wrk go idle more often, and on this VM the
+# cross-CPU wake-ups that follow cost kernel time too (docs/benchmarks.md, "Why timing shows
+# more than the instructions"). run.sh measures the whole directly, but on this shared VM its
+# rounds swing by tens of percent.
 #
 #   bench/modules/callgrind.sh                          # none noop add-headers wasm-empty
 #   bench/modules/callgrind.sh none noop                # chosen configurations
@@ -145,7 +148,7 @@ for c in "${configs[@]}"; do
 done
 if [ -n "${SHARE:-}" ] && [ -n "${LOADED:-}" ]; then loaded=$LOADED; share=$SHARE; else read -r share loaded < <(under_load "${configs[0]}"); fi
 
-echo "| configuration | instructions per hit | over none | system calls per hit (i/o) | CPU overhead, estimated |"
+echo "| configuration | instructions per hit | over none | system calls per hit (i/o) | CPU overhead, lower bound |"
 echo "|---|---:|---:|---:|---:|"
 for c in "${configs[@]}"; do
   read -r all io <<<"${calls[$c]}"

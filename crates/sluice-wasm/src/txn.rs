@@ -37,7 +37,7 @@
 use crate::abi::{Action, LogLevel};
 use crate::callout::{CallResponse, Callout};
 use crate::config::Attach;
-use crate::host::{BodyBuf, BodyKind, Lend, RequestHead, ResponseHead, TxnFacts};
+use crate::host::{Asked, BodyBuf, BodyKind, Lend, RequestHead, ResponseHead, TxnFacts};
 use crate::kept::{HeaderList, KeptRequest, KeptResponse};
 use crate::pool::Core;
 use crate::stats::Stats;
@@ -70,22 +70,16 @@ impl std::fmt::Display for PluginFailure {
 
 /// What a callback asked for besides its return value.
 struct Signals {
-    /// `proxy_send_local_response`.
-    local_response: Option<Box<LocalResponse>>,
+    /// A local response, an HTTP call (`proxy_send_local_response`, `proxy_http_call`).
+    rare: Option<Box<Asked>>,
     /// `sluice.no_more_callbacks`.
     no_more_callbacks: bool,
-    /// `proxy_http_call`.
-    callout: Option<Box<Callout>>,
 }
 
 impl Signals {
     /// Takes what the callback left in `lend`.
     fn take(lend: &mut Lend<'_>) -> Self {
-        Self {
-            local_response: lend.local_response.take(),
-            no_more_callbacks: lend.no_more_callbacks,
-            callout: lend.callout.take(),
-        }
+        Self { rare: lend.asked.take(), no_more_callbacks: lend.no_more_callbacks }
     }
 }
 
@@ -252,15 +246,12 @@ impl WasmTxn {
     /// asked for is made before the transaction goes on, whatever the action (a pause waits
     /// for it; `proxy_on_http_call_response` decides what comes next).
     fn verdict(&mut self, action: Action, signals: Signals, end: bool, headers: bool) -> Flow {
-        if let Some(response) = signals.local_response {
-            return Flow::Respond(*response);
+        if let Some(rare) = signals.rare {
+            return self.rare_verdict(*rare, signals.no_more_callbacks);
         }
         if signals.no_more_callbacks {
             self.state = State::Quiet;
             return Flow::Done;
-        }
-        if let Some(callout) = signals.callout {
-            return self.defer_call(*callout);
         }
         if headers && action == Action::Pause && !end {
             return Flow::Buffer { max: self.core.config().limits.max_buffer_bytes };
@@ -307,6 +298,22 @@ impl WasmTxn {
             self.response = Some(KeptResponse::copy(resp, std::mem::take(&mut self.storage.response)));
         }
         flow
+    }
+
+    /// [`Self::verdict`] when the callback answered locally or asked for an HTTP call.
+    #[cold]
+    fn rare_verdict(&mut self, rare: Asked, no_more_callbacks: bool) -> Flow {
+        if let Some(response) = rare.local_response {
+            return Flow::Respond(response);
+        }
+        if no_more_callbacks {
+            self.state = State::Quiet;
+            return Flow::Done;
+        }
+        match rare.callout {
+            Some(callout) => self.defer_call(callout),
+            None => Flow::Continue,
+        }
     }
 
     /// Waits for `callout` (`Flow::Defer`); `resumed` then hands its response to the plugin.
@@ -385,7 +392,8 @@ impl WasmTxn {
             }
         };
         let BodyBuf { data: body, changed, .. } = body;
-        let pausing = action == Action::Pause && !end && signals.local_response.is_none() && !signals.no_more_callbacks;
+        // No HTTP call from a body callback (not allowed there): `rare` is a local response.
+        let pausing = action == Action::Pause && !end && signals.rare.is_none() && !signals.no_more_callbacks;
         if pausing {
             let max = self.core.config().limits.max_buffer_bytes;
             if body.len() > max {

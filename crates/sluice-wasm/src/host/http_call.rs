@@ -47,7 +47,7 @@ fn http_call(
         let token = state.next_call_token;
         let callout = Callout::new(token, cluster, &headers, body, timeout)?;
         let lend = state.call.lend().filter(|lend| lend.may_call()).ok_or(Status::BadArgument)?;
-        lend.callout = Some(Box::new(callout));
+        lend.asked().callout = Some(callout);
         state.next_call_token = token.wrapping_add(1);
         memory::write_u32(mem, token_ptr, token)?;
         Ok(Status::Ok)

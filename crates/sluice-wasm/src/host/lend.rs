@@ -66,13 +66,20 @@ pub(crate) struct Lend<'a> {
     call_response: Option<&'a mut CallResponse>,
     /// The callback may ask for an HTTP call (a headers callback: the transaction can wait).
     calls_allowed: bool,
-    /// Set by `proxy_send_local_response`. Boxed: it is rare, and keeps the lend small.
-    pub local_response: Option<Box<LocalResponse>>,
+    /// What the callback asked for that is rare: a local response, an HTTP call. Boxed
+    /// together, which keeps the lend small and its drop a single check.
+    pub asked: Option<Box<Asked>>,
     /// Set by the `sluice.no_more_callbacks` foreign function.
     pub no_more_callbacks: bool,
-    /// Set by `proxy_http_call`: the call to make before the transaction goes on. Boxed: it
-    /// is rare, and keeps the lend small.
-    pub callout: Option<Box<Callout>>,
+}
+
+/// See [`Lend::asked`].
+#[derive(Default)]
+pub(crate) struct Asked {
+    /// Set by `proxy_send_local_response`.
+    pub local_response: Option<LocalResponse>,
+    /// Set by `proxy_http_call`: the call to make before the transaction goes on.
+    pub callout: Option<Callout>,
 }
 
 impl<'a> Lend<'a> {
@@ -86,9 +93,8 @@ impl<'a> Lend<'a> {
             body: None,
             call_response: None,
             calls_allowed: false,
-            local_response: None,
+            asked: None,
             no_more_callbacks: false,
-            callout: None,
         }
     }
 
@@ -122,7 +128,12 @@ impl<'a> Lend<'a> {
     /// Whether the callback may ask for an HTTP call now: it runs where the transaction can
     /// wait, and has not asked for one yet.
     pub(crate) fn may_call(&self) -> bool {
-        self.calls_allowed && self.callout.is_none()
+        self.calls_allowed && self.asked.as_ref().is_none_or(|asked| asked.callout.is_none())
+    }
+
+    /// Where the callback's rare requests go (made on first use).
+    pub(crate) fn asked(&mut self) -> &mut Asked {
+        self.asked.get_or_insert_with(Box::default)
     }
 
     /// The HTTP call's response head as a header map (read-only; absent when the call failed).

@@ -64,7 +64,7 @@ fn send_local_response(
             headers.append(name, value);
         }
         let lend = state.call.lend().ok_or(Status::BadArgument)?;
-        lend.local_response = Some(Box::new(LocalResponse { status, headers, body }));
+        lend.asked().local_response = Some(LocalResponse { status, headers, body });
         Ok(Status::Ok)
     })())
 }

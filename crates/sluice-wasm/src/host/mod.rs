@@ -23,7 +23,7 @@ use bytes::Bytes;
 use std::collections::HashMap;
 use std::sync::Arc;
 
-pub(crate) use lend::{Call, Lend, Lending, RequestHead, RequestView, ResponseHead, TxnFacts};
+pub(crate) use lend::{Asked, Call, Lend, Lending, RequestHead, RequestView, ResponseHead, TxnFacts};
 use wasmtime::{Caller, Engine, Linker, Memory, ResourceLimiter, TypedFunc};
 
 /// The store data of one plugin instance.
