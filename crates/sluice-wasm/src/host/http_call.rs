@@ -3,6 +3,8 @@
 //! the callback returns, while the transaction waits; its token is written for the plugin,
 //! which gets it back in `proxy_on_http_call_response`.
 //!
+//! The plugin's timeout bounds the call (0, or more than a minute: a minute).
+//!
 //! Statuses: `BadArgument` for an unknown cluster, a request without `:method`, `:path` or
 //! `:authority`, or a callback that cannot wait for a call (outside the request and
 //! response headers callbacks and `proxy_on_http_call_response`, or a second call from one
@@ -14,6 +16,9 @@ use crate::callout::Callout;
 use crate::{headermap, memory};
 use std::time::Duration;
 use wasmtime::{Caller, Linker};
+
+/// The longest a transaction waits for one HTTP call.
+const MAX_CALL_TIMEOUT: Duration = Duration::from_secs(60);
 
 pub(super) fn add(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
     linker.func_wrap("env", "proxy_http_call", http_call)?;
@@ -43,7 +48,12 @@ fn http_call(
             .ok_or(Status::BadArgument)?;
         let headers = headermap::deserialize(memory::slice(mem, headers_ptr, headers_len)?)?;
         let body = memory::slice(mem, body_ptr, body_len)?;
-        let timeout = Duration::from_millis(u64::from(timeout_ms.max(1) as u32));
+        // The ABI's timeout is an unsigned millisecond count; 0 (none of its own) and anything
+        // longer get the longest the host allows.
+        let timeout = match timeout_ms as u32 {
+            0 => MAX_CALL_TIMEOUT,
+            ms => Duration::from_millis(u64::from(ms)).min(MAX_CALL_TIMEOUT),
+        };
         let token = state.next_call_token;
         let callout = Callout::new(token, cluster, &headers, body, timeout)?;
         let lend = state.call.lend().filter(|lend| lend.may_call()).ok_or(Status::BadArgument)?;
