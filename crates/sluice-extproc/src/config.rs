@@ -50,8 +50,7 @@ pub enum BodyMode {
 #[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct ExtProcConfig {
-    /// The module's name (admin endpoints live under `/modules/<name>/`); the companion that
-    /// applies header mutations is `<name>-apply`.
+    /// The module's name (admin endpoints live under `/modules/<name>/`).
     #[serde(default = "default_name")]
     pub name: String,
     /// The helper's executable (looked up in `PATH` when it has no `/`).

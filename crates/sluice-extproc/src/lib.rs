@@ -4,10 +4,9 @@
 //! a bidirectional gRPC stream per transaction) on a Unix socket, so existing ext_proc
 //! processors work unchanged.
 //!
-//! - [`ExtProc`] starts the supervisor and hands out the two modules to configure, in order:
-//!   [`ExtProcModule`] sends message heads to the helper from the header phases with
-//!   `Flow::Defer`, and [`ExtProcApply`] applies the helper's header mutations to the head in
-//!   the same phase (see [`module`] for why it takes two).
+//! - [`ExtProc`] starts the supervisor and hands out the module, [`ExtProcModule`]: it sends
+//!   messages to the helper with `Flow::Defer` and applies the answers when the host resumes
+//!   the phase (`Txn::resumed`).
 //! - [`supervisor`]: spawn (at a nice level), wait for the socket, restart with exponential
 //!   backoff, state and counters for `GET /modules/<name>/status`.
 //! - [`headers`]: heads to ext_proc messages and mutations back, with Envoy's semantics.
@@ -22,5 +21,5 @@ pub mod pb;
 pub mod supervisor;
 
 pub use config::{BodyMode, ExtProcConfig, OnUnavailable, ResponsePhase};
-pub use module::{ExtProc, ExtProcApply, ExtProcModule};
+pub use module::{ExtProc, ExtProcModule};
 pub use supervisor::{Counters, HelperState, HelperStatus};

@@ -1,15 +1,6 @@
-//! The module pair: [`ExtProcModule`] talks to the helper from the header phases with
-//! `Flow::Defer`, and [`ExtProcApply`], configured right after it, applies what the helper
-//! answered to the message head in the same phase.
-//!
-//! Why two modules: a `Defer` future is `'static` and cannot hold the `&mut Parts` of the
-//! phase, and once it yields its verdict the host does not call the same module again for
-//! that phase. The host does, however, run the next module of the chain on the same head
-//! after the deferred work is done. So the helper's header mutation goes into a slot shared
-//! by the two per-transaction states (linked through the transaction id), and the companion's
-//! phase method applies it. Without the companion, request mutations are applied at
-//! `req_out` (the request as it goes to the origin) and, with `response_headers = "origin"`,
-//! response mutations at `client_resp_headers` (not stored); with `"client"` they are lost.
+//! The module: it talks to the helper with `Flow::Defer`, one exchange per message on the
+//! transaction's gRPC stream, and applies each answer when the host resumes the phase
+//! (`Txn::resumed`), to the head or the held body the phase works on.
 
 use crate::config::{BodyMode, ExtProcConfig, OnUnavailable, ResponsePhase};
 use crate::headers;
@@ -24,7 +15,6 @@ use futures_util::FutureExt;
 use http::{request, response, Method, StatusCode};
 use parking_lot::Mutex;
 use sluice_module::{BodyChunk, BodyEdits, Flow, LocalResponse, LogFields, Module, Subject, Txn, TxnInfo, TxnOutcome};
-use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
@@ -74,11 +64,10 @@ struct BodyDecision {
     mutation: Option<BodyMutation>,
 }
 
-/// What the helper decided for one transaction, waiting to be applied by the companion.
+/// What the helper decided for one transaction, until it is applied (the deferred exchange
+/// fills it, `resumed` applies it).
 #[derive(Default)]
 struct Pending {
-    /// The companion took its end of the link.
-    linked: bool,
     /// No more messages for this transaction: the helper answered immediately or closed the
     /// stream cleanly, or the stream broke.
     finished: bool,
@@ -112,9 +101,6 @@ struct OpenStream {
 
 struct Inner {
     supervisor: Supervisor,
-    apply_name: String,
-    /// Transaction id → slot, from `ExtProcModule::new_txn` until the companion takes it.
-    links: Mutex<HashMap<u64, Slot>>,
 }
 
 impl Inner {
@@ -126,7 +112,7 @@ impl Inner {
     }
 }
 
-/// A supervised ext_proc helper and the two modules that use it.
+/// A supervised ext_proc helper and the module that uses it.
 #[derive(Clone)]
 pub struct ExtProc {
     inner: Arc<Inner>,
@@ -143,9 +129,8 @@ impl ExtProc {
     /// modules. Fails only when the configuration is invalid or no runtime can be built.
     pub fn start(config: ExtProcConfig) -> Result<Self, String> {
         config.validate()?;
-        let apply_name = format!("{}-apply", config.name);
         let supervisor = Supervisor::start(config).map_err(|e| format!("cannot start the supervisor: {e}"))?;
-        Ok(Self { inner: Arc::new(Inner { supervisor, apply_name, links: Mutex::new(HashMap::new()) }) })
+        Ok(Self { inner: Arc::new(Inner { supervisor }) })
     }
 
     /// [`ExtProc::start`] from the settings table of a `[[module]]` entry.
@@ -156,17 +141,6 @@ impl ExtProc {
     /// The module that talks to the helper, named after the configuration.
     pub fn module(&self) -> Arc<dyn Module> {
         Arc::new(ExtProcModule { inner: Arc::clone(&self.inner) })
-    }
-
-    /// The companion that applies the helper's header mutations, `<name>-apply`. Configure
-    /// it directly after [`ExtProc::module`].
-    pub fn applier(&self) -> Arc<dyn Module> {
-        Arc::new(ExtProcApply { inner: Arc::clone(&self.inner) })
-    }
-
-    /// Both modules, in the order to configure them.
-    pub fn modules(&self) -> Vec<Arc<dyn Module>> {
-        vec![self.module(), self.applier()]
     }
 
     /// The helper's state and history.
@@ -190,14 +164,8 @@ impl ExtProc {
     }
 }
 
-/// The module that sends message heads to the helper.
+/// The module that sends messages to the helper and applies its answers.
 pub struct ExtProcModule {
-    inner: Arc<Inner>,
-}
-
-/// The companion that applies the helper's answers; configure it right after
-/// [`ExtProcModule`].
-pub struct ExtProcApply {
     inner: Arc<Inner>,
 }
 
@@ -225,15 +193,13 @@ impl Module for ExtProcModule {
         &self.inner.config().name
     }
 
-    fn new_txn(&self, info: &TxnInfo) -> Option<Box<dyn Txn>> {
-        let slot = Slot::default();
-        self.inner.links.lock().insert(info.id, Arc::clone(&slot));
+    fn new_txn(&self, _: &TxnInfo) -> Option<Box<dyn Txn>> {
         Some(Box::new(ExtProcTxn {
             inner: Arc::clone(&self.inner),
-            id: info.id,
-            slot,
+            slot: Slot::default(),
             stream: Arc::new(tokio::sync::Mutex::new(Stream::NotOpen)),
             buffering: [false; 2],
+            replacement: None,
         }))
     }
 
@@ -256,18 +222,6 @@ impl Module for ExtProcModule {
     }
 }
 
-impl Module for ExtProcApply {
-    fn name(&self) -> &str {
-        &self.inner.apply_name
-    }
-
-    fn new_txn(&self, info: &TxnInfo) -> Option<Box<dyn Txn>> {
-        let slot = self.inner.links.lock().remove(&info.id)?;
-        slot.lock().linked = true;
-        Some(Box::new(ApplyTxn { inner: Arc::clone(&self.inner), slot, replacement: None }))
-    }
-}
-
 /// Cancels the spawned exchange when the host drops the deferred work (deadline, client gone).
 struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
 
@@ -279,22 +233,15 @@ impl<T> Drop for AbortOnDrop<T> {
 
 struct ExtProcTxn {
     inner: Arc<Inner>,
-    id: u64,
     slot: Slot,
     stream: Arc<tokio::sync::Mutex<Stream>>,
     /// This state answered `Buffer` for the request body, the response body (`buffered`
     /// mode): the body phase then gets the whole body, once.
     buffering: [bool; 2],
-}
-
-impl Drop for ExtProcTxn {
-    fn drop(&mut self) {
-        // The companion never took its end (not configured, or the transaction ended early).
-        let mut links = self.inner.links.lock();
-        if links.get(&self.id).is_some_and(|s| Arc::ptr_eq(s, &self.slot)) {
-            links.remove(&self.id);
-        }
-    }
+    /// The body of a response that replaces the origin's after its headers (an immediate
+    /// response, or a failure with `on_unavailable = "fail"`): put in by `client_resp_body`,
+    /// once the original body was held and can be dropped.
+    replacement: Option<Bytes>,
 }
 
 impl Pending {
@@ -613,26 +560,56 @@ impl Txn for ExtProcTxn {
         if !self.inner.config().request_headers {
             return self.then_buffer(Dir::Request, Flow::Continue);
         }
-        self.send(Part::RequestHeaders, processing_request::Request::RequestHeaders(headers::request_message(req)))
+        match self
+            .send(Part::RequestHeaders, processing_request::Request::RequestHeaders(headers::request_message(req)))
+        {
+            deferred @ Flow::Defer { .. } => deferred,
+            decided => self.request_headers_answered(req, decided),
+        }
     }
 
     fn req_body(&mut self, _: &TxnInfo, chunk: &mut BodyChunk) -> Flow {
         self.body_phase(Part::RequestBody, chunk)
     }
 
+    fn origin_resp_headers(&mut self, _: &TxnInfo, resp: &mut response::Parts) -> Flow {
+        if self.inner.config().response_headers != ResponsePhase::Origin {
+            return Flow::Continue;
+        }
+        self.send_response_headers(resp)
+    }
+
+    fn client_resp_headers(&mut self, _: &TxnInfo, resp: &mut response::Parts) -> Flow {
+        match self.inner.config().response_headers {
+            ResponsePhase::Client => self.send_response_headers(resp),
+            // Sent before the store; a replacement decided there is made here, towards the
+            // client (it was not stored).
+            ResponsePhase::Origin => {
+                let replace = self.slot.lock().replace.take();
+                match replace {
+                    Some(local) => self.replace_head(local, resp),
+                    None => Flow::Continue,
+                }
+            }
+            ResponsePhase::None => self.then_buffer(Dir::Response, Flow::Continue),
+        }
+    }
+
     fn client_resp_body(&mut self, _: &TxnInfo, chunk: &mut BodyChunk) -> Flow {
+        if let Some(body) = self.replacement.take() {
+            chunk.replace(body);
+            return Flow::Continue;
+        }
         self.body_phase(Part::ResponseBody, chunk)
     }
 
-    /// After an exchange: a headers phase may go on to buffer the body; a body phase gets the
-    /// helper's body answer (and, for a response, its header mutation or replacement: the
-    /// head is not sent yet).
+    /// After an exchange: the helper's answer applied to what the phase works on (a head, or
+    /// a held body with, for a response, its head: not sent yet); a headers phase may go on
+    /// to hold the body for the helper.
     fn resumed(&mut self, _: &TxnInfo, subject: Subject<'_>, deferred: Flow) -> Flow {
         match subject {
-            Subject::Request(_) => self.then_buffer(Dir::Request, deferred),
-            Subject::Response(_) if self.inner.config().response_headers == ResponsePhase::Client => {
-                self.then_buffer(Dir::Response, deferred)
-            }
+            Subject::Request(req) => self.request_headers_answered(req, deferred),
+            Subject::Response(resp) => self.response_headers_answered(resp, deferred),
             Subject::RequestBody(body) => {
                 let mutation = self.slot.lock().request_body.mutation.take();
                 apply_body(mutation, body);
@@ -654,43 +631,6 @@ impl Txn for ExtProcTxn {
         }
     }
 
-    fn req_out(&mut self, _: &TxnInfo, req: &mut request::Parts) -> Flow {
-        // Without the companion, request mutations reach at least the origin.
-        let mut pending = self.slot.lock();
-        if !pending.linked {
-            if let Some(mutation) = pending.request.take() {
-                headers::apply_request(&mutation, req);
-            }
-        }
-        Flow::Continue
-    }
-
-    fn origin_resp_headers(&mut self, _: &TxnInfo, resp: &mut response::Parts) -> Flow {
-        if self.inner.config().response_headers != ResponsePhase::Origin {
-            return Flow::Continue;
-        }
-        self.send(Part::ResponseHeaders, processing_request::Request::ResponseHeaders(headers::response_message(resp)))
-    }
-
-    fn client_resp_headers(&mut self, _: &TxnInfo, resp: &mut response::Parts) -> Flow {
-        match self.inner.config().response_headers {
-            ResponsePhase::Client => self.send(
-                Part::ResponseHeaders,
-                processing_request::Request::ResponseHeaders(headers::response_message(resp)),
-            ),
-            ResponsePhase::Origin => {
-                let mut pending = self.slot.lock();
-                if !pending.linked {
-                    if let Some(mutation) = pending.response.take() {
-                        headers::apply_response(&mutation, resp);
-                    }
-                }
-                Flow::Continue
-            }
-            ResponsePhase::None => self.then_buffer(Dir::Response, Flow::Continue),
-        }
-    }
-
     fn log(&mut self, _: &TxnInfo, _: &TxnOutcome, fields: &mut LogFields) {
         let pending = self.slot.lock();
         if !pending.notes.is_empty() {
@@ -699,17 +639,56 @@ impl Txn for ExtProcTxn {
     }
 }
 
-struct ApplyTxn {
-    inner: Arc<Inner>,
-    slot: Slot,
-    /// The body of a response that replaces the origin's, put in by `client_resp_body`.
-    replacement: Option<Bytes>,
-}
+impl ExtProcTxn {
+    /// Sends the response headers: the answer is applied in `resumed`, or at once when the
+    /// helper could not be asked.
+    fn send_response_headers(&mut self, resp: &mut response::Parts) -> Flow {
+        let message = processing_request::Request::ResponseHeaders(headers::response_message(resp));
+        match self.send(Part::ResponseHeaders, message) {
+            deferred @ Flow::Defer { .. } => deferred,
+            decided => self.response_headers_answered(resp, decided),
+        }
+    }
 
-impl ApplyTxn {
+    /// Applies the helper's answer to the request headers (`verdict`: the exchange's).
+    fn request_headers_answered(&mut self, req: &mut request::Parts, verdict: Flow) -> Flow {
+        if let Some(mutation) = self.slot.lock().request.take() {
+            headers::apply_request(&mutation, req);
+        }
+        self.then_buffer(Dir::Request, verdict)
+    }
+
+    /// Applies the helper's answer to the response headers (`verdict`: the exchange's). Before
+    /// the store (`response_headers = "origin"`) a replacement only marks the response
+    /// `no-store`; it is made towards the client. Towards the client it is made now.
+    fn response_headers_answered(&mut self, resp: &mut response::Parts, verdict: Flow) -> Flow {
+        let (mutation, replace) = {
+            let mut pending = self.slot.lock();
+            (pending.response.take(), pending.replace.is_some())
+        };
+        if let Some(mutation) = mutation {
+            headers::apply_response(&mutation, resp);
+        }
+        match self.inner.config().response_headers {
+            ResponsePhase::Origin => {
+                if replace {
+                    resp.headers.insert(http::header::CACHE_CONTROL, http::HeaderValue::from_static("no-store"));
+                }
+                verdict
+            }
+            _ => {
+                let replace = self.slot.lock().replace.take();
+                match replace {
+                    Some(local) => self.replace_head(local, resp),
+                    None => self.then_buffer(Dir::Response, verdict),
+                }
+            }
+        }
+    }
+
     /// Puts `local` in place of the response head; its body follows in `client_resp_body`
-    /// after the original body was buffered.
-    fn replace(&mut self, local: LocalResponse, resp: &mut response::Parts) -> Flow {
+    /// once the original body was held (at most `replace_buffer_max`) and can be dropped.
+    fn replace_head(&mut self, local: LocalResponse, resp: &mut response::Parts) -> Flow {
         resp.status = local.status;
         let mut headers = local.headers;
         if let Some(date) = resp.headers.get(http::header::DATE) {
@@ -719,55 +698,5 @@ impl ApplyTxn {
         resp.headers = headers;
         self.replacement = Some(local.body);
         Flow::Buffer { max: self.inner.config().replace_buffer_max }
-    }
-}
-
-impl Txn for ApplyTxn {
-    fn req_headers(&mut self, _: &TxnInfo, req: &mut request::Parts) -> Flow {
-        if let Some(mutation) = self.slot.lock().request.take() {
-            headers::apply_request(&mutation, req);
-        }
-        Flow::Continue
-    }
-
-    fn origin_resp_headers(&mut self, _: &TxnInfo, resp: &mut response::Parts) -> Flow {
-        if self.inner.config().response_headers != ResponsePhase::Origin {
-            return Flow::Continue;
-        }
-        let mut pending = self.slot.lock();
-        if let Some(mutation) = pending.response.take() {
-            headers::apply_response(&mutation, resp);
-        }
-        if pending.replace.is_some() {
-            // Replaced towards the client below; never store what the helper did not pass.
-            resp.headers.insert(http::header::CACHE_CONTROL, http::HeaderValue::from_static("no-store"));
-        }
-        Flow::Continue
-    }
-
-    fn client_resp_headers(&mut self, _: &TxnInfo, resp: &mut response::Parts) -> Flow {
-        let (mutation, replace) = {
-            let mut pending = self.slot.lock();
-            let mutation = if self.inner.config().response_headers == ResponsePhase::Client {
-                pending.response.take()
-            } else {
-                None
-            };
-            (mutation, pending.replace.take())
-        };
-        if let Some(mutation) = mutation {
-            headers::apply_response(&mutation, resp);
-        }
-        match replace {
-            Some(local) => self.replace(local, resp),
-            None => Flow::Continue,
-        }
-    }
-
-    fn client_resp_body(&mut self, _: &TxnInfo, chunk: &mut BodyChunk) -> Flow {
-        if let Some(body) = self.replacement.take() {
-            chunk.replace(body);
-        }
-        Flow::Continue
     }
 }

@@ -64,7 +64,7 @@ message_timeout_ms = 5000
     };
     let listed = list().await;
     assert_eq!(listed[0]["kind"], "extproc");
-    assert_eq!(listed[0]["modules"], serde_json::json!(["helper", "helper-apply"]));
+    assert_eq!(listed[0]["modules"], serde_json::json!(["helper"]));
     until("the helper to be up", || manager.statuses().first().is_some_and(|s| s.state == "up")).await;
     assert_eq!(list().await[0]["state"], "up");
 

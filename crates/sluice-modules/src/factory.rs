@@ -123,11 +123,11 @@ impl ModuleFactory for Factory {
                 let config = extproc_config(entry)?;
                 find_command(&config.command)?;
                 let extproc = ExtProc::start(config)?;
-                let modules = extproc.modules();
-                // A replaced helper's supervisor lives on in its modules until the
+                let module = extproc.module();
+                // A replaced helper's supervisor lives on in its module until the
                 // transactions under way end.
                 self.extprocs.lock().insert(entry.name.clone(), extproc);
-                Ok(modules)
+                Ok(vec![module])
             }
         }
     }

@@ -10,7 +10,7 @@
 //! manager, ICAP client) join this table as they are written.
 //!
 //! [`Factory`] builds the modules of a `[[module]]` entry of any kind: a built-in module from
-//! this table, a Proxy-Wasm plugin, or an ext_proc helper process (two modules).
+//! this table, a Proxy-Wasm plugin, or an ext_proc helper process.
 
 mod add_headers;
 mod body_copy;

@@ -514,8 +514,8 @@ pub enum ModuleKind {
     /// A Proxy-Wasm plugin: `settings` is its spec (`path` to the `.wasm`, configuration,
     /// limits); see `docs/modules-wasm.md`.
     Wasm,
-    /// An Envoy ext_proc helper process: `settings` is its configuration; the entry yields
-    /// two modules, `name` and `<name>-apply`; see `docs/modules-extproc.md`.
+    /// An Envoy ext_proc helper process: `settings` is its configuration; see
+    /// `docs/modules-extproc.md`.
     Extproc,
 }
 
