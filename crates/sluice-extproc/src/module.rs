@@ -20,7 +20,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio_stream::wrappers::ReceiverStream;
 
-/// Which message a message is about.
+/// Which way a message goes: the request or the response.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Dir {
     Request,
