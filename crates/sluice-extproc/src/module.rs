@@ -423,9 +423,9 @@ fn apply_body(mutation: Option<BodyMutation>, body: &mut BodyChunk) {
     }
 }
 
-/// Puts `local` in place of a response whose head is not sent yet: status, fields (the
-/// original `Date` kept, `no-store` added) and body.
-fn replace_response(local: LocalResponse, head: &mut response::Parts, body: &mut BodyChunk) {
+/// Puts `local`'s status and fields in place of a response head not sent yet (the original
+/// `Date` kept, `no-store` added); returns its body, to put in place of the original.
+fn replace_head(local: LocalResponse, head: &mut response::Parts) -> Bytes {
     head.status = local.status;
     let mut headers = local.headers;
     if let Some(date) = head.headers.get(http::header::DATE) {
@@ -433,7 +433,7 @@ fn replace_response(local: LocalResponse, head: &mut response::Parts, body: &mut
     }
     headers.insert(http::header::CACHE_CONTROL, http::HeaderValue::from_static("no-store"));
     head.headers = headers;
-    body.replace(local.body);
+    local.body
 }
 
 impl ExtProcTxn {
@@ -587,7 +587,7 @@ impl Txn for ExtProcTxn {
             ResponsePhase::Origin => {
                 let replace = self.slot.lock().replace.take();
                 match replace {
-                    Some(local) => self.replace_head(local, resp),
+                    Some(local) => self.replace_response(local, resp),
                     None => Flow::Continue,
                 }
             }
@@ -618,7 +618,7 @@ impl Txn for ExtProcTxn {
             Subject::ResponseBody { head, body } => {
                 let mut pending = self.slot.lock();
                 if let Some(local) = pending.replace.take() {
-                    replace_response(local, head, body);
+                    body.replace(replace_head(local, head));
                     return deferred;
                 }
                 if let Some(mutation) = pending.response_after_body.take() {
@@ -679,7 +679,7 @@ impl ExtProcTxn {
             _ => {
                 let replace = self.slot.lock().replace.take();
                 match replace {
-                    Some(local) => self.replace_head(local, resp),
+                    Some(local) => self.replace_response(local, resp),
                     None => self.then_buffer(Dir::Response, verdict),
                 }
             }
@@ -688,15 +688,8 @@ impl ExtProcTxn {
 
     /// Puts `local` in place of the response head; its body follows in `client_resp_body`
     /// once the original body was held (at most `replace_buffer_max`) and can be dropped.
-    fn replace_head(&mut self, local: LocalResponse, resp: &mut response::Parts) -> Flow {
-        resp.status = local.status;
-        let mut headers = local.headers;
-        if let Some(date) = resp.headers.get(http::header::DATE) {
-            headers.insert(http::header::DATE, date.clone());
-        }
-        headers.insert(http::header::CACHE_CONTROL, http::HeaderValue::from_static("no-store"));
-        resp.headers = headers;
-        self.replacement = Some(local.body);
+    fn replace_response(&mut self, local: LocalResponse, resp: &mut response::Parts) -> Flow {
+        self.replacement = Some(replace_head(local, resp));
         Flow::Buffer { max: self.inner.config().replace_buffer_max }
     }
 }
