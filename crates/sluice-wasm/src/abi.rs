@@ -60,7 +60,9 @@ pub enum BufferType {
     PluginConfiguration,
     /// The response body of an HTTP call (`proxy_on_http_call_response`).
     HttpCallResponseBody,
-    /// Stream data, gRPC buffers, foreign-call data: Sluice has none.
+    /// The answer to a gRPC call (`proxy_on_grpc_receive`).
+    GrpcReceiveBuffer,
+    /// Stream data, foreign-call data: Sluice has none.
     Other,
 }
 
@@ -73,7 +75,8 @@ impl BufferType {
             6 => Self::VmConfiguration,
             7 => Self::PluginConfiguration,
             4 => Self::HttpCallResponseBody,
-            2 | 3 | 5 | 8 => Self::Other,
+            5 => Self::GrpcReceiveBuffer,
+            2 | 3 | 8 => Self::Other,
             _ => return None,
         })
     }

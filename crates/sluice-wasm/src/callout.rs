@@ -1,13 +1,17 @@
-//! HTTP calls out of a plugin (`proxy_http_call`, the SDK's `dispatch_http_call`).
+//! Calls out of a plugin: HTTP calls (`proxy_http_call`, the SDK's `dispatch_http_call`)
+//! and unary gRPC calls (`proxy_grpc_call`, `dispatch_grpc_call`; framing in `crate::grpc`).
 //!
 //! A headers callback asks for a call; the host makes it while the transaction defers
-//! (`Flow::Defer`), then calls `proxy_on_http_call_response` on the same context with the
-//! phase's head back in reach (`Txn::resumed`), where the plugin reads the answer
-//! (`HttpCallResponseHeaders`, `HttpCallResponseBody`) and edits the head or answers
-//! locally. The upstream is named by a cluster of the plugin's `clusters` setting, as in
-//! Envoy; plain HTTP/1.1, one connection per call.
+//! (`Flow::Defer`), then calls back on the same context with the phase's head back in reach
+//! (`Txn::resumed`), where the plugin reads the answer and edits the head or answers
+//! locally: `proxy_on_http_call_response` (`HttpCallResponseHeaders`,
+//! `HttpCallResponseBody`), or for a gRPC call `proxy_on_grpc_receive` (`GrpcReceiveBuffer`)
+//! when it succeeded and `proxy_on_grpc_close` (`proxy_get_status`) when it did not. The
+//! upstream is named by a cluster of the plugin's `clusters` setting, as in Envoy; one
+//! connection per call, HTTP/1.1 for HTTP calls and HTTP/2 cleartext for gRPC calls.
 
 use crate::abi::Status;
+use crate::grpc::GrpcStatus;
 use crate::headermap::WirePairs;
 use bytes::Bytes;
 use http::{header, response, HeaderName, HeaderValue, Method, Request};
@@ -45,25 +49,30 @@ impl TryFrom<String> for Cluster {
 /// The call a callback asked for.
 #[derive(Debug)]
 pub(crate) struct Callout {
-    /// What `proxy_http_call` gave the plugin, and `proxy_on_http_call_response` gives back.
+    /// What `proxy_http_call` (`proxy_grpc_call`) gave the plugin, and the callback with the
+    /// answer gives back.
     pub token: u32,
     address: String,
     request: Request<Bytes>,
     timeout: Duration,
+    grpc: bool,
 }
 
-/// What a call got: the response head (`None` when the call failed: the plugin then sees no
-/// headers, as from Envoy) and body.
+/// What a call got. An HTTP call: the response head (`None` when the call failed: the plugin
+/// then sees no headers, as from Envoy) and body. A gRPC call: no head, the answer's message
+/// (empty unless the call succeeded) and how the call ended.
 #[derive(Debug, Default)]
 pub(crate) struct CallResponse {
     pub head: Option<response::Parts>,
     pub body: Bytes,
+    /// A gRPC call's status; `None` for an HTTP call.
+    pub grpc: Option<GrpcStatus>,
 }
 
 impl Callout {
-    /// The call to `cluster` with the plugin's `headers` (`:method`, `:path` and
+    /// The HTTP call to `cluster` with the plugin's `headers` (`:method`, `:path` and
     /// `:authority` required, as Envoy requires them) and `body`.
-    pub(crate) fn new(
+    pub(crate) fn http(
         token: u32,
         cluster: &Cluster,
         headers: &WirePairs<'_>,
@@ -86,7 +95,26 @@ impl Callout {
             request = request.header(header::CONTENT_LENGTH, body.len());
         }
         let request = request.body(Bytes::copy_from_slice(body)).map_err(|_| Status::BadArgument)?;
-        Ok(Self { token, address: cluster.address.clone(), request, timeout })
+        Ok(Self { token, address: cluster.address.clone(), request, timeout, grpc: false })
+    }
+
+    /// The unary gRPC call of `service`/`method` on `cluster`, with the plugin's `metadata`
+    /// and request `message` (see [`crate::grpc::request`]).
+    pub(crate) fn grpc(
+        token: u32,
+        cluster: &Cluster,
+        (service, method): (&[u8], &[u8]),
+        metadata: &WirePairs<'_>,
+        message: &[u8],
+        timeout: Duration,
+    ) -> Result<Self, Status> {
+        let request = crate::grpc::request(&cluster.address, service, method, metadata, message, timeout)?;
+        Ok(Self { token, address: cluster.address.clone(), request, timeout, grpc: true })
+    }
+
+    /// Whether this is a gRPC call.
+    pub(crate) fn is_grpc(&self) -> bool {
+        self.grpc
     }
 
     /// How long the call may take (the plugin's timeout).
@@ -95,9 +123,13 @@ impl Callout {
     }
 
     /// Makes the call: connects, sends, reads the response (its body at most `max_body`
-    /// bytes). Any failure, the timeout included, gives an empty [`CallResponse`].
+    /// bytes). Any failure, the timeout included, gives an HTTP call an empty
+    /// [`CallResponse`], a gRPC call the status of the failure.
     pub(crate) async fn perform(self, max_body: usize) -> CallResponse {
-        let Self { address, request, timeout, .. } = self;
+        let Self { address, request, timeout, grpc, .. } = self;
+        if grpc {
+            return crate::grpc::perform(&address, request, timeout, max_body).await;
+        }
         match tokio::time::timeout(timeout, exchange(&address, request, max_body)).await {
             Ok(Ok(response)) => response,
             Ok(Err(err)) => {
@@ -122,7 +154,7 @@ async fn exchange(address: &str, request: Request<Bytes>, max_body: usize) -> Re
     let response = sender.send_request(request.map(Full::new)).await.map_err(|e| format!("request: {e}"))?;
     let (head, body) = response.into_parts();
     let body = Limited::new(body, max_body).collect().await.map_err(|e| format!("body: {e}"))?.to_bytes();
-    Ok(CallResponse { head: Some(head), body })
+    Ok(CallResponse { head: Some(head), body, grpc: None })
 }
 
 #[cfg(test)]
@@ -147,13 +179,13 @@ mod tests {
             list.iter().map(|(n, v)| (n.as_bytes(), v.as_bytes())).collect()
         };
         let full = pairs(&[(":method", "POST"), (":path", "/check?x=1"), (":authority", "auth"), ("x-user", "ann")]);
-        let call = Callout::new(7, &cluster, &full, b"payload", timeout).unwrap();
+        let call = Callout::http(7, &cluster, &full, b"payload", timeout).unwrap();
         assert_eq!((call.token, call.request.method().as_str()), (7, "POST"));
         assert_eq!(call.request.uri(), "/check?x=1");
         assert_eq!(call.request.headers()["host"], "auth");
         assert_eq!(call.request.headers()["x-user"], "ann");
         assert_eq!(call.request.headers()["content-length"], "7");
         let no_path = pairs(&[(":method", "GET"), (":authority", "auth")]);
-        assert_eq!(Callout::new(1, &cluster, &no_path, b"", timeout).unwrap_err(), Status::BadArgument);
+        assert_eq!(Callout::http(1, &cluster, &no_path, b"", timeout).unwrap_err(), Status::BadArgument);
     }
 }

@@ -24,6 +24,7 @@ mod compiled;
 mod config;
 mod engine;
 mod error;
+mod grpc;
 mod headermap;
 mod host;
 mod kept;

@@ -13,10 +13,12 @@
 //! | `log` | `proxy_on_log(ctx)` |
 //! | state dropped | `proxy_on_done` if not yet called, then `proxy_on_delete(ctx)` |
 //! | `resumed` after an HTTP call a headers callback asked for | `proxy_on_http_call_response(ctx, token, headers, body_size, 0)` |
+//! | `resumed` after a gRPC call: it succeeded | `proxy_on_grpc_receive(ctx, token, size)` |
+//! | `resumed` after a gRPC call: it failed | `proxy_on_grpc_close(ctx, token, status)` |
 //!
-//! An HTTP call (`proxy_http_call`, from a headers callback or the call-response callback)
-//! gives `Flow::Defer` on the call; the answer goes to the plugin when the host resumes the
-//! phase, with the phase's head live again (`crate::callout`).
+//! A call (`proxy_http_call` or `proxy_grpc_call`, from a headers callback or the callback
+//! with a call's answer) gives `Flow::Defer` on the call; the answer goes to the plugin when
+//! the host resumes the phase, with the phase's head live again (`crate::callout`).
 //!
 //! Verdicts: a local response (`proxy_send_local_response`) gives `Flow::Respond` (which the
 //! host honours in request phases); `sluice.no_more_callbacks` gives `Flow::Done`; `Pause`
@@ -70,7 +72,7 @@ impl std::fmt::Display for PluginFailure {
 
 /// What a callback asked for besides its return value.
 struct Signals {
-    /// A local response, an HTTP call (`proxy_send_local_response`, `proxy_http_call`).
+    /// A local response, a call (`proxy_send_local_response`, `proxy_http_call`, `proxy_grpc_call`).
     rare: Option<Box<Asked>>,
     /// `sluice.no_more_callbacks`.
     no_more_callbacks: bool,
@@ -83,7 +85,7 @@ impl Signals {
     }
 }
 
-/// Where an HTTP call's response goes when the call is done: its token, and the slot the
+/// Where a call's response goes when the call is done: its token, and the slot the
 /// deferred work fills.
 type PendingCall = (u32, Arc<parking_lot::Mutex<Option<CallResponse>>>);
 
@@ -138,7 +140,7 @@ pub(crate) struct WasmTxn {
     /// Body data held back while the plugin pauses, per direction.
     held_request: Option<Vec<u8>>,
     held_response: Option<Vec<u8>>,
-    /// The HTTP call the transaction waits for (`proxy_http_call` from a headers callback).
+    /// The call the transaction waits for (`proxy_http_call` or `proxy_grpc_call` from a headers callback).
     call: Option<PendingCall>,
 }
 
@@ -242,7 +244,7 @@ impl WasmTxn {
         }
     }
 
-    /// The verdict after a headers or body callback that returned `action`. An HTTP call it
+    /// The verdict after a headers or body callback that returned `action`. A call it
     /// asked for is made before the transaction goes on, whatever the action (a pause waits
     /// for it; `proxy_on_http_call_response` decides what comes next).
     fn verdict(&mut self, action: Action, signals: Signals, end: bool, headers: bool) -> Flow {
@@ -300,7 +302,7 @@ impl WasmTxn {
         flow
     }
 
-    /// [`Self::verdict`] when the callback answered locally or asked for an HTTP call.
+    /// [`Self::verdict`] when the callback answered locally or asked for a call.
     #[cold]
     fn rare_verdict(&mut self, rare: Asked, no_more_callbacks: bool) -> Flow {
         if let Some(response) = rare.local_response {
@@ -392,7 +394,7 @@ impl WasmTxn {
             }
         };
         let BodyBuf { data: body, changed, .. } = body;
-        // No HTTP call from a body callback (not allowed there): `rare` is a local response.
+        // No call from a body callback (not allowed there): `rare` is a local response.
         let pausing = action == Action::Pause && !end && signals.rare.is_none() && !signals.no_more_callbacks;
         if pausing {
             let max = self.core.config().limits.max_buffer_bytes;
@@ -484,16 +486,24 @@ impl Txn for WasmTxn {
         self.body_phase(BodyKind::Response, chunk)
     }
 
-    /// The HTTP call the transaction waited for is done: `proxy_on_http_call_response`, with
-    /// the phase's head live again.
+    /// The call the transaction waited for is done: `proxy_on_http_call_response` (or
+    /// `proxy_on_grpc_receive`, `proxy_on_grpc_close`), with the phase's head live again.
     fn resumed(&mut self, _info: &TxnInfo, subject: Subject<'_>, deferred: Flow) -> Flow {
         let Some((token, slot)) = self.call.take() else { return deferred };
         let mut response = slot.lock().take().unwrap_or_default();
         if self.state != State::Active {
             return deferred;
         }
-        let headers = response.head.as_ref().map_or(0, |head| head.headers.len() + 1);
-        let callback = Callback::HttpCallResponse { token, headers, body: response.body.len() };
+        let callback = match &response.grpc {
+            None => {
+                let headers = response.head.as_ref().map_or(0, |head| head.headers.len() + 1);
+                Callback::HttpCallResponse { token, headers, body: response.body.len() }
+            }
+            Some(status) if status.code == crate::grpc::code::OK => {
+                Callback::GrpcReceive { token, size: response.body.len() }
+            }
+            Some(status) => Callback::GrpcClose { token, status: status.code },
+        };
         match subject {
             Subject::Request(req) => {
                 let mut lend = self

@@ -61,6 +61,16 @@ pub(crate) enum Callback {
         headers: usize,
         body: usize,
     },
+    /// `proxy_on_grpc_receive(ctx, token, size)`: a gRPC call succeeded.
+    GrpcReceive {
+        token: u32,
+        size: usize,
+    },
+    /// `proxy_on_grpc_close(ctx, token, status)`: a gRPC call failed.
+    GrpcClose {
+        token: u32,
+        status: u32,
+    },
     Done,
     Log,
     Delete,
@@ -71,6 +81,9 @@ type Phase = Option<TypedFunc<(i32, i32, i32), i32>>;
 
 /// `proxy_on_http_call_response(context, token, headers, body size, trailers)`.
 type CallResponseExport = Option<TypedFunc<(i32, i32, i32, i32, i32), ()>>;
+
+/// `proxy_on_grpc_receive(context, token, size)`, `proxy_on_grpc_close(context, token, status)`.
+type GrpcExport = Option<TypedFunc<(i32, i32, i32), ()>>;
 
 /// The plugin's callback exports (absent ones are skipped: `Continue`).
 struct Exports {
@@ -86,6 +99,8 @@ struct Exports {
     delete: Option<TypedFunc<i32, ()>>,
     tick: Option<TypedFunc<i32, ()>>,
     http_call_response: CallResponseExport,
+    grpc_receive: GrpcExport,
+    grpc_close: GrpcExport,
 }
 
 fn optional<P: WasmParams, R: WasmResults>(
@@ -116,6 +131,8 @@ impl Exports {
             delete: optional(instance, store, "proxy_on_delete")?,
             tick: optional(instance, store, "proxy_on_tick")?,
             http_call_response: optional(instance, store, "proxy_on_http_call_response")?,
+            grpc_receive: optional(instance, store, "proxy_on_grpc_receive")?,
+            grpc_close: optional(instance, store, "proxy_on_grpc_close")?,
         })
     }
 }
@@ -260,6 +277,10 @@ fn call(exports: &Exports, store: &mut Store<HostState>, ctx: i32, callback: Cal
         Some(f) => f.call(store.as_context_mut(), (ctx, guest_size(n), i32::from(end))),
         None => Ok(0),
     };
+    let grpc = |f: &GrpcExport, store: &mut Store<HostState>, token: u32, value: i32| match f {
+        Some(f) => f.call(store.as_context_mut(), (ctx, token as i32, value)).map(|()| 0),
+        None => Ok(0),
+    };
     let unit = |f: &Option<TypedFunc<i32, ()>>, store: &mut Store<HostState>| match f {
         Some(f) => f.call(store.as_context_mut(), ctx).map(|()| 0),
         None => Ok(0),
@@ -282,6 +303,8 @@ fn call(exports: &Exports, store: &mut Store<HostState>, ctx: i32, callback: Cal
                 .map(|()| 0),
             None => Ok(0),
         },
+        Callback::GrpcReceive { token, size } => grpc(&exports.grpc_receive, store, token, guest_size(size)),
+        Callback::GrpcClose { token, status } => grpc(&exports.grpc_close, store, token, status as i32),
     }
 }
 

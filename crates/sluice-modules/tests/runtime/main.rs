@@ -9,4 +9,5 @@ mod under_load;
 mod wasm_entry;
 mod wasm_failures;
 mod wasm_foreign;
+mod wasm_grpc_call;
 mod wasm_http_call;

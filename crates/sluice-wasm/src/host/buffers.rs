@@ -2,7 +2,8 @@
 //!
 //! The HTTP request and response bodies are there in their body callbacks (the current
 //! chunk, or everything held so far after a pause); an HTTP call's response body in
-//! `proxy_on_http_call_response`; the plugin and VM configurations always.
+//! `proxy_on_http_call_response`; a gRPC call's answer in `proxy_on_grpc_receive`; the
+//! plugin and VM configurations always.
 //! An empty range reads as `NotFound` (the SDK gives `None`). Setting replaces
 //! `[start, start + size)` (clamped to the end) with the new bytes: `size == 0` inserts, a
 //! `start` equal to the length appends. A change of the body's length needs
@@ -27,7 +28,10 @@ pub(super) fn add(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
                 Some(BufferType::ResponseBody) => body(state, BodyKind::Response),
                 Some(BufferType::VmConfiguration) => Some(state.shared.vm_config.clone()),
                 Some(BufferType::PluginConfiguration) => Some(state.shared.plugin_config.clone()),
-                Some(BufferType::HttpCallResponseBody) => state.call.lend().and_then(|lend| lend.call_response_body()),
+                Some(BufferType::HttpCallResponseBody) => {
+                    state.call.lend().and_then(|lend| lend.call_response_body(false))
+                }
+                Some(BufferType::GrpcReceiveBuffer) => state.call.lend().and_then(|lend| lend.call_response_body(true)),
                 Some(BufferType::Other) => None,
                 None => return Ok(Status::BadArgument.code()),
             };

@@ -62,11 +62,12 @@ pub(crate) struct Lend<'a> {
     request: Option<RequestHead<'a>>,
     response: Option<ResponseHead<'a>>,
     body: Option<&'a mut BodyBuf>,
-    /// The answer to the HTTP call, in `proxy_on_http_call_response`.
+    /// The answer to the call, in `proxy_on_http_call_response`, `proxy_on_grpc_receive` or
+    /// `proxy_on_grpc_close`.
     call_response: Option<&'a mut CallResponse>,
-    /// The callback may ask for an HTTP call (a headers callback: the transaction can wait).
+    /// The callback may ask for a call (a headers callback: the transaction can wait).
     calls_allowed: bool,
-    /// What the callback asked for that is rare: a local response, an HTTP call. Boxed
+    /// What the callback asked for that is rare: a local response, a call. Boxed
     /// together, which keeps the lend small and its drop a single check.
     pub asked: Option<Box<Asked>>,
     /// Set by the `sluice.no_more_callbacks` foreign function.
@@ -78,7 +79,8 @@ pub(crate) struct Lend<'a> {
 pub(crate) struct Asked {
     /// Set by `proxy_send_local_response`.
     pub local_response: Option<LocalResponse>,
-    /// Set by `proxy_http_call`: the call to make before the transaction goes on.
+    /// Set by `proxy_http_call` or `proxy_grpc_call`: the call to make before the
+    /// transaction goes on.
     pub callout: Option<Callout>,
 }
 
@@ -113,19 +115,19 @@ impl<'a> Lend<'a> {
         self
     }
 
-    /// Lets the callback ask for an HTTP call (`proxy_http_call`).
+    /// Lets the callback ask for a call (`proxy_http_call`, `proxy_grpc_call`).
     pub(crate) fn allowing_calls(mut self) -> Self {
         self.calls_allowed = true;
         self
     }
 
-    /// The answer to the callback's HTTP call (`proxy_on_http_call_response`).
+    /// The answer to the call the transaction waited for.
     pub(crate) fn with_call_response(mut self, response: &'a mut CallResponse) -> Self {
         self.call_response = Some(response);
         self
     }
 
-    /// Whether the callback may ask for an HTTP call now: it runs where the transaction can
+    /// Whether the callback may ask for a call now: it runs where the transaction can
     /// wait, and has not asked for one yet.
     pub(crate) fn may_call(&self) -> bool {
         self.calls_allowed && self.asked.as_ref().is_none_or(|asked| asked.callout.is_none())
@@ -141,9 +143,15 @@ impl<'a> Lend<'a> {
         self.call_response.as_deref_mut()?.head.as_mut().map(Head::Response)
     }
 
-    /// The HTTP call's response body.
-    pub(crate) fn call_response_body(&self) -> Option<bytes::Bytes> {
-        self.call_response.as_deref().map(|response| response.body.clone())
+    /// The HTTP call's response body (`grpc` false), or the gRPC call's answer (`grpc` true).
+    pub(crate) fn call_response_body(&self, grpc: bool) -> Option<bytes::Bytes> {
+        let response = self.call_response.as_deref().filter(|response| response.grpc.is_some() == grpc)?;
+        Some(response.body.clone())
+    }
+
+    /// How the gRPC call being answered ended.
+    pub(crate) fn grpc_status(&self) -> Option<&crate::grpc::GrpcStatus> {
+        self.call_response.as_deref()?.grpc.as_ref()
     }
 
     pub(crate) fn txn(&self) -> &TxnFacts {

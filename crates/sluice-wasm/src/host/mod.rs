@@ -6,9 +6,9 @@
 //! (`crate::memory`). Imports the plugin has that Sluice does not define trap when called.
 
 mod buffers;
+mod calls;
 mod foreign;
 mod headers;
-mod http_call;
 mod lend;
 mod log;
 mod misc;
@@ -38,7 +38,7 @@ pub(crate) struct HostState {
     pub properties: HashMap<u32, SetProperties>,
     /// Emptied header lists of ended transactions, for the next ones' kept heads.
     pub spare_lists: Vec<HeaderList>,
-    /// The token of the next HTTP call (`proxy_http_call`).
+    /// The token of the next call (`proxy_http_call`, `proxy_grpc_call`).
     pub next_call_token: u32,
 }
 
@@ -136,7 +136,7 @@ pub(crate) fn linker(engine: &Engine, module: &wasmtime::Module) -> wasmtime::Re
     log::add(&mut linker)?;
     misc::add(&mut linker)?;
     headers::add(&mut linker)?;
-    http_call::add(&mut linker)?;
+    calls::add(&mut linker)?;
     buffers::add(&mut linker)?;
     properties::add(&mut linker)?;
     foreign::add(&mut linker)?;
