@@ -20,7 +20,8 @@ use serde::Deserialize;
 use std::time::Duration;
 
 /// An upstream a plugin may call: `http://host:port` (or `host:port`) in the `clusters`
-/// setting, under the name the plugin passes to `dispatch_http_call`.
+/// setting, under the name the plugin passes to `dispatch_http_call` or `dispatch_grpc_call`
+/// (gRPC calls speak HTTP/2 cleartext to it).
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(try_from = "String")]
 pub struct Cluster {

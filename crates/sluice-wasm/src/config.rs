@@ -9,7 +9,7 @@
 //! plugin_config = "mode=fast"
 //! deadline_ms = 50
 //! memory_mib = 64
-//! clusters = { auth = "http://127.0.0.1:9000" }   # for dispatch_http_call
+//! clusters = { auth = "http://127.0.0.1:9000" }   # for dispatch_http_call, dispatch_grpc_call
 //! ```
 
 use crate::abi::LogLevel;
@@ -126,7 +126,7 @@ pub struct WasmConfig {
     pub response_headers_in_body: bool,
     /// Lowest plugin log level passed on (`trace` ... `critical`).
     pub log_level: LogLevel,
-    /// The upstreams the plugin may call with `dispatch_http_call` (`proxy_http_call`), by
+    /// The upstreams the plugin may call with `dispatch_http_call` or `dispatch_grpc_call`, by
     /// the cluster name it passes: `clusters = { auth = "http://127.0.0.1:9000" }`.
     pub clusters: BTreeMap<String, Cluster>,
     /// Resource limits.
