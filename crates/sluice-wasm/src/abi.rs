@@ -11,6 +11,7 @@ pub enum Status {
     BadArgument = 2,
     ParseFailure = 4,
     InvalidMemoryAccess = 6,
+    Empty = 7,
     CasMismatch = 8,
     InternalFailure = 10,
     Unimplemented = 12,

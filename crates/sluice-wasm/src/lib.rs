@@ -31,6 +31,8 @@ mod kept;
 mod memory;
 mod module;
 mod pool;
+mod queue_ready;
+mod queues;
 mod registry;
 mod shared;
 mod stats;

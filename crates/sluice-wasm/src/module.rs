@@ -53,6 +53,8 @@ impl WasmModule {
         let pool = Pool::new(config.instance_count());
         let blueprint = Blueprint { compiled, config, shared: Arc::new(shared) };
         let core = Arc::new(Core { blueprint, pool, retired: AtomicBool::new(false) });
+        // Before the instances start: their `proxy_on_vm_start` may register queues.
+        core.shared().queue_ready.attach(&core);
         let mut failure = None;
         core.pool.each(|_, slot| {
             if failure.is_none() {

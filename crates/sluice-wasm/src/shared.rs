@@ -1,8 +1,10 @@
 //! What the instances of one plugin version share: identity, configuration, the plugin log,
-//! shared data, metrics, statistics and the tick period.
+//! shared data and queues, metrics, statistics and the tick period.
 
 use crate::abi::{LogLevel, Status};
 use crate::callout::Cluster;
+use crate::queue_ready::QueueReady;
+use crate::queues::SharedQueues;
 use crate::stats::Stats;
 use bytes::Bytes;
 use parking_lot::Mutex;
@@ -42,6 +44,9 @@ pub(crate) struct Shared {
     pub clock: WallClock,
     /// The upstreams the plugin may call (`WasmConfig::clusters`).
     pub clusters: BTreeMap<String, Cluster>,
+    /// Shared queues, and the delivery of their notices.
+    pub queues: SharedQueues,
+    pub queue_ready: QueueReady,
 }
 
 /// A source of wall-clock time (the proxy passes its injected clock; see [`HostEnv`]).
@@ -116,6 +121,8 @@ impl Shared {
             cache,
             clock: Arc::clone(&env.clock),
             clusters: BTreeMap::new(),
+            queues: SharedQueues::default(),
+            queue_ready: QueueReady::default(),
         }
     }
 

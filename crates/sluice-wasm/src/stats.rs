@@ -17,6 +17,7 @@ pub(crate) struct Stats {
     pub contexts_deleted: AtomicU64,
     pub failed_transactions: AtomicU64,
     pub unavailable: AtomicU64,
+    pub queue_items_dropped: AtomicU64,
 }
 
 /// A copy of a plugin version's counters.
@@ -45,12 +46,19 @@ pub struct WasmStats {
     pub failed_transactions: u64,
     /// Transactions that found no usable instance (all waiting out a backoff).
     pub unavailable: u64,
+    /// Shared-queue items dropped, oldest first, from queues over their limits.
+    pub queue_items_dropped: u64,
 }
 
 impl Stats {
     /// Adds one to `counter`.
     pub(crate) fn bump(counter: &AtomicU64) {
         counter.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Adds `n` to `counter`.
+    pub(crate) fn add(counter: &AtomicU64, n: u64) {
+        counter.fetch_add(n, Ordering::Relaxed);
     }
 
     /// The current values.
@@ -69,6 +77,7 @@ impl Stats {
             contexts_deleted: get(&self.contexts_deleted),
             failed_transactions: get(&self.failed_transactions),
             unavailable: get(&self.unavailable),
+            queue_items_dropped: get(&self.queue_items_dropped),
         }
     }
 }

@@ -43,7 +43,7 @@ use crate::host::{Asked, BodyBuf, BodyKind, Lend, RequestHead, ResponseHead, Txn
 use crate::kept::{HeaderList, KeptRequest, KeptResponse};
 use crate::pool::Core;
 use crate::stats::Stats;
-use crate::vm::{Answer, Callback, Fault};
+use crate::vm::{Callback, Event, Fault};
 use bytes::Bytes;
 use http::header::{CONTENT_LENGTH, TRANSFER_ENCODING};
 use http::{request, response, HeaderMap, Method, StatusCode, Version};
@@ -494,15 +494,15 @@ impl Txn for WasmTxn {
         if self.state != State::Active {
             return deferred;
         }
-        let callback = Callback::Answer(match &response.grpc {
+        let callback = Callback::Event(match &response.grpc {
             None => {
                 let headers = response.head.as_ref().map_or(0, |head| head.headers.len() + 1);
-                Answer::Http { token, headers, body: response.body.len() }
+                Event::Http { token, headers, body: response.body.len() }
             }
             Some(status) if status.code == crate::grpc::code::OK => {
-                Answer::GrpcReceive { token, size: response.body.len() }
+                Event::GrpcReceive { token, size: response.body.len() }
             }
-            Some(status) => Answer::GrpcClose { token, status: status.code },
+            Some(status) => Event::GrpcClose { token, status: status.code },
         });
         match subject {
             Subject::Request(req) => {

@@ -55,23 +55,26 @@ pub(crate) enum Callback {
         size: usize,
         end: bool,
     },
-    /// The answer to a call the plugin made.
-    Answer(Answer),
+    /// Rare callbacks: the answer to a call the plugin made, a queue's new items.
+    Event(Event),
     Done,
     Log,
     Delete,
     Tick,
 }
 
-/// The callbacks that hand a plugin the answer to its call.
+/// The callbacks that tell a plugin of an event: the answer to its call, a queue's new
+/// items.
 #[derive(Debug, Clone, Copy)]
-pub(crate) enum Answer {
+pub(crate) enum Event {
     /// `proxy_on_http_call_response(ctx, token, headers, body_size, trailers)`.
     Http { token: u32, headers: usize, body: usize },
     /// `proxy_on_grpc_receive(ctx, token, size)`: a gRPC call succeeded.
     GrpcReceive { token: u32, size: usize },
     /// `proxy_on_grpc_close(ctx, token, status)`: a gRPC call failed.
     GrpcClose { token: u32, status: u32 },
+    /// `proxy_on_queue_ready(root ctx, queue)`: a shared queue the context owns has items.
+    QueueReady { id: u32 },
 }
 
 type Phase = Option<TypedFunc<(i32, i32, i32), i32>>;
@@ -101,6 +104,7 @@ struct Exports {
     http_call_response: CallResponseExport,
     grpc_receive: GrpcExport,
     grpc_close: GrpcExport,
+    queue_ready: Option<TypedFunc<(i32, i32), ()>>,
 }
 
 fn optional<P: WasmParams, R: WasmResults>(
@@ -143,6 +147,7 @@ impl Exports {
             http_call_response: optional(instance, store, "proxy_on_http_call_response")?,
             grpc_receive: untyped::<(i32, i32, i32), ()>(instance, store, "proxy_on_grpc_receive")?,
             grpc_close: untyped::<(i32, i32, i32), ()>(instance, store, "proxy_on_grpc_close")?,
+            queue_ready: optional(instance, store, "proxy_on_queue_ready")?,
         })
     }
 }
@@ -258,6 +263,11 @@ impl PluginVm {
         result.map_err(|err| classify(&mut self.store, err))
     }
 
+    /// This instance's identity (`HostState::instance`).
+    pub(crate) fn instance(&self) -> u64 {
+        self.store.data().instance
+    }
+
     /// An empty header list for a kept head: one an ended transaction gave back, or a new
     /// one.
     pub(crate) fn spare_list(&mut self) -> HeaderList {
@@ -303,30 +313,35 @@ fn call(exports: &Exports, store: &mut Store<HostState>, ctx: i32, callback: Cal
         Callback::Log => unit(&exports.log, store),
         Callback::Delete => unit(&exports.delete, store),
         Callback::Tick => unit(&exports.tick, store),
-        Callback::Answer(answer) => call_answer(exports, store, ctx, answer),
+        Callback::Event(event) => call_event(exports, store, ctx, event),
     }
 }
 
-/// [`call`] for the callbacks that hand a plugin the answer to its call: rare, and out of
-/// line so that the per-transaction callbacks' calls into wasmtime stay inlined.
+/// [`call`] for the [`Event`] callbacks: rare, and out of line so that the per-transaction
+/// callbacks' calls into wasmtime stay inlined.
 #[cold]
 #[inline(never)]
-fn call_answer(exports: &Exports, store: &mut Store<HostState>, ctx: i32, answer: Answer) -> wasmtime::Result<i32> {
+fn call_event(exports: &Exports, store: &mut Store<HostState>, ctx: i32, event: Event) -> wasmtime::Result<i32> {
     let grpc = |f: &GrpcExport, store: &mut Store<HostState>, token: u32, value: i32| match f {
         Some(f) => f
             .call(store.as_context_mut(), &[Val::I32(ctx), Val::I32(token as i32), Val::I32(value)], &mut [])
             .map(|()| 0),
         None => Ok(0),
     };
-    match answer {
-        Answer::Http { token, headers, body } => match &exports.http_call_response {
+    match event {
+        Event::Http { token, headers, body } => match &exports.http_call_response {
             Some(f) => f
                 .call(store.as_context_mut(), (ctx, token as i32, guest_size(headers), guest_size(body), 0))
                 .map(|()| 0),
             None => Ok(0),
         },
-        Answer::GrpcReceive { token, size } => grpc(&exports.grpc_receive, store, token, guest_size(size)),
-        Answer::GrpcClose { token, status } => grpc(&exports.grpc_close, store, token, status as i32),
+        Event::GrpcReceive { token, size } => grpc(&exports.grpc_receive, store, token, guest_size(size)),
+        Event::GrpcClose { token, status } => grpc(&exports.grpc_close, store, token, status as i32),
+        Event::QueueReady { id } => match &exports.queue_ready {
+            Some(f) => f.call(store.as_context_mut(), (ctx, id as i32)),
+            None => Ok(()),
+        }
+        .map(|()| 0),
     }
 }
 

@@ -11,3 +11,4 @@ mod wasm_failures;
 mod wasm_foreign;
 mod wasm_grpc_call;
 mod wasm_http_call;
+mod wasm_queues;

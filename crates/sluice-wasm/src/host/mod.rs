@@ -13,6 +13,7 @@ mod lend;
 mod log;
 mod misc;
 mod properties;
+mod queues;
 mod stubs;
 mod wasi;
 
@@ -40,7 +41,12 @@ pub(crate) struct HostState {
     pub spare_lists: Vec<HeaderList>,
     /// The token of the next call (`proxy_http_call`, `proxy_grpc_call`).
     pub next_call_token: u32,
+    /// This instance's identity, unique in the process (the owner of a shared queue).
+    pub instance: u64,
 }
+
+/// The identity of the next instance.
+static NEXT_INSTANCE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
 impl HostState {
     pub(crate) fn new(shared: Arc<Shared>, memory_bytes: usize) -> Self {
@@ -52,6 +58,7 @@ impl HostState {
             properties: HashMap::new(),
             spare_lists: Vec::new(),
             next_call_token: 1,
+            instance: NEXT_INSTANCE.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
         }
     }
 }
@@ -139,6 +146,7 @@ pub(crate) fn linker(engine: &Engine, module: &wasmtime::Module) -> wasmtime::Re
     calls::add(&mut linker)?;
     buffers::add(&mut linker)?;
     properties::add(&mut linker)?;
+    queues::add(&mut linker)?;
     foreign::add(&mut linker)?;
     stubs::add(&mut linker)?;
     wasi::add(&mut linker)?;

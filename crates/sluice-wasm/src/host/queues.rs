@@ -1,0 +1,77 @@
+//! Shared queues (`crate::queues`): `proxy_register_shared_queue`,
+//! `proxy_resolve_shared_queue`, `proxy_enqueue_shared_queue`, `proxy_dequeue_shared_queue`.
+//!
+//! Statuses are those the Rust SDK expects: resolving a queue that is not registered, or of
+//! another plugin (a `vm_id` other than this plugin's, `plugin_vm_id`, or empty), is
+//! `NotFound`; so are enqueuing and dequeuing with an unknown id; dequeuing from an empty
+//! queue is `Empty`. Registering past the plugin's queue limit is `InternalFailure`.
+
+use super::{memory_and_state, status, HostState};
+use crate::abi::Status;
+use crate::memory;
+use crate::queues::{Enqueued, QueueOwner};
+use crate::stats::Stats;
+use wasmtime::{Caller, Linker};
+
+pub(super) fn add(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
+    linker.func_wrap("env", "proxy_register_shared_queue", register)?;
+    linker.func_wrap("env", "proxy_resolve_shared_queue", resolve)?;
+    linker.func_wrap("env", "proxy_enqueue_shared_queue", enqueue)?;
+    linker.func_wrap("env", "proxy_dequeue_shared_queue", dequeue)?;
+    Ok(())
+}
+
+/// The calling context, in this instance, owns the queue from now on.
+fn register(mut caller: Caller<'_, HostState>, name_ptr: i32, name_len: i32, id_ptr: i32) -> i32 {
+    let Some((mem, state)) = memory_and_state(&mut caller) else { return Status::InternalFailure.code() };
+    status((|| {
+        let owner = QueueOwner { instance: state.instance, context: state.call.context_id };
+        let id = state.shared.queues.register(memory::slice(mem, name_ptr, name_len)?, owner)?;
+        memory::write_u32(mem, id_ptr, id)?;
+        Ok(Status::Ok)
+    })())
+}
+
+fn resolve(
+    mut caller: Caller<'_, HostState>,
+    vm_ptr: i32,
+    vm_len: i32,
+    name_ptr: i32,
+    name_len: i32,
+    id_ptr: i32,
+) -> i32 {
+    let Some((mem, state)) = memory_and_state(&mut caller) else { return Status::InternalFailure.code() };
+    status((|| {
+        let vm_id = memory::slice(mem, vm_ptr, vm_len)?;
+        if !vm_id.is_empty() && vm_id != state.shared.name.as_bytes() {
+            return Err(Status::NotFound);
+        }
+        let id = state.shared.queues.resolve(memory::slice(mem, name_ptr, name_len)?).ok_or(Status::NotFound)?;
+        memory::write_u32(mem, id_ptr, id)?;
+        Ok(Status::Ok)
+    })())
+}
+
+fn enqueue(mut caller: Caller<'_, HostState>, id: i32, value_ptr: i32, value_len: i32) -> i32 {
+    let Some((mem, state)) = memory_and_state(&mut caller) else { return Status::InternalFailure.code() };
+    status((|| {
+        let shared = &state.shared;
+        let (enqueued, dropped) = shared.queues.enqueue(id as u32, memory::slice(mem, value_ptr, value_len)?)?;
+        if dropped > 0 {
+            Stats::add(&shared.stats.queue_items_dropped, dropped as u64);
+        }
+        if let Enqueued::Notice(id) = enqueued {
+            shared.queue_ready.notice(id);
+        }
+        Ok(Status::Ok)
+    })())
+}
+
+fn dequeue(mut caller: Caller<'_, HostState>, id: i32, value_ptr: i32, value_len: i32) -> wasmtime::Result<i32> {
+    let item = match caller.data().shared.queues.dequeue(id as u32) {
+        Ok(Some(item)) => item,
+        Ok(None) => return Ok(Status::Empty.code()),
+        Err(status) => return Ok(status.code()),
+    };
+    Ok(memory::copy_out(&mut caller, &item, value_ptr, value_len)?.code())
+}
