@@ -2,7 +2,8 @@
 //! calls to one of the plugin's clusters, framed as the gRPC-over-HTTP/2 protocol frames
 //! them (`POST /<service>/<method>`, `content-type: application/grpc`, each message behind a
 //! five-byte prefix, the status in the trailers), over HTTP/2 cleartext with prior knowledge
-//! (what gRPC servers listening without TLS speak), one connection per call.
+//! (what gRPC servers listening without TLS speak), multiplexed on one connection per
+//! cluster (`crate::callout::CallClients`).
 //!
 //! The plugin encodes its request message and decodes the answer itself (protobuf is the
 //! plugin's business, as in Envoy); the host frames, sends and reports a status. Every way a
@@ -12,7 +13,7 @@
 //! answer, `INTERNAL` for a malformed one).
 
 use crate::abi::Status;
-use crate::callout::CallResponse;
+use crate::callout::{CallClient, CallResponse};
 use crate::headermap::WirePairs;
 use base64::Engine as _;
 use bytes::{BufMut, Bytes, BytesMut};
@@ -102,39 +103,32 @@ fn frame(message: &[u8]) -> Bytes {
     framed.freeze()
 }
 
-/// Makes the call within `timeout`: the answer's message (at most `max_message` bytes) and
-/// status. Never fails: a failure is a status.
+/// Makes the call through `client` within `timeout`: the answer's message (at most
+/// `max_message` bytes) and status. Never fails: a failure is a status.
 pub(crate) async fn perform(
-    address: &str,
+    client: &CallClient,
     request: Request<Bytes>,
     timeout: Duration,
     max_message: usize,
 ) -> CallResponse {
-    let status = match tokio::time::timeout(timeout, exchange(address, request, max_message)).await {
+    let authority = request.uri().authority().map(|a| a.to_string()).unwrap_or_default();
+    let status = match tokio::time::timeout(timeout, exchange(client, request, max_message)).await {
         Ok(Ok(message)) => {
             return CallResponse { head: None, body: message, grpc: Some(GrpcStatus::new(code::OK, "")) }
         }
         Ok(Err(status)) => status,
         Err(_) => GrpcStatus::new(code::DEADLINE_EXCEEDED, format!("no answer within {timeout:?}")),
     };
-    tracing::debug!("plugin grpc call to {address} ended with status {}: {}", status.code, status.message);
+    tracing::debug!("plugin grpc call to {authority} ended with status {}: {}", status.code, status.message);
     CallResponse { head: None, body: Bytes::new(), grpc: Some(status) }
 }
 
 /// The exchange: the answer's one message, or the status it ended with.
-async fn exchange(address: &str, request: Request<Bytes>, max_message: usize) -> Result<Bytes, GrpcStatus> {
-    let unavailable =
-        |what: &str, err: &dyn std::fmt::Display| GrpcStatus::new(code::UNAVAILABLE, format!("{what}: {err}"));
-    let stream = tokio::net::TcpStream::connect(address).await.map_err(|e| unavailable("connect", &e))?;
-    let (mut sender, connection) = hyper::client::conn::http2::handshake(
-        hyper_util::rt::TokioExecutor::new(),
-        hyper_util::rt::TokioIo::new(stream),
-    )
-    .await
-    .map_err(|e| unavailable("handshake", &e))?;
-    // Driven beside the exchange; ends when the call is over and the sender dropped.
-    tokio::spawn(connection);
-    let response = sender.send_request(request.map(Full::new)).await.map_err(|e| unavailable("request", &e))?;
+async fn exchange(client: &CallClient, request: Request<Bytes>, max_message: usize) -> Result<Bytes, GrpcStatus> {
+    let response = client
+        .request(request.map(Full::new))
+        .await
+        .map_err(|err| GrpcStatus::new(code::UNAVAILABLE, crate::callout::describe(&err)))?;
     let (head, body) = response.into_parts();
     if head.status != StatusCode::OK {
         return Err(GrpcStatus::new(from_http_status(head.status), format!("HTTP status {}", head.status)));
@@ -152,7 +146,7 @@ async fn exchange(address: &str, request: Request<Bytes>, max_message: usize) ->
         if err.downcast_ref::<http_body_util::LengthLimitError>().is_some() {
             GrpcStatus::new(code::RESOURCE_EXHAUSTED, format!("answer larger than {max_message} bytes"))
         } else {
-            GrpcStatus::new(code::UNAVAILABLE, format!("body: {err}"))
+            GrpcStatus::new(code::UNAVAILABLE, format!("body: {}", crate::callout::describe(err.as_ref())))
         }
     })?;
     let status = collected

@@ -2,7 +2,7 @@
 //! shared data and queues, metrics, statistics and the tick period.
 
 use crate::abi::{LogLevel, Status};
-use crate::callout::Cluster;
+use crate::callout::{CallClients, Cluster};
 use crate::queue_ready::QueueReady;
 use crate::queues::SharedQueues;
 use crate::stats::Stats;
@@ -42,8 +42,10 @@ pub(crate) struct Shared {
     pub cache: OnceLock<Arc<dyn CacheApi>>,
     /// Wall-clock time for plugins.
     pub clock: WallClock,
-    /// The upstreams the plugin may call (`WasmConfig::clusters`).
+    /// The upstreams the plugin may call (`WasmConfig::clusters`), and the connections to
+    /// them.
     pub clusters: BTreeMap<String, Cluster>,
+    pub call_clients: CallClients,
     /// Shared queues, and the delivery of their notices.
     pub queues: SharedQueues,
     pub queue_ready: QueueReady,
@@ -121,6 +123,7 @@ impl Shared {
             cache,
             clock: Arc::clone(&env.clock),
             clusters: BTreeMap::new(),
+            call_clients: CallClients::default(),
             queues: SharedQueues::default(),
             queue_ready: QueueReady::default(),
         }

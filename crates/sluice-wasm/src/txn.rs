@@ -323,12 +323,13 @@ impl WasmTxn {
         let slot = Arc::new(parking_lot::Mutex::new(None));
         self.call = Some((callout.token, Arc::clone(&slot)));
         let max_body = self.core.config().limits.max_buffer_bytes;
+        let client = self.core.shared().call_clients.for_call(&callout);
         // The call times itself out first (the plugin's timeout): the plugin then gets an
         // empty response, as from Envoy; the host's deadline is a backstop.
         let deadline = callout.timeout() + Duration::from_secs(1);
         Flow::Defer {
             work: Box::pin(async move {
-                let response = callout.perform(max_body).await;
+                let response = callout.perform(client, max_body).await;
                 *slot.lock() = Some(response);
                 Flow::Continue
             }),

@@ -9,6 +9,9 @@ use http::StatusCode;
 use sluice_proxy::clock::{Clock, ManualClock};
 use sluice_testkit::{client, Origin, Reply};
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use tokio_stream::StreamExt;
 use tonic_health::ServingStatus;
 
 /// A `[[module]]` entry for the `grpc_call` plugin, its cluster `health` at `health` (none:
@@ -22,8 +25,9 @@ fn entry(health: Option<SocketAddr>) -> String {
 }
 
 /// Starts the health service on 127.0.0.1: `shop` serving, `basket` not; calls without the
-/// metadata `x-asked-by: wasm` are refused (`UNAUTHENTICATED`). Serves until the test ends.
-async fn health_server() -> SocketAddr {
+/// metadata `x-asked-by: wasm` are refused (`UNAUTHENTICATED`). Serves until the test ends;
+/// counts the connections it accepts in `accepted`.
+async fn health_server(accepted: Arc<AtomicUsize>) -> SocketAddr {
     let (reporter, service) = tonic_health::server::health_reporter();
     reporter.set_service_status("shop", ServingStatus::Serving).await;
     reporter.set_service_status("basket", ServingStatus::NotServing).await;
@@ -35,7 +39,10 @@ async fn health_server() -> SocketAddr {
     });
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
-    let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
+    let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener).map(move |connection| {
+        accepted.fetch_add(1, Ordering::Relaxed);
+        connection
+    });
     tokio::spawn(async move {
         // Keeps the reporter (the services' statuses) as long as the server runs.
         let _reporter = reporter;
@@ -67,7 +74,8 @@ async fn get(proxy: &Proxy, headers: &[(&str, &str)]) -> client::Reply {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_plugin_waits_for_its_grpc_call_and_acts_on_the_answer() {
-    let proxy = Proxy::start(&entry(Some(health_server().await))).await;
+    let accepted = Arc::new(AtomicUsize::new(0));
+    let proxy = Proxy::start(&entry(Some(health_server(Arc::clone(&accepted)).await))).await;
     proxy.origin.on("/page", Reply::ok("page"));
 
     // The answer's message, decoded by the plugin, goes on with the request.
@@ -89,6 +97,8 @@ async fn a_plugin_waits_for_its_grpc_call_and_acts_on_the_answer() {
     assert_eq!(reply.status, StatusCode::OK);
     let seen = proxy.origin.last_request("/page").unwrap();
     assert_eq!((seen.header("x-cancelled"), seen.header("x-health")), (Some("ok"), None));
+    // The three calls made went over one kept HTTP/2 connection.
+    assert_eq!(accepted.load(Ordering::Relaxed), 1);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -99,7 +109,8 @@ async fn failed_grpc_calls_end_in_the_status_the_specification_gives() {
     proxy.origin.on("/page", Reply::ok("page"));
     let reply = get(&proxy, &[("x-check", "shop")]).await;
     assert_eq!(reply.status, StatusCode::SERVICE_UNAVAILABLE);
-    assert!(reply.text().starts_with("grpc 14: connect: "), "{}", reply.text());
+    let text = reply.text();
+    assert!(text.starts_with("grpc 14: client error (Connect)") && text.contains("refused"), "{text}");
 
     // A server that never answers (the HTTP/1.1 test origin waits for a request it can
     // read): DEADLINE_EXCEEDED when the plugin's timeout is up.

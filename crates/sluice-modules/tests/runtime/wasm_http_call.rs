@@ -62,6 +62,8 @@ async fn a_plugin_waits_for_its_http_call_and_acts_on_the_answer() {
     let reply = get(&proxy, "/annotated", &[]).await;
     assert_eq!((reply.status, reply.header("x-annotation")), (StatusCode::OK, "note for k1"));
     assert_eq!(reply.text(), "annotated");
+    // The plugin's five calls, one after the other, went over one kept connection.
+    assert_eq!(auth.connections(), 1);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
