@@ -5,7 +5,7 @@
 //! instance, as in any callback.
 
 use crate::pool::Core;
-use crate::vm::{Callback, Event};
+use crate::vm::Callback;
 use parking_lot::Mutex;
 use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::{Arc, OnceLock, Weak};
@@ -53,7 +53,7 @@ fn deliver(receiver: &Receiver<u32>, core: &Weak<Core>) {
         while let Some(owner) = core.shared().queues.next_notice(id) {
             core.pool.each(|index, slot| {
                 let Some(vm) = slot.vm.as_mut().filter(|vm| vm.instance() == owner.instance) else { return };
-                if let Err(fault) = vm.invoke(owner.context, Callback::Event(Event::QueueReady { id }), None) {
+                if let Err(fault) = vm.invoke(owner.context, Callback::QueueReady { id }, None) {
                     slot.crash(&core, index, &fault);
                 }
             });

@@ -43,7 +43,7 @@ use crate::host::{Asked, BodyBuf, BodyKind, Lend, RequestHead, ResponseHead, Txn
 use crate::kept::{HeaderList, KeptRequest, KeptResponse};
 use crate::pool::Core;
 use crate::stats::Stats;
-use crate::vm::{Callback, Event, Fault};
+use crate::vm::{Callback, Fault};
 use bytes::Bytes;
 use http::header::{CONTENT_LENGTH, TRANSFER_ENCODING};
 use http::{request, response, HeaderMap, Method, StatusCode, Version};
@@ -495,16 +495,16 @@ impl Txn for WasmTxn {
         if self.state != State::Active {
             return deferred;
         }
-        let callback = Callback::Event(match &response.grpc {
+        let callback = match &response.grpc {
             None => {
                 let headers = response.head.as_ref().map_or(0, |head| head.headers.len() + 1);
-                Event::Http { token, headers, body: response.body.len() }
+                Callback::HttpCallResponse { token, headers, body: response.body.len() }
             }
             Some(status) if status.code == crate::grpc::code::OK => {
-                Event::GrpcReceive { token, size: response.body.len() }
+                Callback::GrpcReceive { token, size: response.body.len() }
             }
-            Some(status) => Event::GrpcClose { token, status: status.code },
-        });
+            Some(status) => Callback::GrpcClose { token, status: status.code },
+        };
         match subject {
             Subject::Request(req) => {
                 let mut lend = self
