@@ -5,6 +5,7 @@
 //! instance, as in any callback.
 
 use crate::pool::Core;
+use crate::queues::{registry, NextNotice};
 use crate::vm::Callback;
 use parking_lot::Mutex;
 use std::sync::mpsc::{self, Receiver, Sender};
@@ -15,25 +16,27 @@ use std::sync::{Arc, OnceLock, Weak};
 pub(crate) struct QueueReady {
     /// To the delivery thread, once started: queue ids with notices owed.
     sender: Mutex<Option<Sender<u32>>>,
-    /// The plugin version whose instances get the notices.
-    core: OnceLock<Weak<Core>>,
+    /// The plugin version whose instances get the notices, and this delivery (as queue
+    /// owners name it).
+    core: OnceLock<(Weak<Core>, Weak<QueueReady>)>,
 }
 
 impl QueueReady {
     /// Names the plugin version to deliver to (once, when it is loaded).
-    pub(crate) fn attach(&self, core: &Arc<Core>) {
-        let _ = self.core.set(Arc::downgrade(core));
+    pub(crate) fn attach(self: &Arc<Self>, core: &Arc<Core>) {
+        let _ = self.core.set((Arc::downgrade(core), Arc::downgrade(self)));
     }
 
     /// Queue `id` owes notices: wakes the delivery thread (starting it the first time).
     pub(crate) fn notice(&self, id: u32) {
-        let Some(core) = self.core.get() else { return };
+        let Some((core, me)) = self.core.get() else { return };
         let mut sender = self.sender.lock();
         let sender = sender.get_or_insert_with(|| {
             let (sender, receiver) = mpsc::channel();
-            let core = Weak::clone(core);
-            let spawned =
-                std::thread::Builder::new().name("sluice-wasm-queues".into()).spawn(move || deliver(&receiver, &core));
+            let (core, me) = (Weak::clone(core), Weak::clone(me));
+            let spawned = std::thread::Builder::new()
+                .name("sluice-wasm-queues".into())
+                .spawn(move || deliver(&receiver, &core, &me));
             if let Err(err) = spawned {
                 tracing::error!("cannot start the wasm queue delivery thread: {err}");
             }
@@ -45,18 +48,29 @@ impl QueueReady {
     }
 }
 
-/// The delivery thread: for each queue with notices owed, `proxy_on_queue_ready` on its
-/// owner while items wait. Ends with the plugin version (its sender goes with it).
-fn deliver(receiver: &Receiver<u32>, core: &Weak<Core>) {
+/// The delivery thread of one plugin version (`me`): for each queue with notices owed,
+/// `proxy_on_queue_ready` on its owner while items wait (or the notices handed to the
+/// delivery of the version that took the queue over). Ends with the plugin version (its
+/// sender goes with it).
+fn deliver(receiver: &Receiver<u32>, core: &Weak<Core>, me: &Weak<QueueReady>) {
     for id in receiver {
         let Some(core) = core.upgrade() else { return };
-        while let Some(owner) = core.shared().queues.next_notice(id) {
-            core.pool.each(|index, slot| {
-                let Some(vm) = slot.vm.as_mut().filter(|vm| vm.instance() == owner.instance) else { return };
-                if let Err(fault) = vm.invoke(owner.context, Callback::QueueReady { id }, None) {
-                    slot.crash(&core, index, &fault);
+        loop {
+            match registry().next_notice(id, me) {
+                NextNotice::Deliver(owner) => core.pool.each(|index, slot| {
+                    let Some(vm) = slot.vm.as_mut().filter(|vm| vm.instance() == owner.instance) else { return };
+                    if let Err(fault) = vm.invoke(owner.context, Callback::QueueReady { id }, None) {
+                        slot.crash(&core, index, &fault);
+                    }
+                }),
+                NextNotice::Elsewhere(delivery) => {
+                    if let Some(delivery) = delivery.upgrade() {
+                        delivery.notice(id);
+                    }
+                    break;
                 }
-            });
+                NextNotice::Done => break,
+            }
         }
     }
 }

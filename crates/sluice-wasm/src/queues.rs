@@ -1,36 +1,63 @@
 //! Shared queues (`proxy_register_shared_queue`, `proxy_resolve_shared_queue`,
 //! `proxy_enqueue_shared_queue`, `proxy_dequeue_shared_queue`): named FIFO queues of byte
-//! strings, shared by the instances of one plugin version (as shared data is).
+//! strings, one registry for the whole process ([`registry`]), as in Envoy.
 //!
-//! As in Envoy, registering a name that exists gives the same queue, and the context that
-//! registered it last owns it: that context, in its instance, is told of new items with
-//! `proxy_on_queue_ready` (`crate::queue_ready` delivers it, off the enqueuing thread). A
-//! queue is told once per item enqueued, unless it is empty by then (a plugin that drains
-//! the queue on the first notice gets no more notices for the items it took).
+//! A queue is named by a VM id (a plugin's `plugin_vm_id`: its module name) and a name: a
+//! plugin registers queues under its own VM id, and any plugin can resolve them by that id
+//! and name, so filters can feed a plugin running as a singleton service (Envoy's pattern).
+//! Registering a name that exists gives the same queue (with the items it holds, also across
+//! a reload of the plugin), and the context that registered it last owns it: that context,
+//! in its instance, is told of new items with `proxy_on_queue_ready` (`crate::queue_ready`
+//! delivers it, off the enqueuing thread). A queue is told once per item enqueued, unless it
+//! is empty by then (a plugin that drains the queue on the first notice gets no more notices
+//! for the items it took).
 //!
 //! A queue holds at most [`QUEUE_ITEMS`] items and [`QUEUE_BYTES`] bytes; past either, the
-//! oldest items are dropped (counted in the plugin's `queue_items_dropped`). A plugin has
-//! at most [`QUEUES`] queues.
+//! oldest items are dropped (counted in the enqueuing plugin's `queue_items_dropped`). The
+//! process has at most [`QUEUES`] queues.
 
 use crate::abi::Status;
+use crate::queue_ready::QueueReady;
 use bytes::Bytes;
 use parking_lot::Mutex;
 use std::collections::{HashMap, VecDeque};
+use std::sync::{LazyLock, Weak};
 
-/// Most queues per plugin version.
-pub(crate) const QUEUES: usize = 1024;
+/// Most queues in the process.
+pub(crate) const QUEUES: usize = 4096;
 /// Most items one queue holds.
 pub(crate) const QUEUE_ITEMS: usize = 10_000;
 /// Most bytes one queue holds.
 pub(crate) const QUEUE_BYTES: usize = 16 << 20;
 
-/// Who is told of a queue's new items: a context of one instance.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// The process's queues.
+pub(crate) fn registry() -> &'static SharedQueues {
+    static QUEUES: LazyLock<SharedQueues> = LazyLock::new(SharedQueues::default);
+    &QUEUES
+}
+
+/// Who is told of a queue's new items: a context of one instance, through its plugin
+/// version's delivery (gone with that version: the notices then wait for a new owner).
+#[derive(Debug, Clone)]
 pub(crate) struct QueueOwner {
     /// The instance (`HostState::instance`).
     pub instance: u64,
     /// The context that registered the queue.
     pub context: u32,
+    /// The delivery of the instance's plugin version.
+    pub delivery: Weak<QueueReady>,
+}
+
+/// What the delivery of a plugin version does next for a queue (see
+/// [`SharedQueues::next_notice`]).
+#[derive(Debug)]
+pub(crate) enum NextNotice {
+    /// Tell this owner, one of the version's own.
+    Deliver(QueueOwner),
+    /// The queue changed hands to another version's context: its delivery takes over.
+    Elsewhere(Weak<QueueReady>),
+    /// Nothing owed, or nothing left to take.
+    Done,
 }
 
 struct Queue {
@@ -43,50 +70,53 @@ struct Queue {
 
 #[derive(Default)]
 struct Registry {
-    /// Queue ids by name; a queue's id is its index in `queues` plus one.
-    ids: HashMap<Vec<u8>, u32>,
+    /// Queue ids by VM id and name; a queue's id is its index in `queues` plus one.
+    ids: HashMap<(Vec<u8>, Vec<u8>), u32>,
     queues: Vec<Queue>,
 }
 
 /// What an enqueue asks of the delivery: nothing (a notice of this queue is already on its
-/// way), or a notice of queue `id`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// way), or a notice of the queue to the owner's delivery.
+#[derive(Debug, Clone)]
 pub(crate) enum Enqueued {
     NoticePending,
-    Notice(u32),
+    Notice(Weak<QueueReady>),
 }
 
-/// The queues of one plugin version.
+/// A registry of queues ([`registry`] is the process's).
 #[derive(Default)]
 pub(crate) struct SharedQueues {
     registry: Mutex<Registry>,
 }
 
 impl SharedQueues {
-    /// `proxy_register_shared_queue`: the id of queue `name` (made if new), now owned by
-    /// `owner`. `InternalFailure` past [`QUEUES`].
-    pub(crate) fn register(&self, name: &[u8], owner: QueueOwner) -> Result<u32, Status> {
+    /// `proxy_register_shared_queue`: the id of queue `name` of `vm_id` (made if new), now
+    /// owned by `owner`, and whether notices are owed to it (items that came while the last
+    /// owner's plugin version was gone). `InternalFailure` past [`QUEUES`].
+    pub(crate) fn register(&self, vm_id: &[u8], name: &[u8], owner: QueueOwner) -> Result<(u32, bool), Status> {
         let mut registry = self.registry.lock();
-        if let Some(&id) = registry.ids.get(name) {
-            registry.queues[id as usize - 1].owner = owner;
-            return Ok(id);
+        if let Some(&id) = registry.ids.get(&(vm_id.to_vec(), name.to_vec())) {
+            let queue = &mut registry.queues[id as usize - 1];
+            queue.owner = owner;
+            return Ok((id, queue.unnoticed > 0 && !queue.items.is_empty()));
         }
         if registry.queues.len() >= QUEUES {
             return Err(Status::InternalFailure);
         }
         registry.queues.push(Queue { items: VecDeque::new(), bytes: 0, owner, unnoticed: 0 });
         let id = registry.queues.len() as u32;
-        registry.ids.insert(name.to_vec(), id);
-        Ok(id)
+        registry.ids.insert((vm_id.to_vec(), name.to_vec()), id);
+        Ok((id, false))
     }
 
-    /// `proxy_resolve_shared_queue`: the id of queue `name`, if registered.
-    pub(crate) fn resolve(&self, name: &[u8]) -> Option<u32> {
-        self.registry.lock().ids.get(name).copied()
+    /// `proxy_resolve_shared_queue`: the id of queue `name` of `vm_id`, if registered.
+    pub(crate) fn resolve(&self, vm_id: &[u8], name: &[u8]) -> Option<u32> {
+        self.registry.lock().ids.get(&(vm_id.to_vec(), name.to_vec())).copied()
     }
 
     /// `proxy_enqueue_shared_queue`: appends `value` to queue `id` (dropping the oldest items
-    /// past the limits: how many is returned too). `NotFound` for no such queue.
+    /// past the limits: how many is returned too); a notice owed goes to the owner's
+    /// delivery. `NotFound` for no such queue.
     pub(crate) fn enqueue(&self, id: u32, value: &[u8]) -> Result<(Enqueued, usize), Status> {
         let mut registry = self.registry.lock();
         let queue = queue_mut(&mut registry, id)?;
@@ -99,7 +129,8 @@ impl SharedQueues {
             dropped += 1;
         }
         queue.unnoticed += 1;
-        let enqueued = if queue.unnoticed == 1 { Enqueued::Notice(id) } else { Enqueued::NoticePending };
+        let enqueued =
+            if queue.unnoticed == 1 { Enqueued::Notice(queue.owner.delivery.clone()) } else { Enqueued::NoticePending };
         Ok((enqueued, dropped))
     }
 
@@ -115,17 +146,21 @@ impl SharedQueues {
         Ok(item)
     }
 
-    /// The next notice to deliver for queue `id`: its owner, while items wait and notices are
-    /// owed; `None` ends the delivery (and forgets the notices owed to an empty queue).
-    pub(crate) fn next_notice(&self, id: u32) -> Option<QueueOwner> {
+    /// The next notice `delivery` (a plugin version's) is to deliver for queue `id`: its
+    /// owner, while items wait and notices are owed; [`NextNotice::Done`] ends the delivery
+    /// (and forgets the notices owed to an empty queue).
+    pub(crate) fn next_notice(&self, id: u32, delivery: &Weak<QueueReady>) -> NextNotice {
         let mut registry = self.registry.lock();
-        let queue = queue_mut(&mut registry, id).ok()?;
+        let Ok(queue) = queue_mut(&mut registry, id) else { return NextNotice::Done };
         if queue.items.is_empty() || queue.unnoticed == 0 {
             queue.unnoticed = 0;
-            return None;
+            return NextNotice::Done;
+        }
+        if !Weak::ptr_eq(&queue.owner.delivery, delivery) {
+            return NextNotice::Elsewhere(queue.owner.delivery.clone());
         }
         queue.unnoticed -= 1;
-        Some(queue.owner)
+        NextNotice::Deliver(queue.owner.clone())
     }
 }
 
@@ -137,47 +172,73 @@ fn queue_mut(registry: &mut Registry, id: u32) -> Result<&mut Queue, Status> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::Arc;
 
-    const A: QueueOwner = QueueOwner { instance: 1, context: 1 };
-    const B: QueueOwner = QueueOwner { instance: 2, context: 1 };
+    fn owner(instance: u64, delivery: &Arc<QueueReady>) -> QueueOwner {
+        QueueOwner { instance, context: 1, delivery: Arc::downgrade(delivery) }
+    }
+
+    fn delivered(next: NextNotice) -> Option<u64> {
+        match next {
+            NextNotice::Deliver(owner) => Some(owner.instance),
+            _ => None,
+        }
+    }
 
     #[test]
     fn a_name_registered_again_is_the_same_queue_with_the_last_owner() {
-        let queues = SharedQueues::default();
-        let id = queues.register(b"events", A).unwrap();
-        assert_eq!(queues.register(b"events", B), Ok(id));
-        assert_ne!(queues.register(b"other", A), Ok(id));
-        assert_eq!((queues.resolve(b"events"), queues.resolve(b"none")), (Some(id), None));
-        assert_eq!(queues.enqueue(id, b"x").unwrap().0, Enqueued::Notice(id));
-        assert_eq!(queues.next_notice(id), Some(B));
+        let (queues, delivery) = (SharedQueues::default(), Arc::new(QueueReady::default()));
+        let (id, _) = queues.register(b"vm", b"events", owner(1, &delivery)).unwrap();
+        assert_eq!(queues.register(b"vm", b"events", owner(2, &delivery)), Ok((id, false)));
+        assert_ne!(queues.register(b"vm", b"other", owner(1, &delivery)).unwrap().0, id);
+        assert_ne!(queues.register(b"other-vm", b"events", owner(1, &delivery)).unwrap().0, id);
+        assert_eq!((queues.resolve(b"vm", b"events"), queues.resolve(b"vm", b"none")), (Some(id), None));
+        assert!(matches!(queues.enqueue(id, b"x").unwrap().0, Enqueued::Notice(_)));
+        assert_eq!(delivered(queues.next_notice(id, &Arc::downgrade(&delivery))), Some(2));
     }
 
     #[test]
     fn items_come_out_in_order_and_notices_stop_when_the_queue_is_empty() {
-        let queues = SharedQueues::default();
-        let id = queues.register(b"q", A).unwrap();
-        assert_eq!(queues.enqueue(id, b"1"), Ok((Enqueued::Notice(id), 0)));
-        assert_eq!(queues.enqueue(id, b"2"), Ok((Enqueued::NoticePending, 0)));
-        assert_eq!(queues.enqueue(id, b"3"), Ok((Enqueued::NoticePending, 0)));
+        let (queues, delivery) = (SharedQueues::default(), Arc::new(QueueReady::default()));
+        let me = Arc::downgrade(&delivery);
+        let (id, _) = queues.register(b"vm", b"q", owner(1, &delivery)).unwrap();
+        assert!(matches!(queues.enqueue(id, b"1"), Ok((Enqueued::Notice(_), 0))));
+        assert!(matches!(queues.enqueue(id, b"2"), Ok((Enqueued::NoticePending, 0))));
+        assert!(matches!(queues.enqueue(id, b"3"), Ok((Enqueued::NoticePending, 0))));
         // One notice per item while items wait ...
-        assert_eq!(queues.next_notice(id), Some(A));
+        assert_eq!(delivered(queues.next_notice(id, &me)), Some(1));
         assert_eq!(queues.dequeue(id).unwrap().as_deref(), Some(&b"1"[..]));
-        assert_eq!(queues.next_notice(id), Some(A));
+        assert_eq!(delivered(queues.next_notice(id, &me)), Some(1));
         // ... and none once the plugin took the rest.
         assert_eq!(queues.dequeue(id).unwrap().as_deref(), Some(&b"2"[..]));
         assert_eq!(queues.dequeue(id).unwrap().as_deref(), Some(&b"3"[..]));
         assert_eq!(queues.dequeue(id), Ok(None));
-        assert_eq!(queues.next_notice(id), None);
+        assert!(matches!(queues.next_notice(id, &me), NextNotice::Done));
         // The next item asks for a notice again.
-        assert_eq!(queues.enqueue(id, b"4"), Ok((Enqueued::Notice(id), 0)));
+        assert!(matches!(queues.enqueue(id, b"4"), Ok((Enqueued::Notice(_), 0))));
+    }
+
+    #[test]
+    fn a_queue_taken_over_by_another_version_is_delivered_there() {
+        let queues = SharedQueues::default();
+        let (old, new) = (Arc::new(QueueReady::default()), Arc::new(QueueReady::default()));
+        let (id, _) = queues.register(b"vm", b"q", owner(1, &old)).unwrap();
+        queues.enqueue(id, b"1").unwrap();
+        // Notices are owed (the old delivery has not run): the new owner is told too.
+        assert_eq!(queues.register(b"vm", b"q", owner(2, &new)), Ok((id, true)));
+        match queues.next_notice(id, &Arc::downgrade(&old)) {
+            NextNotice::Elsewhere(delivery) => assert!(Weak::ptr_eq(&delivery, &Arc::downgrade(&new))),
+            other => panic!("expected the new owner's delivery, got {other:?}"),
+        }
+        assert_eq!(delivered(queues.next_notice(id, &Arc::downgrade(&new))), Some(2));
     }
 
     #[test]
     fn unknown_ids_are_not_found_and_full_queues_drop_their_oldest() {
-        let queues = SharedQueues::default();
-        assert_eq!(queues.enqueue(0, b"x"), Err(Status::NotFound));
+        let (queues, delivery) = (SharedQueues::default(), Arc::new(QueueReady::default()));
+        assert_eq!(queues.enqueue(0, b"x").map(|(_, dropped)| dropped), Err(Status::NotFound));
         assert_eq!(queues.dequeue(7), Err(Status::NotFound));
-        let id = queues.register(b"q", A).unwrap();
+        let (id, _) = queues.register(b"vm", b"q", owner(1, &delivery)).unwrap();
         for i in 0..QUEUE_ITEMS {
             queues.enqueue(id, i.to_string().as_bytes()).unwrap();
         }
@@ -189,12 +250,12 @@ mod tests {
     }
 
     #[test]
-    fn a_plugin_has_a_bounded_number_of_queues() {
-        let queues = SharedQueues::default();
+    fn the_number_of_queues_is_bounded() {
+        let (queues, delivery) = (SharedQueues::default(), Arc::new(QueueReady::default()));
         for i in 0..QUEUES {
-            queues.register(i.to_string().as_bytes(), A).unwrap();
+            queues.register(b"vm", i.to_string().as_bytes(), owner(1, &delivery)).unwrap();
         }
-        assert_eq!(queues.register(b"one more", A), Err(Status::InternalFailure));
-        assert!(queues.register(b"7", A).is_ok(), "existing names still register");
+        assert_eq!(queues.register(b"vm", b"one more", owner(1, &delivery)), Err(Status::InternalFailure));
+        assert!(queues.register(b"vm", b"7", owner(1, &delivery)).is_ok(), "existing names still register");
     }
 }

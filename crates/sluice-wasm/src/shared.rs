@@ -1,10 +1,9 @@
 //! What the instances of one plugin version share: identity, configuration, the plugin log,
-//! shared data and queues, metrics, statistics and the tick period.
+//! shared data, the delivery of shared-queue notices, metrics, statistics and the tick period.
 
 use crate::abi::{LogLevel, Status};
 use crate::callout::{CallClients, Cluster};
 use crate::queue_ready::QueueReady;
-use crate::queues::SharedQueues;
 use crate::stats::Stats;
 use bytes::Bytes;
 use parking_lot::Mutex;
@@ -46,9 +45,8 @@ pub(crate) struct Shared {
     /// them.
     pub clusters: BTreeMap<String, Cluster>,
     pub call_clients: CallClients,
-    /// Shared queues, and the delivery of their notices.
-    pub queues: SharedQueues,
-    pub queue_ready: QueueReady,
+    /// The delivery of notices of the shared queues this version's contexts own.
+    pub queue_ready: Arc<QueueReady>,
 }
 
 /// A source of wall-clock time (the proxy passes its injected clock; see [`HostEnv`]).
@@ -124,8 +122,7 @@ impl Shared {
             clock: Arc::clone(&env.clock),
             clusters: BTreeMap::new(),
             call_clients: CallClients::default(),
-            queues: SharedQueues::default(),
-            queue_ready: QueueReady::default(),
+            queue_ready: Arc::default(),
         }
     }
 

@@ -1,16 +1,19 @@
 //! Shared queues (`crate::queues`): `proxy_register_shared_queue`,
 //! `proxy_resolve_shared_queue`, `proxy_enqueue_shared_queue`, `proxy_dequeue_shared_queue`.
 //!
-//! Statuses are those the Rust SDK expects: resolving a queue that is not registered, or of
-//! another plugin (a `vm_id` other than this plugin's, `plugin_vm_id`, or empty), is
+//! A plugin registers queues under its own VM id (`plugin_vm_id`, its module name) and
+//! resolves them under any plugin's (an empty VM id is its own).
+//!
+//! Statuses are those the Rust SDK expects: resolving a queue that is not registered is
 //! `NotFound`; so are enqueuing and dequeuing with an unknown id; dequeuing from an empty
-//! queue is `Empty`. Registering past the plugin's queue limit is `InternalFailure`.
+//! queue is `Empty`. Registering past the process's queue limit is `InternalFailure`.
 
 use super::{memory_and_state, status, HostState};
 use crate::abi::Status;
 use crate::memory;
-use crate::queues::{Enqueued, QueueOwner};
+use crate::queues::{registry, Enqueued, QueueOwner};
 use crate::stats::Stats;
+use std::sync::Arc;
 use wasmtime::{Caller, Linker};
 
 pub(super) fn add(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
@@ -25,8 +28,13 @@ pub(super) fn add(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
 fn register(mut caller: Caller<'_, HostState>, name_ptr: i32, name_len: i32, id_ptr: i32) -> i32 {
     let Some((mem, state)) = memory_and_state(&mut caller) else { return Status::InternalFailure.code() };
     status((|| {
-        let owner = QueueOwner { instance: state.instance, context: state.call.context_id };
-        let id = state.shared.queues.register(memory::slice(mem, name_ptr, name_len)?, owner)?;
+        let delivery = Arc::downgrade(&state.shared.queue_ready);
+        let owner = QueueOwner { instance: state.instance, context: state.call.context_id, delivery };
+        let name = memory::slice(mem, name_ptr, name_len)?;
+        let (id, owed) = registry().register(state.shared.name.as_bytes(), name, owner)?;
+        if owed {
+            state.shared.queue_ready.notice(id);
+        }
         memory::write_u32(mem, id_ptr, id)?;
         Ok(Status::Ok)
     })())
@@ -42,11 +50,11 @@ fn resolve(
 ) -> i32 {
     let Some((mem, state)) = memory_and_state(&mut caller) else { return Status::InternalFailure.code() };
     status((|| {
-        let vm_id = memory::slice(mem, vm_ptr, vm_len)?;
-        if !vm_id.is_empty() && vm_id != state.shared.name.as_bytes() {
-            return Err(Status::NotFound);
-        }
-        let id = state.shared.queues.resolve(memory::slice(mem, name_ptr, name_len)?).ok_or(Status::NotFound)?;
+        let vm_id = match memory::slice(mem, vm_ptr, vm_len)? {
+            [] => state.shared.name.as_bytes(),
+            vm_id => vm_id,
+        };
+        let id = registry().resolve(vm_id, memory::slice(mem, name_ptr, name_len)?).ok_or(Status::NotFound)?;
         memory::write_u32(mem, id_ptr, id)?;
         Ok(Status::Ok)
     })())
@@ -56,19 +64,22 @@ fn enqueue(mut caller: Caller<'_, HostState>, id: i32, value_ptr: i32, value_len
     let Some((mem, state)) = memory_and_state(&mut caller) else { return Status::InternalFailure.code() };
     status((|| {
         let shared = &state.shared;
-        let (enqueued, dropped) = shared.queues.enqueue(id as u32, memory::slice(mem, value_ptr, value_len)?)?;
+        let (enqueued, dropped) = registry().enqueue(id as u32, memory::slice(mem, value_ptr, value_len)?)?;
         if dropped > 0 {
             Stats::add(&shared.stats.queue_items_dropped, dropped as u64);
         }
-        if let Enqueued::Notice(id) = enqueued {
-            shared.queue_ready.notice(id);
+        if let Enqueued::Notice(delivery) = enqueued {
+            // Gone with its plugin version: the notices wait for the queue's next owner.
+            if let Some(delivery) = delivery.upgrade() {
+                delivery.notice(id as u32);
+            }
         }
         Ok(Status::Ok)
     })())
 }
 
 fn dequeue(mut caller: Caller<'_, HostState>, id: i32, value_ptr: i32, value_len: i32) -> wasmtime::Result<i32> {
-    let item = match caller.data().shared.queues.dequeue(id as u32) {
+    let item = match registry().dequeue(id as u32) {
         Ok(Some(item)) => item,
         Ok(None) => return Ok(Status::Empty.code()),
         Err(status) => return Ok(status.code()),

@@ -5,9 +5,10 @@
 //!   `parked` alone;
 //! - a request with `x-enqueue: VALUE` enqueues VALUE on `events`, `x-park: VALUE` on
 //!   `parked`, `x-enqueue-to: NAME` on queue NAME (`404` when there is none); each queue is
-//!   resolved by name under this plugin's `plugin_vm_id`;
+//!   resolved by name under the VM id in `x-vm`, or this plugin's own (`plugin_vm_id`);
 //! - `x-unpark: 1` answers `200` with the item it dequeues from `parked`, `204` when empty;
-//! - `x-read: 1` answers with `received`.
+//! - `x-read: 1` answers with `received`;
+//! - with `x-plugin: NAME`, only the plugin whose VM id is NAME acts on the request.
 
 use proxy_wasm::traits::{Context, HttpContext, RootContext};
 use proxy_wasm::types::{Action, ContextType, LogLevel};
@@ -61,10 +62,15 @@ impl RootContext for Root {
 struct Requester;
 
 impl Requester {
-    /// Queue `name` of this plugin.
+    /// This plugin's VM id.
+    fn vm_id(&self) -> String {
+        String::from_utf8_lossy(&self.get_property(vec!["plugin_vm_id"]).unwrap_or_default()).into_owned()
+    }
+
+    /// Queue `name` of the VM in `x-vm`, or of this plugin.
     fn queue(&self, name: &str) -> Option<u32> {
-        let vm_id = self.get_property(vec!["plugin_vm_id"]).unwrap_or_default();
-        self.resolve_shared_queue(&String::from_utf8_lossy(&vm_id), name)
+        let vm_id = self.get_http_request_header("x-vm").unwrap_or_else(|| self.vm_id());
+        self.resolve_shared_queue(&vm_id, name)
     }
 
     fn answer(&self, status: u32, body: &[u8]) -> Action {
@@ -78,6 +84,9 @@ impl Context for Requester {}
 impl HttpContext for Requester {
     fn on_http_request_headers(&mut self, _num_headers: usize, _end_of_stream: bool) -> Action {
         let header = |name: &str| self.get_http_request_header(name);
+        if header("x-plugin").is_some_and(|plugin| plugin != self.vm_id()) {
+            return Action::Continue;
+        }
         let target = match (header("x-enqueue"), header("x-park"), header("x-enqueue-to")) {
             (Some(value), _, _) => Some(("events".to_string(), value)),
             (_, Some(value), _) => Some(("parked".to_string(), value)),
