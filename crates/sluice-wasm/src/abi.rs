@@ -33,7 +33,11 @@ pub enum MapType {
     ResponseTrailers,
     /// The response headers of an HTTP call (`proxy_on_http_call_response`).
     HttpCallResponseHeaders,
-    /// gRPC metadata and HTTP-call trailers: Sluice has none.
+    /// A gRPC stream's initial metadata (`proxy_on_grpc_receive_initial_metadata`).
+    GrpcReceiveInitialMetadata,
+    /// A gRPC stream's trailing metadata (`proxy_on_grpc_receive_trailing_metadata`).
+    GrpcReceiveTrailingMetadata,
+    /// HTTP-call trailers: Sluice has none.
     Other,
 }
 
@@ -46,7 +50,9 @@ impl MapType {
             2 => Self::ResponseHeaders,
             3 => Self::ResponseTrailers,
             6 => Self::HttpCallResponseHeaders,
-            4 | 5 | 7 => Self::Other,
+            4 => Self::GrpcReceiveInitialMetadata,
+            5 => Self::GrpcReceiveTrailingMetadata,
+            7 => Self::Other,
             _ => return None,
         })
     }
@@ -61,7 +67,7 @@ pub enum BufferType {
     PluginConfiguration,
     /// The response body of an HTTP call (`proxy_on_http_call_response`).
     HttpCallResponseBody,
-    /// The answer to a gRPC call (`proxy_on_grpc_receive`).
+    /// The answer to a gRPC call, or a gRPC stream's message (`proxy_on_grpc_receive`).
     GrpcReceiveBuffer,
     /// Stream data, foreign-call data: Sluice has none.
     Other,

@@ -16,6 +16,7 @@ use crate::grpc::GrpcStatus;
 use crate::headermap::WirePairs;
 use bytes::Bytes;
 use http::{header, response, HeaderName, HeaderValue, Method, Request};
+use http_body_util::combinators::BoxBody;
 use http_body_util::{BodyExt, Full, Limited};
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
@@ -24,8 +25,17 @@ use serde::Deserialize;
 use std::sync::OnceLock;
 use std::time::Duration;
 
-/// A client for calls: pooled connections to the clusters (hyper-util's).
-pub(crate) type CallClient = Client<HttpConnector, Full<Bytes>>;
+/// A client for calls: pooled connections to the clusters (hyper-util's). Bodies are boxed:
+/// whole for calls, fed as the plugin sends for gRPC streams.
+pub(crate) type CallClient = Client<HttpConnector, CallBody>;
+
+/// The body of a request to a cluster.
+pub(crate) type CallBody = BoxBody<Bytes, std::convert::Infallible>;
+
+/// `bytes` as a whole [`CallBody`].
+pub(crate) fn whole(bytes: Bytes) -> CallBody {
+    Full::new(bytes).boxed()
+}
 
 /// How long an unused connection to a cluster is kept.
 const IDLE_TIMEOUT: Duration = Duration::from_secs(60);
@@ -45,19 +55,29 @@ pub(crate) struct CallClients {
 impl CallClients {
     /// The client for `callout` (a handle: clients are shared).
     pub(crate) fn for_call(&self, callout: &Callout) -> CallClient {
-        let cell = if callout.grpc { &self.grpc } else { &self.http };
-        cell.get_or_init(|| {
-            let mut connector = HttpConnector::new();
-            connector.set_nodelay(true);
-            Client::builder(TokioExecutor::new())
-                .pool_timer(TokioTimer::new())
-                .pool_idle_timeout(IDLE_TIMEOUT)
-                .pool_max_idle_per_host(MAX_IDLE_PER_CLUSTER)
-                .http2_only(callout.grpc)
-                .build(connector)
-        })
-        .clone()
+        if callout.grpc {
+            self.grpc()
+        } else {
+            self.http.get_or_init(|| client(false)).clone()
+        }
     }
+
+    /// The client for gRPC calls and streams.
+    pub(crate) fn grpc(&self) -> CallClient {
+        self.grpc.get_or_init(|| client(true)).clone()
+    }
+}
+
+/// A pooled client, HTTP/1.1 or HTTP/2 (cleartext, prior knowledge) only.
+fn client(http2: bool) -> CallClient {
+    let mut connector = HttpConnector::new();
+    connector.set_nodelay(true);
+    Client::builder(TokioExecutor::new())
+        .pool_timer(TokioTimer::new())
+        .pool_idle_timeout(IDLE_TIMEOUT)
+        .pool_max_idle_per_host(MAX_IDLE_PER_CLUSTER)
+        .http2_only(http2)
+        .build(connector)
 }
 
 /// `err` and its sources, `: `-separated (a client error's own text names only its kind).
@@ -80,6 +100,13 @@ pub(crate) fn describe(err: &(dyn std::error::Error + 'static)) -> String {
 pub struct Cluster {
     /// `host:port`, to connect to.
     address: String,
+}
+
+impl Cluster {
+    /// `host:port`.
+    pub(crate) fn address(&self) -> &str {
+        &self.address
+    }
 }
 
 impl TryFrom<String> for Cluster {
@@ -164,7 +191,7 @@ impl Callout {
         message: &[u8],
         timeout: Duration,
     ) -> Result<Self, Status> {
-        let request = crate::grpc::request(&cluster.address, service, method, metadata, message, timeout)?;
+        let request = crate::grpc::request(&cluster.address, (service, method), metadata, message, timeout)?;
         Ok(Self { token, address: cluster.address.clone(), request, timeout, grpc: true })
     }
 
@@ -201,7 +228,7 @@ impl Callout {
 }
 
 async fn exchange(client: &CallClient, request: Request<Bytes>, max_body: usize) -> Result<CallResponse, String> {
-    let response = client.request(request.map(Full::new)).await.map_err(|e| describe(&e))?;
+    let response = client.request(request.map(whole)).await.map_err(|e| describe(&e))?;
     let (head, body) = response.into_parts();
     let body = Limited::new(body, max_body).collect().await.map_err(|e| format!("body: {e}"))?.to_bytes();
     Ok(CallResponse { head: Some(head), body, grpc: None })

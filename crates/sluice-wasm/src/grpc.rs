@@ -18,7 +18,7 @@ use crate::headermap::WirePairs;
 use base64::Engine as _;
 use bytes::{BufMut, Bytes, BytesMut};
 use http::{header, HeaderMap, HeaderName, HeaderValue, Method, Request, StatusCode};
-use http_body_util::{BodyExt, Full, Limited};
+use http_body_util::{BodyExt, Limited};
 use std::time::Duration;
 
 /// gRPC status codes the host reports itself.
@@ -51,18 +51,29 @@ impl GrpcStatus {
 const RESERVED: [&str; 5] = ["content-type", "te", "grpc-timeout", "grpc-encoding", "grpc-accept-encoding"];
 
 /// The request of a unary call of `service`/`method` on `authority`, with the plugin's
-/// `metadata` (pseudo-headers and the protocol's own fields skipped; `-bin` values
-/// base64-encoded, as the protocol carries them) and `message`. `ParseFailure` for names
-/// that do not make a path and metadata that is not valid HTTP (the statuses the Rust SDK
-/// hands back to the plugin as an `Err`; any other it turns into a panic).
+/// `metadata` and `message`: [`head`] with a deadline, and the message framed.
 pub(crate) fn request(
     authority: &str,
-    service: &[u8],
-    method: &[u8],
+    (service, method): (&[u8], &[u8]),
     metadata: &WirePairs<'_>,
     message: &[u8],
     timeout: Duration,
 ) -> Result<Request<Bytes>, Status> {
+    Ok(head(authority, (service, method), metadata, Some(timeout))?.map(|()| frame(message)))
+}
+
+/// The head of a call or stream of `service`/`method` on `authority`, with the plugin's
+/// `metadata` (pseudo-headers and the protocol's own fields skipped; `-bin` values
+/// base64-encoded, as the protocol carries them) and `grpc-timeout` when there is a
+/// `timeout`. `ParseFailure` for names that do not make a path and metadata that is not
+/// valid HTTP (the statuses the Rust SDK hands back to the plugin as an `Err`; any other it
+/// turns into a panic).
+pub(crate) fn head(
+    authority: &str,
+    (service, method): (&[u8], &[u8]),
+    metadata: &WirePairs<'_>,
+    timeout: Option<Duration>,
+) -> Result<Request<()>, Status> {
     let name = |bytes: &[u8]| {
         std::str::from_utf8(bytes)
             .ok()
@@ -71,8 +82,7 @@ pub(crate) fn request(
     };
     let (service, method) = (name(service).ok_or(Status::ParseFailure)?, name(method).ok_or(Status::ParseFailure)?);
     let uri = format!("http://{authority}/{service}/{method}");
-    let mut request =
-        Request::builder().method(Method::POST).uri(uri).body(frame(message)).map_err(|_| Status::ParseFailure)?;
+    let mut request = Request::builder().method(Method::POST).uri(uri).body(()).map_err(|_| Status::ParseFailure)?;
     let headers = request.headers_mut();
     for (key, value) in metadata.iter().filter(|(key, _)| !key.starts_with(b":")) {
         let key = HeaderName::from_bytes(key).map_err(|_| Status::ParseFailure)?;
@@ -88,14 +98,16 @@ pub(crate) fn request(
     }
     headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/grpc"));
     headers.insert(header::TE, HeaderValue::from_static("trailers"));
-    // At most eight digits (the protocol's limit); a minute in milliseconds fits.
-    let millis = timeout.as_millis().min(99_999_999);
-    headers.insert("grpc-timeout", HeaderValue::try_from(format!("{millis}m")).expect("digits"));
+    if let Some(timeout) = timeout {
+        // At most eight digits (the protocol's limit); a minute in milliseconds fits.
+        let millis = timeout.as_millis().min(99_999_999);
+        headers.insert("grpc-timeout", HeaderValue::try_from(format!("{millis}m")).expect("digits"));
+    }
     Ok(request)
 }
 
 /// `message` behind the five-byte prefix: not compressed, its length (big-endian).
-fn frame(message: &[u8]) -> Bytes {
+pub(crate) fn frame(message: &[u8]) -> Bytes {
     let mut framed = BytesMut::with_capacity(5 + message.len());
     framed.put_u8(0);
     framed.put_u32(message.len() as u32);
@@ -126,21 +138,11 @@ pub(crate) async fn perform(
 /// The exchange: the answer's one message, or the status it ended with.
 async fn exchange(client: &CallClient, request: Request<Bytes>, max_message: usize) -> Result<Bytes, GrpcStatus> {
     let response = client
-        .request(request.map(Full::new))
+        .request(request.map(crate::callout::whole))
         .await
         .map_err(|err| GrpcStatus::new(code::UNAVAILABLE, crate::callout::describe(&err)))?;
     let (head, body) = response.into_parts();
-    if head.status != StatusCode::OK {
-        return Err(GrpcStatus::new(from_http_status(head.status), format!("HTTP status {}", head.status)));
-    }
-    let is_grpc = head.headers.get(header::CONTENT_TYPE).is_some_and(|v| v.as_bytes().starts_with(b"application/grpc"));
-    if !is_grpc {
-        return Err(GrpcStatus::new(code::UNKNOWN, "the answer is not gRPC (content-type)"));
-    }
-    // A trailers-only answer: the status is in the head.
-    if let Some(status) = status_in(&head.headers) {
-        return Err(status);
-    }
+    check_answer(&head)?;
     // The prefix on top of the message.
     let collected = Limited::new(body, max_message.saturating_add(5)).collect().await.map_err(|err| {
         if err.downcast_ref::<http_body_util::LengthLimitError>().is_some() {
@@ -157,6 +159,60 @@ async fn exchange(client: &CallClient, request: Request<Bytes>, max_message: usi
         return Err(status);
     }
     unframe(collected.to_bytes())
+}
+
+/// Why an answer's head ends the call: not a gRPC answer (its HTTP status mapped, or
+/// `UNKNOWN`), or a trailers-only answer (its status).
+pub(crate) fn check_answer(head: &http::response::Parts) -> Result<(), GrpcStatus> {
+    if head.status != StatusCode::OK {
+        return Err(GrpcStatus::new(from_http_status(head.status), format!("HTTP status {}", head.status)));
+    }
+    let is_grpc = head.headers.get(header::CONTENT_TYPE).is_some_and(|v| v.as_bytes().starts_with(b"application/grpc"));
+    if !is_grpc {
+        return Err(GrpcStatus::new(code::UNKNOWN, "the answer is not gRPC (content-type)"));
+    }
+    match status_in(&head.headers) {
+        Some(status) => Err(status),
+        None => Ok(()),
+    }
+}
+
+/// The messages of a stream's answer, as its data arrives.
+#[derive(Default)]
+pub(crate) struct Deframer {
+    buffer: BytesMut,
+}
+
+impl Deframer {
+    /// Takes in the next piece of the answer.
+    pub(crate) fn push(&mut self, data: &[u8]) {
+        self.buffer.extend_from_slice(data);
+    }
+
+    /// The next whole message, if there is one; `INTERNAL` for a compressed one,
+    /// `RESOURCE_EXHAUSTED` for one over `max` bytes.
+    pub(crate) fn next_message(&mut self, max: usize) -> Result<Option<Bytes>, GrpcStatus> {
+        if self.buffer.len() < 5 {
+            return Ok(None);
+        }
+        if self.buffer[0] != 0 {
+            return Err(GrpcStatus::new(code::INTERNAL, "malformed answer: a compressed message"));
+        }
+        let len = u32::from_be_bytes([self.buffer[1], self.buffer[2], self.buffer[3], self.buffer[4]]) as usize;
+        if len > max {
+            return Err(GrpcStatus::new(code::RESOURCE_EXHAUSTED, format!("a message larger than {max} bytes")));
+        }
+        if self.buffer.len() < 5 + len {
+            return Ok(None);
+        }
+        let mut message = self.buffer.split_to(5 + len);
+        Ok(Some(message.split_off(5).freeze()))
+    }
+
+    /// Whether a message was left unfinished.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.buffer.is_empty()
+    }
 }
 
 /// The one message of a unary answer.
@@ -176,7 +232,7 @@ fn unframe(data: Bytes) -> Result<Bytes, GrpcStatus> {
 }
 
 /// `grpc-status` and `grpc-message` (percent-decoded) in `headers`, if there.
-fn status_in(headers: &HeaderMap) -> Option<GrpcStatus> {
+pub(crate) fn status_in(headers: &HeaderMap) -> Option<GrpcStatus> {
     let code = headers.get("grpc-status")?;
     let Some(code) = code.to_str().ok().and_then(|c| c.parse::<u32>().ok()) else {
         return Some(GrpcStatus::new(code::INTERNAL, "malformed grpc-status"));
@@ -211,9 +267,14 @@ mod tests {
     #[test]
     fn a_request_is_a_framed_post_to_service_and_method() {
         let metadata = pairs(&[("x-user", b"ann"), ("trace-bin", b"\x01\x02"), ("content-type", b"text/plain")]);
-        let request =
-            request("127.0.0.1:9", b"grpc.health.v1.Health", b"Check", &metadata, b"\x0a\x01x", Duration::from_secs(5))
-                .unwrap();
+        let request = request(
+            "127.0.0.1:9",
+            (b"grpc.health.v1.Health", b"Check"),
+            &metadata,
+            b"\x0a\x01x",
+            Duration::from_secs(5),
+        )
+        .unwrap();
         assert_eq!(
             (request.method(), request.uri().to_string()),
             (&Method::POST, "http://127.0.0.1:9/grpc.health.v1.Health/Check".to_owned())
@@ -230,12 +291,12 @@ mod tests {
     fn names_that_do_not_make_a_path_are_refused() {
         let none = pairs(&[]);
         let call =
-            |service: &[u8], method: &[u8]| request("h:1", service, method, &none, b"", Duration::ZERO).map(|_| ());
+            |service: &[u8], method: &[u8]| request("h:1", (service, method), &none, b"", Duration::ZERO).map(|_| ());
         assert_eq!(call(b"", b"Check"), Err(Status::ParseFailure));
         assert_eq!(call(b"a/b", b"Check"), Err(Status::ParseFailure));
         assert_eq!(call(b"svc", b"Check now"), Err(Status::ParseFailure));
         assert_eq!(
-            request("h:1", b"s", b"m", &pairs(&[("bad name", b"v")]), b"", Duration::ZERO).map(|_| ()),
+            request("h:1", (b"s", b"m"), &pairs(&[("bad name", b"v")]), b"", Duration::ZERO).map(|_| ()),
             Err(Status::ParseFailure)
         );
     }
@@ -249,6 +310,23 @@ mod tests {
         {
             assert_eq!(unframe(Bytes::from_static(bad)).unwrap_err().code, code::INTERNAL, "{bad:?}");
         }
+    }
+
+    #[test]
+    fn a_stream_answer_is_cut_into_its_messages_as_it_arrives() {
+        let mut deframer = Deframer::default();
+        deframer.push(b"\x00\x00\x00\x00\x02\x08");
+        assert_eq!(deframer.next_message(16), Ok(None));
+        // The end of that message, an empty one, and the flag byte of a third.
+        deframer.push(b"\x01\x00\x00\x00\x00\x00\x00");
+        assert_eq!(deframer.next_message(16).unwrap().as_deref(), Some(&b"\x08\x01"[..]));
+        assert_eq!(deframer.next_message(16).unwrap().as_deref(), Some(&b""[..]));
+        assert_eq!((deframer.next_message(16), deframer.is_empty()), (Ok(None), false));
+        deframer.push(b"\x00\x00\x00\x20");
+        assert_eq!(deframer.next_message(16).unwrap_err().code, code::RESOURCE_EXHAUSTED);
+        let mut compressed = Deframer::default();
+        compressed.push(b"\x01\x00\x00\x00\x00");
+        assert_eq!(compressed.next_message(16).unwrap_err().code, code::INTERNAL);
     }
 
     #[test]

@@ -23,6 +23,8 @@ pub(crate) enum Head<'a> {
     Response(&'a mut response::Parts),
     KeptRequest(&'a KeptRequest),
     KeptResponse(&'a KeptResponse),
+    /// gRPC metadata (read-only, no pseudo-headers).
+    Metadata(&'a HeaderMap),
 }
 
 /// Most bytes (names plus values) a plugin may grow a header map to.
@@ -54,6 +56,7 @@ impl Head<'_> {
             Head::Response(parts) => Pairs::Map(parts.headers.iter()),
             Head::KeptRequest(kept) => Pairs::Kept(kept.headers.iter()),
             Head::KeptResponse(kept) => Pairs::Kept(kept.headers.iter()),
+            Head::Metadata(map) => Pairs::Map(map.iter()),
         }
     }
 
@@ -62,19 +65,23 @@ impl Head<'_> {
         match self {
             Head::Request(parts) => Ok(&mut parts.headers),
             Head::Response(parts) => Ok(&mut parts.headers),
-            Head::KeptRequest(_) | Head::KeptResponse(_) => Err(Status::BadArgument),
+            Head::KeptRequest(_) | Head::KeptResponse(_) | Head::Metadata(_) => Err(Status::BadArgument),
         }
     }
 
-    fn is_request(&self) -> bool {
-        matches!(self, Head::Request(_) | Head::KeptRequest(_))
+    /// The pseudo-headers this head shows.
+    fn pseudo_names(&self) -> &'static [&'static str] {
+        match self {
+            Head::Request(_) | Head::KeptRequest(_) => &REQUEST_PSEUDO,
+            Head::Response(_) | Head::KeptResponse(_) => &[":status"],
+            Head::Metadata(_) => &[],
+        }
     }
 
     /// The number of pairs, pseudo-headers included.
     #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
-        let pseudo = if self.is_request() { REQUEST_PSEUDO.len() } else { 1 };
-        self.pairs().count() + pseudo
+        self.pairs().count() + self.pseudo_names().len()
     }
 
     /// The value of a pseudo-header, `None` for other names.
@@ -88,6 +95,7 @@ impl Head<'_> {
             Head::KeptRequest(kept) => RequestView::Kept(kept),
             Head::Response(parts) => return status(parts.status),
             Head::KeptResponse(kept) => return status(kept.status),
+            Head::Metadata(_) => return None,
         };
         match name {
             b":method" => Some(Bytes::copy_from_slice(request.method().as_str().as_bytes())),
@@ -108,15 +116,18 @@ impl Head<'_> {
             Head::Response(parts) => parts.headers.get(std::str::from_utf8(name).ok()?).map(HeaderValue::as_bytes),
             Head::KeptRequest(kept) => kept.headers.get(&HeaderName::from_bytes(name).ok()?),
             Head::KeptResponse(kept) => kept.headers.get(&HeaderName::from_bytes(name).ok()?),
+            Head::Metadata(map) => map.get(std::str::from_utf8(name).ok()?).map(HeaderValue::as_bytes),
         };
         value.map(Bytes::copy_from_slice)
     }
 
     /// All pairs in the ABI wire format.
     pub(crate) fn serialize(&self) -> Vec<u8> {
-        let names: &[&'static str] = if self.is_request() { &REQUEST_PSEUDO } else { &[":status"] };
-        let pseudo: Vec<(&[u8], Bytes)> =
-            names.iter().filter_map(|name| Some((name.as_bytes(), self.pseudo(name.as_bytes())?))).collect();
+        let pseudo: Vec<(&[u8], Bytes)> = self
+            .pseudo_names()
+            .iter()
+            .filter_map(|name| Some((name.as_bytes(), self.pseudo(name.as_bytes())?)))
+            .collect();
         let pairs = || {
             let pseudo = pseudo.iter().map(|(name, value)| (*name, value.as_ref()));
             pseudo.chain(self.pairs())
@@ -239,7 +250,7 @@ impl Head<'_> {
                 b":status" => parts.status = StatusCode::from_bytes(value).map_err(|_| Status::BadArgument)?,
                 _ => return Err(Status::BadArgument),
             },
-            Head::KeptRequest(_) | Head::KeptResponse(_) => return Err(Status::BadArgument),
+            Head::KeptRequest(_) | Head::KeptResponse(_) | Head::Metadata(_) => return Err(Status::BadArgument),
         }
         Ok(())
     }

@@ -50,11 +50,13 @@ impl WasmModule {
             env,
         );
         shared.clusters = config.clusters.clone();
+        shared.max_stream_message = config.limits.max_buffer_bytes;
         let pool = Pool::new(config.instance_count());
         let blueprint = Blueprint { compiled, config, shared: Arc::new(shared) };
         let core = Arc::new(Core { blueprint, pool, retired: AtomicBool::new(false) });
-        // Before the instances start: their `proxy_on_vm_start` may register queues.
-        core.shared().queue_ready.attach(&core);
+        // Before the instances start: their `proxy_on_vm_start` may register queues or open
+        // streams.
+        core.shared().delivery.attach(&core);
         let mut failure = None;
         core.pool.each(|_, slot| {
             if failure.is_none() {

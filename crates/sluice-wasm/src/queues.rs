@@ -7,7 +7,7 @@
 //! and name, so filters can feed a plugin running as a singleton service (Envoy's pattern).
 //! Registering a name that exists gives the same queue (with the items it holds, also across
 //! a reload of the plugin), and the context that registered it last owns it: that context,
-//! in its instance, is told of new items with `proxy_on_queue_ready` (`crate::queue_ready`
+//! in its instance, is told of new items with `proxy_on_queue_ready` (`crate::delivery`
 //! delivers it, off the enqueuing thread). A queue is told once per item enqueued, unless it
 //! is empty by then (a plugin that drains the queue on the first notice gets no more notices
 //! for the items it took).
@@ -17,7 +17,7 @@
 //! process has at most [`QUEUES`] queues.
 
 use crate::abi::Status;
-use crate::queue_ready::QueueReady;
+use crate::delivery::Delivery;
 use bytes::Bytes;
 use parking_lot::Mutex;
 use std::collections::{HashMap, VecDeque};
@@ -45,7 +45,7 @@ pub(crate) struct QueueOwner {
     /// The context that registered the queue.
     pub context: u32,
     /// The delivery of the instance's plugin version.
-    pub delivery: Weak<QueueReady>,
+    pub delivery: Weak<Delivery>,
 }
 
 /// What the delivery of a plugin version does next for a queue (see
@@ -55,7 +55,7 @@ pub(crate) enum NextNotice {
     /// Tell this owner, one of the version's own.
     Deliver(QueueOwner),
     /// The queue changed hands to another version's context: its delivery takes over.
-    Elsewhere(Weak<QueueReady>),
+    Elsewhere(Weak<Delivery>),
     /// Nothing owed, or nothing left to take.
     Done,
 }
@@ -80,7 +80,7 @@ struct Registry {
 #[derive(Debug, Clone)]
 pub(crate) enum Enqueued {
     NoticePending,
-    Notice(Weak<QueueReady>),
+    Notice(Weak<Delivery>),
 }
 
 /// A registry of queues ([`registry`] is the process's).
@@ -149,7 +149,7 @@ impl SharedQueues {
     /// The next notice `delivery` (a plugin version's) is to deliver for queue `id`: its
     /// owner, while items wait and notices are owed; [`NextNotice::Done`] ends the delivery
     /// (and forgets the notices owed to an empty queue).
-    pub(crate) fn next_notice(&self, id: u32, delivery: &Weak<QueueReady>) -> NextNotice {
+    pub(crate) fn next_notice(&self, id: u32, delivery: &Weak<Delivery>) -> NextNotice {
         let mut registry = self.registry.lock();
         let Ok(queue) = queue_mut(&mut registry, id) else { return NextNotice::Done };
         if queue.items.is_empty() || queue.unnoticed == 0 {
@@ -174,7 +174,7 @@ mod tests {
     use super::*;
     use std::sync::Arc;
 
-    fn owner(instance: u64, delivery: &Arc<QueueReady>) -> QueueOwner {
+    fn owner(instance: u64, delivery: &Arc<Delivery>) -> QueueOwner {
         QueueOwner { instance, context: 1, delivery: Arc::downgrade(delivery) }
     }
 
@@ -187,7 +187,7 @@ mod tests {
 
     #[test]
     fn a_name_registered_again_is_the_same_queue_with_the_last_owner() {
-        let (queues, delivery) = (SharedQueues::default(), Arc::new(QueueReady::default()));
+        let (queues, delivery) = (SharedQueues::default(), Arc::new(Delivery::default()));
         let (id, _) = queues.register(b"vm", b"events", owner(1, &delivery)).unwrap();
         assert_eq!(queues.register(b"vm", b"events", owner(2, &delivery)), Ok((id, false)));
         assert_ne!(queues.register(b"vm", b"other", owner(1, &delivery)).unwrap().0, id);
@@ -199,7 +199,7 @@ mod tests {
 
     #[test]
     fn items_come_out_in_order_and_notices_stop_when_the_queue_is_empty() {
-        let (queues, delivery) = (SharedQueues::default(), Arc::new(QueueReady::default()));
+        let (queues, delivery) = (SharedQueues::default(), Arc::new(Delivery::default()));
         let me = Arc::downgrade(&delivery);
         let (id, _) = queues.register(b"vm", b"q", owner(1, &delivery)).unwrap();
         assert!(matches!(queues.enqueue(id, b"1"), Ok((Enqueued::Notice(_), 0))));
@@ -221,7 +221,7 @@ mod tests {
     #[test]
     fn a_queue_taken_over_by_another_version_is_delivered_there() {
         let queues = SharedQueues::default();
-        let (old, new) = (Arc::new(QueueReady::default()), Arc::new(QueueReady::default()));
+        let (old, new) = (Arc::new(Delivery::default()), Arc::new(Delivery::default()));
         let (id, _) = queues.register(b"vm", b"q", owner(1, &old)).unwrap();
         queues.enqueue(id, b"1").unwrap();
         // Notices are owed (the old delivery has not run): the new owner is told too.
@@ -235,7 +235,7 @@ mod tests {
 
     #[test]
     fn unknown_ids_are_not_found_and_full_queues_drop_their_oldest() {
-        let (queues, delivery) = (SharedQueues::default(), Arc::new(QueueReady::default()));
+        let (queues, delivery) = (SharedQueues::default(), Arc::new(Delivery::default()));
         assert_eq!(queues.enqueue(0, b"x").map(|(_, dropped)| dropped), Err(Status::NotFound));
         assert_eq!(queues.dequeue(7), Err(Status::NotFound));
         let (id, _) = queues.register(b"vm", b"q", owner(1, &delivery)).unwrap();
@@ -251,7 +251,7 @@ mod tests {
 
     #[test]
     fn the_number_of_queues_is_bounded() {
-        let (queues, delivery) = (SharedQueues::default(), Arc::new(QueueReady::default()));
+        let (queues, delivery) = (SharedQueues::default(), Arc::new(Delivery::default()));
         for i in 0..QUEUES {
             queues.register(b"vm", i.to_string().as_bytes(), owner(1, &delivery)).unwrap();
         }

@@ -1,9 +1,11 @@
 //! What the instances of one plugin version share: identity, configuration, the plugin log,
-//! shared data, the delivery of shared-queue notices, metrics, statistics and the tick period.
+//! shared data, deliveries outside transactions, gRPC streams, metrics, statistics and the
+//! tick period.
 
 use crate::abi::{LogLevel, Status};
 use crate::callout::{CallClients, Cluster};
-use crate::queue_ready::QueueReady;
+use crate::delivery::Delivery;
+use crate::grpc_stream::Streams;
 use crate::stats::Stats;
 use bytes::Bytes;
 use parking_lot::Mutex;
@@ -45,8 +47,15 @@ pub(crate) struct Shared {
     /// them.
     pub clusters: BTreeMap<String, Cluster>,
     pub call_clients: CallClients,
-    /// The delivery of notices of the shared queues this version's contexts own.
-    pub queue_ready: Arc<QueueReady>,
+    /// The delivery of what arrives for this version's contexts outside their phases
+    /// (shared-queue notices, gRPC stream events), and the gRPC streams they opened.
+    pub delivery: Arc<Delivery>,
+    pub grpc_streams: Streams,
+    /// The largest message a gRPC stream may deliver (the plugin's `max_buffer_bytes`).
+    pub max_stream_message: usize,
+    /// The runtime gRPC streams run on when opened from a thread outside it (the delivery
+    /// thread): the one the plugin was loaded on.
+    pub runtime: Option<tokio::runtime::Handle>,
 }
 
 /// A source of wall-clock time (the proxy passes its injected clock; see [`HostEnv`]).
@@ -122,7 +131,10 @@ impl Shared {
             clock: Arc::clone(&env.clock),
             clusters: BTreeMap::new(),
             call_clients: CallClients::default(),
-            queue_ready: Arc::default(),
+            delivery: Arc::default(),
+            grpc_streams: Streams::default(),
+            max_stream_message: 1 << 20,
+            runtime: tokio::runtime::Handle::try_current().ok(),
         }
     }
 

@@ -5,6 +5,7 @@
 
 use crate::compiled::CompiledPlugin;
 use crate::engine::ticks_for;
+use crate::grpc_stream::StreamEventKind;
 use crate::host::{Call, GuestExports, HostState, Lend, Lending};
 use crate::kept::HeaderList;
 use crate::shared::Shared;
@@ -61,12 +62,25 @@ pub(crate) enum Callback {
         headers: usize,
         body: usize,
     },
-    /// `proxy_on_grpc_receive(ctx, token, size)`: a gRPC call succeeded.
+    /// `proxy_on_grpc_receive(ctx, token, size)`: a gRPC call succeeded, or a stream got a
+    /// message.
     GrpcReceive {
         token: u32,
         size: usize,
     },
-    /// `proxy_on_grpc_close(ctx, token, status)`: a gRPC call failed.
+    /// `proxy_on_grpc_receive_initial_metadata(ctx, token, count)`: a gRPC stream's answer
+    /// began.
+    GrpcReceiveInitialMetadata {
+        token: u32,
+        count: usize,
+    },
+    /// `proxy_on_grpc_receive_trailing_metadata(ctx, token, count)`: a gRPC stream's answer
+    /// ended.
+    GrpcReceiveTrailingMetadata {
+        token: u32,
+        count: usize,
+    },
+    /// `proxy_on_grpc_close(ctx, token, status)`: a gRPC call failed, or a stream ended.
     GrpcClose {
         token: u32,
         status: u32,
@@ -108,6 +122,8 @@ struct Exports {
     http_call_response: CallResponseExport,
     grpc_receive: GrpcExport,
     grpc_close: GrpcExport,
+    grpc_initial_metadata: GrpcExport,
+    grpc_trailing_metadata: GrpcExport,
     queue_ready: Option<TypedFunc<(i32, i32), ()>>,
 }
 
@@ -151,6 +167,16 @@ impl Exports {
             http_call_response: optional(instance, store, "proxy_on_http_call_response")?,
             grpc_receive: untyped::<(i32, i32, i32), ()>(instance, store, "proxy_on_grpc_receive")?,
             grpc_close: untyped::<(i32, i32, i32), ()>(instance, store, "proxy_on_grpc_close")?,
+            grpc_initial_metadata: untyped::<(i32, i32, i32), ()>(
+                instance,
+                store,
+                "proxy_on_grpc_receive_initial_metadata",
+            )?,
+            grpc_trailing_metadata: untyped::<(i32, i32, i32), ()>(
+                instance,
+                store,
+                "proxy_on_grpc_receive_trailing_metadata",
+            )?,
             queue_ready: optional(instance, store, "proxy_on_queue_ready")?,
         })
     }
@@ -259,12 +285,26 @@ impl PluginVm {
         store.data_mut().call.context_id = context;
         store.set_epoch_deadline(*deadline);
         if let Callback::Delete = callback {
-            forget_properties(store.data_mut(), context);
+            forget_context(store.data_mut(), context);
         }
         let mut lending = Lending::new(store, lend);
         let result = call(exports, lending.store(), context as i32, callback);
         drop(lending);
         result.map_err(|err| classify(&mut self.store, err))
+    }
+
+    /// [`Self::invoke`] for a root or HTTP context outside its phases, with what a gRPC
+    /// stream delivers in reach of the host functions for the duration of the call.
+    pub(crate) fn invoke_with_event(
+        &mut self,
+        context: u32,
+        callback: Callback,
+        event: StreamEventKind,
+    ) -> Result<i32, Fault> {
+        self.store.data_mut().event = Some(event);
+        let result = self.invoke(context, callback, None);
+        self.store.data_mut().event = None;
+        result
     }
 
     /// This instance's identity (`HostState::instance`).
@@ -320,6 +360,8 @@ fn call(exports: &Exports, store: &mut Store<HostState>, ctx: i32, callback: Cal
         Callback::HttpCallResponse { .. }
         | Callback::GrpcReceive { .. }
         | Callback::GrpcClose { .. }
+        | Callback::GrpcReceiveInitialMetadata { .. }
+        | Callback::GrpcReceiveTrailingMetadata { .. }
         | Callback::QueueReady { .. } => call_event(exports, store, ctx, callback),
     }
 }
@@ -347,6 +389,12 @@ fn call_event(exports: &Exports, store: &mut Store<HostState>, ctx: i32, callbac
         },
         Callback::GrpcReceive { token, size } => grpc(&exports.grpc_receive, store, token, guest_size(size)),
         Callback::GrpcClose { token, status } => grpc(&exports.grpc_close, store, token, status as i32),
+        Callback::GrpcReceiveInitialMetadata { token, count } => {
+            grpc(&exports.grpc_initial_metadata, store, token, guest_size(count))
+        }
+        Callback::GrpcReceiveTrailingMetadata { token, count } => {
+            grpc(&exports.grpc_trailing_metadata, store, token, guest_size(count))
+        }
         Callback::QueueReady { id } => match &exports.queue_ready {
             Some(f) => f.call(store.as_context_mut(), (ctx, id as i32)),
             None => Ok(()),
@@ -357,11 +405,15 @@ fn call_event(exports: &Exports, store: &mut Store<HostState>, ctx: i32, callbac
     }
 }
 
-/// Drops the properties context `context` set. Most plugins set none: the map is then
-/// empty and the lookup (a SipHash of the id) is skipped.
-fn forget_properties(state: &mut HostState, context: u32) {
+/// Drops what context `context` leaves behind: the properties it set, the gRPC streams it
+/// opened (cancelled). Most plugins set no properties and open no streams: the property map
+/// is then empty and its lookup (a SipHash of the id) is skipped, and so are the streams.
+fn forget_context(state: &mut HostState, context: u32) {
     if !state.properties.is_empty() {
         state.properties.remove(&context);
+    }
+    if state.opened_streams {
+        state.shared.grpc_streams.cancel_context(state.instance, context);
     }
 }
 

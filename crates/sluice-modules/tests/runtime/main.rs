@@ -10,5 +10,6 @@ mod wasm_entry;
 mod wasm_failures;
 mod wasm_foreign;
 mod wasm_grpc_call;
+mod wasm_grpc_stream;
 mod wasm_http_call;
 mod wasm_queues;

@@ -12,6 +12,7 @@ use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use tokio_stream::StreamExt;
+use tonic_health::server::HealthReporter;
 use tonic_health::ServingStatus;
 
 /// A `[[module]]` entry for the `grpc_call` plugin, its cluster `health` at `health` (none:
@@ -26,8 +27,8 @@ fn entry(health: Option<SocketAddr>) -> String {
 
 /// Starts the health service on 127.0.0.1: `shop` serving, `basket` not; calls without the
 /// metadata `x-asked-by: wasm` are refused (`UNAUTHENTICATED`). Serves until the test ends;
-/// counts the connections it accepts in `accepted`.
-async fn health_server(accepted: Arc<AtomicUsize>) -> SocketAddr {
+/// counts the connections it accepts in `accepted`. Its reporter changes the statuses.
+pub(crate) async fn health_server(accepted: Arc<AtomicUsize>) -> (SocketAddr, HealthReporter) {
     let (reporter, service) = tonic_health::server::health_reporter();
     reporter.set_service_status("shop", ServingStatus::Serving).await;
     reporter.set_service_status("basket", ServingStatus::NotServing).await;
@@ -43,12 +44,8 @@ async fn health_server(accepted: Arc<AtomicUsize>) -> SocketAddr {
         accepted.fetch_add(1, Ordering::Relaxed);
         connection
     });
-    tokio::spawn(async move {
-        // Keeps the reporter (the services' statuses) as long as the server runs.
-        let _reporter = reporter;
-        tonic::transport::Server::builder().add_service(checked).serve_with_incoming(incoming).await
-    });
-    addr
+    tokio::spawn(tonic::transport::Server::builder().add_service(checked).serve_with_incoming(incoming));
+    (addr, reporter)
 }
 
 /// An HTTP/2 (cleartext) server answering every request with `status` and a text body.
@@ -75,7 +72,7 @@ async fn get(proxy: &Proxy, headers: &[(&str, &str)]) -> client::Reply {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_plugin_waits_for_its_grpc_call_and_acts_on_the_answer() {
     let accepted = Arc::new(AtomicUsize::new(0));
-    let proxy = Proxy::start(&entry(Some(health_server(Arc::clone(&accepted)).await))).await;
+    let proxy = Proxy::start(&entry(Some(health_server(Arc::clone(&accepted)).await.0))).await;
     proxy.origin.on("/page", Reply::ok("page"));
 
     // The answer's message, decoded by the plugin, goes on with the request.

@@ -2,8 +2,8 @@
 //!
 //! The HTTP request and response bodies are there in their body callbacks (the current
 //! chunk, or everything held so far after a pause); an HTTP call's response body in
-//! `proxy_on_http_call_response`; a gRPC call's answer in `proxy_on_grpc_receive`; the
-//! plugin and VM configurations always.
+//! `proxy_on_http_call_response`; a gRPC call's answer or a stream's message in
+//! `proxy_on_grpc_receive`; the plugin and VM configurations always.
 //! An empty range reads as `NotFound` (the SDK gives `None`). Setting replaces
 //! `[start, start + size)` (clamped to the end) with the new bytes: `size == 0` inserts, a
 //! `start` equal to the length appends. A change of the body's length needs
@@ -13,6 +13,7 @@
 
 use super::{memory_and_state, status, BodyKind, HostState};
 use crate::abi::{BufferType, LogLevel, Status};
+use crate::grpc_stream::StreamEventKind;
 use crate::memory;
 use bytes::Bytes;
 use wasmtime::{Caller, Linker};
@@ -31,7 +32,10 @@ pub(super) fn add(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
                 Some(BufferType::HttpCallResponseBody) => {
                     state.call.lend().and_then(|lend| lend.call_response_body(false))
                 }
-                Some(BufferType::GrpcReceiveBuffer) => state.call.lend().and_then(|lend| lend.call_response_body(true)),
+                Some(BufferType::GrpcReceiveBuffer) => match &state.event {
+                    Some(StreamEventKind::Message(message)) => Some(message.clone()),
+                    _ => state.call.lend().and_then(|lend| lend.call_response_body(true)),
+                },
                 Some(BufferType::Other) => None,
                 None => return Ok(Status::BadArgument.code()),
             };

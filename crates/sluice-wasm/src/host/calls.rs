@@ -15,14 +15,15 @@
 //! (any other makes it panic): `ParseFailure` for service or method names that do not make a
 //! path and for malformed metadata, `InternalFailure` for an unknown cluster or a callback
 //! that cannot wait for a call. `proxy_grpc_cancel` cancels the call the same callback asked
-//! for (it is then not made); any other token is `NotFound`, as are the gRPC stream calls
-//! (`stubs.rs`). `proxy_get_status` gives the code and message of the gRPC call being
-//! answered (in `proxy_on_grpc_receive`, `OK`; in `proxy_on_grpc_close`, why it failed), and
-//! `OK` with no message elsewhere.
+//! for (it is then not made) or an open stream (`grpc_stream.rs`); any other token is
+//! `NotFound`. `proxy_get_status` gives the code and message of the gRPC call being
+//! answered (in `proxy_on_grpc_receive`, `OK`; in `proxy_on_grpc_close`, why it failed) or of
+//! the stream that ended (in `proxy_on_grpc_close`), and `OK` with no message elsewhere.
 
 use super::{memory_and_state, status, HostState};
 use crate::abi::Status;
 use crate::callout::{Callout, Cluster};
+use crate::grpc_stream::StreamEventKind;
 use crate::{headermap, memory};
 use std::time::Duration;
 use wasmtime::{Caller, Linker};
@@ -125,10 +126,14 @@ fn grpc_call(
     })())
 }
 
+/// Cancels the gRPC call this callback asked for, or an open stream.
 fn grpc_cancel(mut caller: Caller<'_, HostState>, token: i32) -> i32 {
-    let asked = caller.data_mut().call.lend().and_then(|lend| lend.asked.as_mut());
-    let cancelled = asked.and_then(|asked| asked.callout.take_if(|call| call.is_grpc() && call.token == token as u32));
-    if cancelled.is_some() { Status::Ok } else { Status::NotFound }.code()
+    let token = token as u32;
+    let state = caller.data_mut();
+    let asked = state.call.lend().and_then(|lend| lend.asked.as_mut());
+    let call = asked.and_then(|asked| asked.callout.take_if(|call| call.is_grpc() && call.token == token));
+    let cancelled = call.is_some() || state.shared.grpc_streams.cancel(state.instance, token);
+    if cancelled { Status::Ok } else { Status::NotFound }.code()
 }
 
 fn get_status(
@@ -137,7 +142,12 @@ fn get_status(
     message_ptr: i32,
     message_len: i32,
 ) -> wasmtime::Result<i32> {
-    let (code, message) = match caller.data_mut().call.lend().and_then(|lend| lend.grpc_status()) {
+    let state = caller.data_mut();
+    let ended = match &state.event {
+        Some(StreamEventKind::Close(status)) => Some(status),
+        _ => state.call.lend().and_then(|lend| lend.grpc_status()),
+    };
+    let (code, message) = match ended {
         Some(status) => (status.code, status.message.clone()),
         None => (crate::grpc::code::OK, String::new()),
     };

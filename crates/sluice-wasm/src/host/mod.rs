@@ -8,13 +8,13 @@
 mod buffers;
 mod calls;
 mod foreign;
+mod grpc_stream;
 mod headers;
 mod lend;
 mod log;
 mod misc;
 mod properties;
 mod queues;
-mod stubs;
 mod wasi;
 
 use crate::abi::Status;
@@ -43,6 +43,10 @@ pub(crate) struct HostState {
     pub next_call_token: u32,
     /// This instance's identity, unique in the process (the owner of a shared queue).
     pub instance: u64,
+    /// A context of this instance opened a gRPC stream (its deletion then cancels them).
+    pub opened_streams: bool,
+    /// What a gRPC stream delivers, during the callback it is delivered to.
+    pub event: Option<crate::grpc_stream::StreamEventKind>,
 }
 
 /// The identity of the next instance.
@@ -59,6 +63,8 @@ impl HostState {
             spare_lists: Vec::new(),
             next_call_token: 1,
             instance: NEXT_INSTANCE.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+            opened_streams: false,
+            event: None,
         }
     }
 }
@@ -144,11 +150,11 @@ pub(crate) fn linker(engine: &Engine, module: &wasmtime::Module) -> wasmtime::Re
     misc::add(&mut linker)?;
     headers::add(&mut linker)?;
     calls::add(&mut linker)?;
+    grpc_stream::add(&mut linker)?;
     buffers::add(&mut linker)?;
     properties::add(&mut linker)?;
     queues::add(&mut linker)?;
     foreign::add(&mut linker)?;
-    stubs::add(&mut linker)?;
     wasi::add(&mut linker)?;
     linker.define_unknown_imports_as_traps(module)?;
     Ok(linker)

@@ -28,12 +28,12 @@ pub(super) fn add(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
 fn register(mut caller: Caller<'_, HostState>, name_ptr: i32, name_len: i32, id_ptr: i32) -> i32 {
     let Some((mem, state)) = memory_and_state(&mut caller) else { return Status::InternalFailure.code() };
     status((|| {
-        let delivery = Arc::downgrade(&state.shared.queue_ready);
+        let delivery = Arc::downgrade(&state.shared.delivery);
         let owner = QueueOwner { instance: state.instance, context: state.call.context_id, delivery };
         let name = memory::slice(mem, name_ptr, name_len)?;
         let (id, owed) = registry().register(state.shared.name.as_bytes(), name, owner)?;
         if owed {
-            state.shared.queue_ready.notice(id);
+            state.shared.delivery.notice(id);
         }
         memory::write_u32(mem, id_ptr, id)?;
         Ok(Status::Ok)
