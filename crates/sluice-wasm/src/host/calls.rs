@@ -49,7 +49,10 @@ fn call_timeout(timeout_ms: i32) -> Duration {
 }
 
 /// The cluster the plugin named, if configured.
-fn cluster<'s>(clusters: &'s std::collections::BTreeMap<String, Cluster>, name: &[u8]) -> Option<&'s Cluster> {
+pub(super) fn cluster<'s>(
+    clusters: &'s std::collections::BTreeMap<String, Cluster>,
+    name: &[u8],
+) -> Option<&'s Cluster> {
     std::str::from_utf8(name).ok().and_then(|name| clusters.get(name))
 }
 

@@ -37,9 +37,7 @@ fn open(
     let Some((mem, state)) = memory_and_state(&mut caller) else { return Status::InternalFailure.code() };
     status((|| {
         let shared = Arc::clone(&state.shared);
-        let cluster = std::str::from_utf8(memory::slice(mem, upstream_ptr, upstream_len)?)
-            .ok()
-            .and_then(|name| shared.clusters.get(name))
+        let cluster = super::calls::cluster(&shared.clusters, memory::slice(mem, upstream_ptr, upstream_len)?)
             .ok_or(Status::InternalFailure)?;
         let names = (memory::slice(mem, service_ptr, service_len)?, memory::slice(mem, method_ptr, method_len)?);
         let metadata = headermap::deserialize(memory::slice(mem, metadata_ptr, metadata_len)?)?;
