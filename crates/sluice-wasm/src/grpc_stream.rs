@@ -5,12 +5,13 @@
 //! The plugin sends messages (`proxy_grpc_send`, the last with end of stream), half-closes
 //! (`proxy_grpc_close`) or cancels (`proxy_grpc_cancel`: nothing more is delivered). What
 //! comes back is delivered to the context that opened the stream, in its instance, as it
-//! arrives and in order, from the plugin version's delivery thread (`crate::delivery`):
+//! arrives and in order, from the plugin version's event thread (`crate::delivery`):
 //! `proxy_on_grpc_receive_initial_metadata`, `proxy_on_grpc_receive` per message,
 //! `proxy_on_grpc_receive_trailing_metadata`, then `proxy_on_grpc_close` with the status
 //! (`proxy_get_status`). A stream that fails ends in `proxy_on_grpc_close` with the status
 //! the gRPC specification gives (`crate::grpc`). A stream does not hold its transaction: a
-//! context that is deleted cancels its streams, as in Envoy.
+//! context that is deleted cancels its streams, as in Envoy; the plugin version's end (an
+//! unload or reload, once its transactions are over) cancels all of them.
 
 use crate::callout::{CallBody, CallClient};
 use crate::delivery::Delivery;
@@ -93,8 +94,10 @@ impl Streams {
         let request = head.map(|()| -> CallBody { StreamBody::new(frames).boxed() });
         let key = (owner.instance, owner.token);
         let context = owner.context;
+        // Registered before the exchange can deliver anything (delivery checks it is open).
+        let mut open = self.open.lock();
         let task = runtime.spawn(run(client, request, owner, max_message));
-        self.open.lock().insert(key, OpenStream { context, sender: Some(sender), task: task.abort_handle() });
+        open.insert(key, OpenStream { context, sender: Some(sender), task: task.abort_handle() });
     }
 
     /// Sends `message` on stream `token` of `instance`, then half-closes it when `end`.
@@ -143,6 +146,15 @@ impl Streams {
     /// Forgets stream `token` of `instance`, which ended.
     pub(crate) fn ended(&self, instance: u64, token: u32) {
         self.open.lock().remove(&(instance, token));
+    }
+}
+
+impl Drop for Streams {
+    /// The plugin version is gone: its streams end with it.
+    fn drop(&mut self) {
+        for stream in self.open.get_mut().values() {
+            stream.task.abort();
+        }
     }
 }
 
