@@ -93,8 +93,8 @@ pub(crate) fn describe(err: &(dyn std::error::Error + 'static)) -> String {
 }
 
 /// An upstream a plugin may call: `http://host:port` (or `host:port`) in the `clusters`
-/// setting, under the name the plugin passes to `dispatch_http_call` or `dispatch_grpc_call`
-/// (gRPC calls speak HTTP/2 cleartext to it).
+/// setting, under the name the plugin passes to `dispatch_http_call`, `dispatch_grpc_call` or
+/// `open_grpc_stream` (gRPC speaks HTTP/2 cleartext to it).
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(try_from = "String")]
 pub struct Cluster {

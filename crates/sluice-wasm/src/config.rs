@@ -9,7 +9,7 @@
 //! plugin_config = "mode=fast"
 //! deadline_ms = 50
 //! memory_mib = 64
-//! clusters = { auth = "http://127.0.0.1:9000" }   # for dispatch_http_call, dispatch_grpc_call
+//! clusters = { auth = "http://127.0.0.1:9000" }   # for HTTP and gRPC calls, gRPC streams
 //! ```
 
 use crate::abi::LogLevel;
@@ -126,8 +126,9 @@ pub struct WasmConfig {
     pub response_headers_in_body: bool,
     /// Lowest plugin log level passed on (`trace` ... `critical`).
     pub log_level: LogLevel,
-    /// The upstreams the plugin may call with `dispatch_http_call` or `dispatch_grpc_call`, by
-    /// the cluster name it passes: `clusters = { auth = "http://127.0.0.1:9000" }`.
+    /// The upstreams the plugin may call (`dispatch_http_call`, `dispatch_grpc_call`,
+    /// `open_grpc_stream`), by the cluster name it passes:
+    /// `clusters = { auth = "http://127.0.0.1:9000" }`.
     pub clusters: BTreeMap<String, Cluster>,
     /// Resource limits.
     pub limits: Limits,
