@@ -133,7 +133,6 @@ pub(crate) struct Callout {
     /// What `proxy_http_call` (`proxy_grpc_call`) gave the plugin, and the callback with the
     /// answer gives back.
     pub token: u32,
-    address: String,
     request: Request<Bytes>,
     timeout: Duration,
     grpc: bool,
@@ -178,7 +177,7 @@ impl Callout {
             request = request.header(header::CONTENT_LENGTH, body.len());
         }
         let request = request.body(Bytes::copy_from_slice(body)).map_err(|_| Status::BadArgument)?;
-        Ok(Self { token, address: cluster.address.clone(), request, timeout, grpc: false })
+        Ok(Self { token, request, timeout, grpc: false })
     }
 
     /// The unary gRPC call of `service`/`method` on `cluster`, with the plugin's `metadata`
@@ -192,7 +191,7 @@ impl Callout {
         timeout: Duration,
     ) -> Result<Self, Status> {
         let request = crate::grpc::request(&cluster.address, (service, method), metadata, message, timeout)?;
-        Ok(Self { token, address: cluster.address.clone(), request, timeout, grpc: true })
+        Ok(Self { token, request, timeout, grpc: true })
     }
 
     /// Whether this is a gRPC call.
@@ -209,18 +208,19 @@ impl Callout {
     /// response (its body at most `max_body` bytes). Any failure, the timeout included, gives
     /// an HTTP call an empty [`CallResponse`], a gRPC call the status of the failure.
     pub(crate) async fn perform(self, client: CallClient, max_body: usize) -> CallResponse {
-        let Self { address, request, timeout, grpc, .. } = self;
+        let Self { request, timeout, grpc, .. } = self;
         if grpc {
             return crate::grpc::perform(&client, request, timeout, max_body).await;
         }
+        let uri = request.uri().clone();
         match tokio::time::timeout(timeout, exchange(&client, request, max_body)).await {
             Ok(Ok(response)) => response,
             Ok(Err(err)) => {
-                tracing::debug!("plugin http call to {address} failed: {err}");
+                tracing::debug!("plugin http call to {uri} failed: {err}");
                 CallResponse::default()
             }
             Err(_) => {
-                tracing::debug!("plugin http call to {address} timed out after {timeout:?}");
+                tracing::debug!("plugin http call to {uri} timed out after {timeout:?}");
                 CallResponse::default()
             }
         }

@@ -123,7 +123,7 @@ pub(crate) async fn perform(
     timeout: Duration,
     max_message: usize,
 ) -> CallResponse {
-    let authority = request.uri().authority().map(|a| a.to_string()).unwrap_or_default();
+    let uri = request.uri().clone();
     let status = match tokio::time::timeout(timeout, exchange(client, request, max_message)).await {
         Ok(Ok(message)) => {
             return CallResponse { head: None, body: message, grpc: Some(GrpcStatus::new(code::OK, "")) }
@@ -131,7 +131,7 @@ pub(crate) async fn perform(
         Ok(Err(status)) => status,
         Err(_) => GrpcStatus::new(code::DEADLINE_EXCEEDED, format!("no answer within {timeout:?}")),
     };
-    tracing::debug!("plugin grpc call to {authority} ended with status {}: {}", status.code, status.message);
+    tracing::debug!("plugin grpc call to {uri} ended with status {}: {}", status.code, status.message);
     CallResponse { head: None, body: Bytes::new(), grpc: Some(status) }
 }
 
@@ -158,7 +158,7 @@ async fn exchange(client: &CallClient, request: Request<Bytes>, max_message: usi
     if status.code != code::OK {
         return Err(status);
     }
-    unframe(collected.to_bytes())
+    unframe(&collected.to_bytes())
 }
 
 /// Why an answer's head ends the call: not a gRPC answer (its HTTP status mapped, or
@@ -215,20 +215,17 @@ impl Deframer {
     }
 }
 
-/// The one message of a unary answer.
-fn unframe(data: Bytes) -> Result<Bytes, GrpcStatus> {
+/// The one message of a unary answer (cut as a stream's are, by [`Deframer`]).
+fn unframe(data: &[u8]) -> Result<Bytes, GrpcStatus> {
     let malformed = |what: &str| GrpcStatus::new(code::INTERNAL, format!("malformed answer: {what}"));
-    if data.len() < 5 {
-        return Err(malformed("no message"));
-    }
-    if data[0] != 0 {
-        return Err(malformed("a compressed message (no grpc-encoding was offered)"));
-    }
-    let len = u32::from_be_bytes([data[1], data[2], data[3], data[4]]) as usize;
-    if data.len() - 5 != len {
+    let mut deframer = Deframer::default();
+    deframer.push(data);
+    // The body was already held to its limit.
+    let message = deframer.next_message(usize::MAX)?.ok_or_else(|| malformed("no message"))?;
+    if !deframer.is_empty() {
         return Err(malformed("not one message"));
     }
-    Ok(data.slice(5..))
+    Ok(message)
 }
 
 /// `grpc-status` and `grpc-message` (percent-decoded) in `headers`, if there.
@@ -303,12 +300,12 @@ mod tests {
 
     #[test]
     fn an_answer_holds_exactly_one_uncompressed_message() {
-        assert_eq!(unframe(Bytes::from_static(b"\x00\x00\x00\x00\x02\x08\x01")).unwrap(), &b"\x08\x01"[..]);
-        assert_eq!(unframe(Bytes::from_static(b"\x00\x00\x00\x00\x00")).unwrap(), &b""[..]);
+        assert_eq!(unframe(b"\x00\x00\x00\x00\x02\x08\x01").unwrap(), &b"\x08\x01"[..]);
+        assert_eq!(unframe(b"\x00\x00\x00\x00\x00").unwrap(), &b""[..]);
         for bad in
             [&b""[..], b"\x00\x00\x00", b"\x01\x00\x00\x00\x00", b"\x00\x00\x00\x00\x01", b"\x00\x00\x00\x00\x00\x00"]
         {
-            assert_eq!(unframe(Bytes::from_static(bad)).unwrap_err().code, code::INTERNAL, "{bad:?}");
+            assert_eq!(unframe(bad).unwrap_err().code, code::INTERNAL, "{bad:?}");
         }
     }
 
