@@ -14,6 +14,7 @@
 use crate::abi::Status;
 use crate::grpc::GrpcStatus;
 use crate::headermap::WirePairs;
+use crate::vm::Callback;
 use bytes::Bytes;
 use http::{header, response, HeaderName, HeaderValue, Method, Request};
 use http_body_util::combinators::BoxBody;
@@ -147,6 +148,22 @@ pub(crate) struct CallResponse {
     pub body: Bytes,
     /// A gRPC call's status; `None` for an HTTP call.
     pub grpc: Option<GrpcStatus>,
+}
+
+impl CallResponse {
+    /// The callback that hands this answer to the plugin, for the call `token`.
+    pub(crate) fn callback(&self, token: u32) -> Callback {
+        match &self.grpc {
+            None => {
+                let headers = self.head.as_ref().map_or(0, |head| head.headers.len() + 1);
+                Callback::HttpCallResponse { token, headers, body: self.body.len() }
+            }
+            Some(status) if status.code == crate::grpc::code::OK => {
+                Callback::GrpcReceive { token, size: self.body.len() }
+            }
+            Some(status) => Callback::GrpcClose { token, status: status.code },
+        }
+    }
 }
 
 impl Callout {

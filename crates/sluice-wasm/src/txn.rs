@@ -495,16 +495,7 @@ impl Txn for WasmTxn {
         if self.state != State::Active {
             return deferred;
         }
-        let callback = match &response.grpc {
-            None => {
-                let headers = response.head.as_ref().map_or(0, |head| head.headers.len() + 1);
-                Callback::HttpCallResponse { token, headers, body: response.body.len() }
-            }
-            Some(status) if status.code == crate::grpc::code::OK => {
-                Callback::GrpcReceive { token, size: response.body.len() }
-            }
-            Some(status) => Callback::GrpcClose { token, status: status.code },
-        };
+        let callback = response.callback(token);
         match subject {
             Subject::Request(req) => {
                 let mut lend = self
