@@ -13,6 +13,7 @@
 //! context that is deleted cancels its streams, as in Envoy; the plugin version's end (an
 //! unload or reload, once its transactions are over) cancels all of them.
 
+use crate::abi::Status;
 use crate::callout::{CallBody, CallClient};
 use crate::delivery::Delivery;
 use crate::grpc::{self, code, GrpcStatus};
@@ -102,10 +103,10 @@ impl Streams {
 
     /// Sends `message` on stream `token` of `instance`, then half-closes it when `end`.
     /// `NotFound` for no such stream, `BadArgument` for one already half-closed.
-    pub(crate) fn send(&self, instance: u64, token: u32, message: &[u8], end: bool) -> Result<(), crate::abi::Status> {
+    pub(crate) fn send(&self, instance: u64, token: u32, message: &[u8], end: bool) -> Result<(), Status> {
         let mut open = self.open.lock();
-        let stream = open.get_mut(&(instance, token)).ok_or(crate::abi::Status::NotFound)?;
-        let sender = stream.sender.as_ref().ok_or(crate::abi::Status::BadArgument)?;
+        let stream = open.get_mut(&(instance, token)).ok_or(Status::NotFound)?;
+        let sender = stream.sender.as_ref().ok_or(Status::BadArgument)?;
         // The exchange may have ended already: its close is on its way to the plugin.
         let _ = sender.send(grpc::frame(message));
         if end {
