@@ -104,8 +104,20 @@ impl Drop for Server {
     }
 }
 
+/// One worker: a current-thread runtime, where loading modules, signals, the admin API and
+/// the proxy share one thread.
 #[test]
-fn sighup_reloads_the_module_entries() {
+fn sighup_reloads_the_module_entries_with_one_worker() {
+    sighup_reloads_the_module_entries("1");
+}
+
+/// More workers: a multi-thread runtime.
+#[test]
+fn sighup_reloads_the_module_entries_with_two_workers() {
+    sighup_reloads_the_module_entries("2");
+}
+
+fn sighup_reloads_the_module_entries(threads: &str) {
     let dir = tempfile::tempdir().unwrap();
     let (proxy, admin): (SocketAddr, SocketAddr) =
         (format!("127.0.0.1:{}", free_port()).parse().unwrap(), format!("127.0.0.1:{}", free_port()).parse().unwrap());
@@ -115,7 +127,7 @@ fn sighup_reloads_the_module_entries() {
     let log = dir.path().join("stderr.log");
     let mut server = Server(
         sluice()
-            .args(["serve", "--threads", "2", "--config"])
+            .args(["serve", "--threads", threads, "--config"])
             .arg(&config)
             .stderr(Stdio::from(std::fs::File::create(&log).unwrap()))
             .spawn()

@@ -23,7 +23,7 @@ pub struct Args {
     #[arg(long)]
     print_config: bool,
 
-    /// Worker threads (default: one per core).
+    /// Worker threads (default: one per core). One runs the proxy as a single event loop.
     #[arg(long, value_name = "N")]
     threads: Option<usize>,
 }
@@ -61,18 +61,29 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
     init_tracing();
     raise_descriptor_limit();
-    let mut runtime = tokio::runtime::Builder::new_multi_thread();
-    if let Some(n) = args.threads {
-        runtime.worker_threads(n.max(1));
-    }
-    let runtime = runtime.enable_all().build().context("starting the runtime")?;
+    let runtime = runtime(args.threads).enable_all().build().context("starting the runtime")?;
     runtime.block_on(serve(config, args.config))
+}
+
+/// The runtime for `threads` workers (by default one per core). One worker is a
+/// current-thread runtime: one event loop, like an nginx worker process, without the
+/// work-stealing scheduler's bookkeeping (its queue atomics, its poll-time averages) on every
+/// wake-up. More share a multi-thread runtime.
+fn runtime(threads: Option<usize>) -> tokio::runtime::Builder {
+    let threads = threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    if threads <= 1 {
+        return tokio::runtime::Builder::new_current_thread();
+    }
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    builder.worker_threads(threads);
+    builder
 }
 
 async fn serve(config: Config, path: Option<PathBuf>) -> anyhow::Result<()> {
     let mut state = sluice_proxy::State::new(config, Arc::new(SystemClock), Vec::new())?;
-    // Modules load at start-up, before anything is served: blocking here is fine.
-    let manager = tokio::task::block_in_place(|| sluice_modules::Factory::attach(&mut state))?;
+    // Modules load at start-up, before anything is served: blocking the thread that drives
+    // this future (not a worker of a multi-thread runtime) is fine.
+    let manager = sluice_modules::Factory::attach(&mut state)?;
     let running = sluice_proxy::start(state).await?;
     for (listener, addr) in running.state.config.listener.iter().zip(&running.listeners) {
         tracing::info!(
