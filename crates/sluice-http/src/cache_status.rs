@@ -1,7 +1,14 @@
 //! The `Cache-Status` response header field, RFC 9211.
 
 use crate::sf;
-use http::header::HeaderValue;
+use http::header::{HeaderName, HeaderValue};
+
+/// The field's name, built at compile time: a map operation with it parses no name, where one
+/// with the string `"cache-status"` parses it each time (on every response).
+#[inline]
+pub fn field_name() -> HeaderName {
+    const { HeaderName::from_static("cache-status") }
+}
 
 /// Why the request went forward (RFC 9211 §2.2).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -55,10 +55,28 @@ pub fn remove_hop_by_hop(headers: &mut HeaderMap) {
             headers.remove(&name);
         }
     }
-    for (name, present) in HOP_BY_HOP.iter().zip(present) {
+    for (i, present) in present.into_iter().enumerate() {
         if present {
-            headers.remove(*name);
+            headers.remove(hop_by_hop_name(i));
         }
+    }
+}
+
+/// [`HOP_BY_HOP`]`[i]` as a `HeaderName` built at compile time: removing by it parses no name,
+/// as removing by the `&str` would.
+fn hop_by_hop_name(i: usize) -> HeaderName {
+    use http::header::{PROXY_AUTHENTICATE, PROXY_AUTHORIZATION, TE, TRAILER, TRANSFER_ENCODING, UPGRADE};
+    match i {
+        0 => CONNECTION,
+        1 => const { HeaderName::from_static("keep-alive") },
+        2 => const { HeaderName::from_static("proxy-connection") },
+        3 => TE,
+        4 => TRAILER,
+        5 => TRANSFER_ENCODING,
+        6 => UPGRADE,
+        7 => PROXY_AUTHENTICATE,
+        8 => PROXY_AUTHORIZATION,
+        _ => unreachable!("HOP_BY_HOP has {} names", HOP_BY_HOP.len()),
     }
 }
 
@@ -110,6 +128,7 @@ mod tests {
     fn hop_by_hop_index_finds_every_fixed_name_and_nothing_else() {
         for (i, name) in HOP_BY_HOP.iter().enumerate() {
             assert_eq!(hop_by_hop_index(name), Some(i), "{name}");
+            assert_eq!(hop_by_hop_name(i), *name);
         }
         for name in ["host", "date", "user-agent", "connectio", "tf", "trailers", "content-length", "x"] {
             assert_eq!(hop_by_hop_index(name), None, "{name}");

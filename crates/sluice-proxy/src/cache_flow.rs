@@ -28,7 +28,7 @@ use bytes::Bytes;
 use http::header::{self, HeaderMap, HeaderValue};
 use http::{request, response, Method, Request, Response, StatusCode, Uri};
 use http_body_util::BodyExt;
-use sluice_http::cache_status::{CacheStatus, Fwd};
+use sluice_http::cache_status::{self, CacheStatus, Fwd};
 use sluice_http::conditional::Precondition;
 use sluice_http::reuse::{self, Reuse, StoredFreshness};
 use sluice_http::vary;
@@ -318,7 +318,7 @@ pub async fn serve(
                     detail: Some(detail),
                     ..Default::default()
                 };
-                parts.headers.append("cache-status", cs.to_header_value(&state.name));
+                parts.headers.append(cache_status::field_name(), cs.to_header_value(&state.name));
             }
             // The client's own conditionals were not sent; answer them from this response
             // (unless it is an ESI template, assembled on the way out).
@@ -334,8 +334,9 @@ pub async fn serve(
             };
             if pre == Precondition::NotModified {
                 let mut headers = sluice_http::conditional::not_modified_headers(&parts.headers);
-                if let Some(cs) = parts.headers.get("cache-status") {
-                    headers.insert("cache-status", cs.clone());
+                // Every cache's entry, the origin side's and ours (RFC 9211 §2: a list).
+                for cs in parts.headers.get_all(cache_status::field_name()) {
+                    headers.append(cache_status::field_name(), cs.clone());
                 }
                 parts.status = StatusCode::NOT_MODIFIED;
                 parts.headers = headers;

@@ -9,7 +9,7 @@ use crate::txn::{module_phase, Txn};
 use bytes::Bytes;
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::{request, Method, Response, StatusCode, Version};
-use sluice_http::cache_status::CacheStatus;
+use sluice_http::cache_status::{self, CacheStatus};
 use sluice_http::conditional::{self, Precondition};
 use sluice_http::range::{self, RangeOutcome};
 use sluice_module::{LocalResponse, Subject};
@@ -166,7 +166,7 @@ pub fn error(state: &State, err: &ProxyError) -> Response<ProxyBody> {
             detail: Some("only-if-cached"),
             ..Default::default()
         };
-        response.headers_mut().insert("cache-status", cs.to_header_value(&state.name));
+        response.headers_mut().insert(cache_status::field_name(), cs.to_header_value(&state.name));
     }
     response
 }
@@ -248,7 +248,7 @@ pub fn from_object(
     };
     headers.insert(header::AGE, HeaderValue::from(meta.age(now).as_secs()));
     if state.config.headers.cache_status {
-        headers.append("cache-status", cache_status.to_header_value(&state.name));
+        headers.append(sluice_http::cache_status::field_name(), cache_status.to_header_value(&state.name));
     }
     let (status, body) = match precondition {
         Precondition::NotModified => (StatusCode::NOT_MODIFIED, ProxyBody::empty()),

@@ -374,6 +374,26 @@ async fn rfc9111_4_3_2_client_conditionals_are_answered_from_the_cache() {
     assert_eq!(h.origin.hits("/cond"), 1);
 }
 
+/// A client's conditional on a response that is not stored is answered from the forwarded
+/// response; the 304 keeps every cache's `Cache-Status` entry, the origin side's first.
+#[tokio::test]
+async fn rfc9111_4_3_2_client_conditionals_on_a_passed_response_keep_every_cache_status_entry() {
+    let h = Harness::forward().await;
+    h.origin.on(
+        "/passed",
+        Reply::ok("body")
+            .header("Cache-Control", "no-store")
+            .header("ETag", "\"p\"")
+            .header("Cache-Status", "upstream; hit"),
+    );
+    let reply = h.get_with("/passed", &[("If-None-Match", "\"p\"")]).await;
+    assert_eq!(reply.status, 304);
+    let entries: Vec<_> = reply.headers.get_all("cache-status").iter().map(|v| v.to_str().unwrap()).collect();
+    assert_eq!(entries.len(), 2, "{entries:?}");
+    assert_eq!(entries[0], "upstream; hit");
+    assert!(entries[1].contains("fwd="), "{entries:?}");
+}
+
 #[tokio::test]
 async fn rfc9110_13_1_1_if_match_failure_gives_412_from_the_cache() {
     let h = Harness::forward().await;

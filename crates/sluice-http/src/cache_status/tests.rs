@@ -91,3 +91,8 @@ proptest! {
         prop_assert!(v.to_str().is_ok());
     }
 }
+
+#[test]
+fn the_field_name_is_cache_status() {
+    assert_eq!(field_name(), "cache-status");
+}
