@@ -87,11 +87,12 @@ syscalls_per_hit() {
 }
 
 # Configuration $1 (the baseline) under wrk -t1 -c32 for 2 s at a time, three times: natively,
-# its user share of CPU (utime / (utime + stime), from /proc); under callgrind, its
-# instructions per hit. Prints "share instructions".
+# its user share of CPU (utime / (utime + stime), from /proc), over the three runs and the
+# lowest and highest of a single run; under callgrind, its instructions per hit. Prints
+# "share lowest highest instructions".
 under_load() {
   "$SLUICE" serve --config "$work/$1.toml" --threads 1 2>>"$work/$1.log" &
-  local spid=$! user=0 total=0 u0 s0 u1 s1 hits=0
+  local spid=$! user=0 total=0 u0 s0 u1 s1 hits=0 lo=1 hi=0
   pids+=("$spid")
   warm "$1"
   for _ in 1 2 3; do
@@ -99,6 +100,8 @@ under_load() {
     wrk -t1 -c32 -d2s "http://$proxy/1k" >/dev/null
     read -r u1 s1 < <(awk '{print $14, $15}' "/proc/$spid/stat")
     user=$((user + u1 - u0)); total=$((total + u1 - u0 + s1 - s0))
+    read -r lo hi < <(awk -v u=$((u1 - u0)) -v t=$((u1 - u0 + s1 - s0)) -v lo="$lo" -v hi="$hi" \
+      'BEGIN { s = u / t; printf "%.3f %.3f\n", (s < lo ? s : lo), (s > hi ? s : hi) }')
   done
   stop "$spid"
   valgrind --tool=callgrind --callgrind-out-file="$OUT/$1-loaded.out" --instr-atstart=no \
@@ -113,8 +116,8 @@ under_load() {
   callgrind_control -i off "$spid" >/dev/null
   callgrind_control -d "$spid" >/dev/null
   stop "$spid"
-  awk -v u="$user" -v t="$total" -v h="$hits" -v i="$(instructions "$OUT/$1-loaded.out.1")" \
-    'BEGIN { printf "%.3f %d\n", u / t, i / h }'
+  awk -v u="$user" -v t="$total" -v lo="$lo" -v hi="$hi" -v h="$hits" -v i="$(instructions "$OUT/$1-loaded.out.1")" \
+    'BEGIN { printf "%.3f %s %s %d\n", u / t, lo, hi, i / h }'
 }
 
 # The instructions counted in callgrind profile $1.
@@ -146,16 +149,21 @@ for c in "${configs[@]}"; do
   [ -n "$base" ] || base=${per_hit[$c]}
   calls[$c]=$(syscalls_per_hit "$c")
 done
-if [ -n "${SHARE:-}" ] && [ -n "${LOADED:-}" ]; then loaded=$LOADED; share=$SHARE; else read -r share loaded < <(under_load "${configs[0]}"); fi
+if [ -n "${SHARE:-}" ] && [ -n "${LOADED:-}" ]; then
+  loaded=$LOADED; share=$SHARE; lo=$SHARE; hi=$SHARE
+else
+  read -r share lo hi loaded < <(under_load "${configs[0]}")
+fi
 
-echo "| configuration | instructions per hit | over none | system calls per hit (i/o) | CPU overhead, lower bound |"
+echo "| configuration | instructions per hit | over none | system calls per hit (i/o) | CPU overhead, lower bound (at the lowest and highest share of a run) |"
 echo "|---|---:|---:|---:|---:|"
 for c in "${configs[@]}"; do
   read -r all io <<<"${calls[$c]}"
-  awk -v c="$c" -v p="${per_hit[$c]}" -v b="$base" -v all="$all" -v io="$io" -v s="$share" -v l="$loaded" 'BEGIN {
-    printf "| %s | %d | %+d (%+.1f%%) | %.2f (%.2f) | %+.1f%% |\n", c, p, p - b, 100 * (p - b) / b, all, io, 100 * s * (p - b) / l }'
+  awk -v c="$c" -v p="${per_hit[$c]}" -v b="$base" -v all="$all" -v io="$io" -v s="$share" -v lo="$lo" -v hi="$hi" -v l="$loaded" 'BEGIN {
+    printf "| %s | %d | %+d (%+.1f%%) | %.2f (%.2f) | %+.1f%% (%+.1f%% .. %+.1f%%) |\n", c, p, p - b, 100 * (p - b) / b, all, io,
+      100 * s * (p - b) / l, 100 * lo * (p - b) / l, 100 * hi * (p - b) / l }'
 done
 echo
 echo "release build $SLUICE, --threads 1, $N keep-alive 1 KiB hits from one curl; profiles in $OUT."
-echo "none under wrk -t1 -c32: $loaded instructions per hit, user share of CPU $share; the estimate"
+echo "none under wrk -t1 -c32: $loaded instructions per hit, user share of CPU $share (single runs $lo to $hi); the estimate"
 echo "is (over none) / $loaded x $share."
