@@ -2,8 +2,15 @@
 # origin, and the [[module]] entry of each configuration.
 #
 # After sourcing: $work (removed at exit), pids (killed at exit); start_origin PORT serves a
-# 1 KiB object at http://127.0.0.1:PORT/1k, heuristically fresh for a day (modified ten days
-# ago); module_entry NAME PLUGIN_DIR prints NAME's [[module]] entry (nothing for `none`).
+# 1 KiB object at http://127.0.0.1:PORT/1k, fresh for a day; module_entry NAME PLUGIN_DIR
+# prints NAME's [[module]] entry (nothing for `none`).
+#
+# ORIGIN=python (the default) is Python's http.server: a short response head (five fields:
+# Server, Date, Content-type, Content-Length, Last-Modified; heuristically fresh, modified ten
+# days ago). ORIGIN=nginx is an nginx with `expires 1d`: the head of a typical static server
+# (nine fields once Connection is dropped: ETag, Accept-Ranges, Expires and Cache-Control
+# besides). The length of the stored head changes what a module's added fields cost: see
+# docs/benchmarks.md, "Re-measured at 364f9d3".
 
 work=$(mktemp -d)
 pids=()
@@ -14,7 +21,17 @@ start_origin() {
   mkdir -p "$work/www"
   head -c 1024 /dev/zero | tr '\0' 'x' > "$work/www/1k"
   touch -d "10 days ago" "$work/www/1k"
-  python3 -m http.server "$1" --bind 127.0.0.1 -d "$work/www" >/dev/null 2>&1 &
+  case ${ORIGIN:-python} in
+    python) python3 -m http.server "$1" --bind 127.0.0.1 -d "$work/www" >/dev/null 2>&1 & ;;
+    nginx)
+      command -v nginx >/dev/null ||
+        { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nginx-light >/dev/null; }
+      # `user root`: the workers must read $work, which mktemp makes private to this user.
+      printf 'daemon off;\nuser root;\nworker_processes 1;\npid %s/origin.pid;\nerror_log %s/origin.err;\nevents {}\nhttp {\n  access_log off;\n  server {\n    listen 127.0.0.1:%s;\n    root %s/www;\n    location / { expires 1d; }\n  }\n}\n' \
+        "$work" "$work" "$1" "$work" > "$work/origin.conf"
+      nginx -p "$work" -c "$work/origin.conf" -e "$work/origin.err" & ;;
+    *) echo "ORIGIN must be python or nginx" >&2; exit 2 ;;
+  esac
   pids+=($!)
   for _ in $(seq 100); do curl -sf -o /dev/null "http://127.0.0.1:$1/1k" && break; sleep 0.1; done
 }
