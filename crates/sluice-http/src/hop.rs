@@ -1,21 +1,24 @@
 //! Hop-by-hop header fields, RFC 9110 §7.6.1.
 
 use crate::parse::list_members;
-use http::header::{HeaderMap, HeaderName, CONNECTION};
+use http::header::{
+    HeaderMap, HeaderName, CONNECTION, PROXY_AUTHENTICATE, PROXY_AUTHORIZATION, TE, TRAILER, TRANSFER_ENCODING, UPGRADE,
+};
 
-/// The fields that are always hop-by-hop (besides those `Connection` names), as lowercase
-/// names (`HeaderName` constants would carry interior mutability into a `const`);
-/// `connection` first ([`remove_hop_by_hop`] reads it before removing anything).
-pub(crate) const HOP_BY_HOP: [&str; 9] = [
-    "connection",
-    "keep-alive",
-    "proxy-connection",
-    "te",
-    "trailer",
-    "transfer-encoding",
-    "upgrade",
-    "proxy-authenticate",
-    "proxy-authorization",
+/// The fields that are always hop-by-hop (besides those `Connection` names); `connection`
+/// first ([`remove_hop_by_hop`] reads it before removing anything). A `static` of
+/// `HeaderName`s built at compile time: removing by one parses no name, as removing by its
+/// `&str` would.
+pub(crate) static HOP_BY_HOP: [HeaderName; 9] = [
+    CONNECTION,
+    HeaderName::from_static("keep-alive"),
+    HeaderName::from_static("proxy-connection"),
+    TE,
+    TRAILER,
+    TRANSFER_ENCODING,
+    UPGRADE,
+    PROXY_AUTHENTICATE,
+    PROXY_AUTHORIZATION,
 ];
 
 /// The field names listed in `Connection` (all lines); members that are not valid field
@@ -26,7 +29,7 @@ pub(crate) fn connection_listed(headers: &HeaderMap) -> Vec<HeaderName> {
 
 /// True when `name` is hop-by-hop in a message whose `Connection` lists `connection_listed`.
 pub(crate) fn is_hop_by_hop(name: &HeaderName, connection_listed: &[HeaderName]) -> bool {
-    HOP_BY_HOP.contains(&name.as_str()) || connection_listed.contains(name)
+    HOP_BY_HOP.contains(name) || connection_listed.contains(name)
 }
 
 /// Removes the hop-by-hop fields (`Connection` and every field it names, `Keep-Alive`,
@@ -55,28 +58,10 @@ pub fn remove_hop_by_hop(headers: &mut HeaderMap) {
             headers.remove(&name);
         }
     }
-    for (i, present) in present.into_iter().enumerate() {
+    for (name, present) in HOP_BY_HOP.iter().zip(present) {
         if present {
-            headers.remove(hop_by_hop_name(i));
+            headers.remove(name);
         }
-    }
-}
-
-/// [`HOP_BY_HOP`]`[i]` as a `HeaderName` built at compile time: removing by it parses no name,
-/// as removing by the `&str` would.
-fn hop_by_hop_name(i: usize) -> HeaderName {
-    use http::header::{PROXY_AUTHENTICATE, PROXY_AUTHORIZATION, TE, TRAILER, TRANSFER_ENCODING, UPGRADE};
-    match i {
-        0 => CONNECTION,
-        1 => const { HeaderName::from_static("keep-alive") },
-        2 => const { HeaderName::from_static("proxy-connection") },
-        3 => TE,
-        4 => TRAILER,
-        5 => TRANSFER_ENCODING,
-        6 => UPGRADE,
-        7 => PROXY_AUTHENTICATE,
-        8 => PROXY_AUTHORIZATION,
-        _ => unreachable!("HOP_BY_HOP has {} names", HOP_BY_HOP.len()),
     }
 }
 
@@ -107,7 +92,7 @@ fn connection_lists_only_fixed_names(headers: &HeaderMap) -> bool {
         value.as_bytes().split(|&b| b == b',').map(trim_ows).all(|member| {
             member.is_empty()
                 || (member.eq_ignore_ascii_case(b"close") && !headers.contains_key("close"))
-                || HOP_BY_HOP.iter().any(|hop| member.eq_ignore_ascii_case(hop.as_bytes()))
+                || HOP_BY_HOP.iter().any(|hop| member.eq_ignore_ascii_case(hop.as_str().as_bytes()))
         })
     })
 }
@@ -127,8 +112,7 @@ mod tests {
     #[test]
     fn hop_by_hop_index_finds_every_fixed_name_and_nothing_else() {
         for (i, name) in HOP_BY_HOP.iter().enumerate() {
-            assert_eq!(hop_by_hop_index(name), Some(i), "{name}");
-            assert_eq!(hop_by_hop_name(i), *name);
+            assert_eq!(hop_by_hop_index(name.as_str()), Some(i), "{name}");
         }
         for name in ["host", "date", "user-agent", "connectio", "tf", "trailers", "content-length", "x"] {
             assert_eq!(hop_by_hop_index(name), None, "{name}");
@@ -138,7 +122,7 @@ mod tests {
     #[test]
     fn rfc9110_7_6_1_removes_fixed_hop_by_hop_fields() {
         let mut h = HeaderMap::new();
-        for name in HOP_BY_HOP {
+        for name in &HOP_BY_HOP {
             h.append(name, HeaderValue::from_static("x"));
         }
         h.insert(CONTENT_TYPE, HeaderValue::from_static("text/plain"));

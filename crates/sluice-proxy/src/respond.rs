@@ -161,11 +161,8 @@ pub fn error(state: &State, err: &ProxyError) -> Response<ProxyBody> {
         response.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
     }
     if state.config.headers.cache_status && err.kind == Kind::NotCached {
-        let cs = CacheStatus {
-            fwd: Some(sluice_http::cache_status::Fwd::Miss),
-            detail: Some("only-if-cached"),
-            ..Default::default()
-        };
+        let cs =
+            CacheStatus { fwd: Some(cache_status::Fwd::Miss), detail: Some("only-if-cached"), ..Default::default() };
         response.headers_mut().insert(cache_status::field_name(), cs.to_header_value(&state.name));
     }
     response
