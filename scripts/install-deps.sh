@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Installs what Sluice's tests need on a fresh Debian machine: curl (driven by the integration
-# tests as a real client) and the Rust components fmt and clippy. Safe to run repeatedly.
+# tests as a real client), the Rust components fmt and clippy, the wasm32-wasip1 target (the
+# Proxy-Wasm test plugins) and Go (the ext_proc interoperability test builds a processor on
+# Envoy's Go API). Safe to run repeatedly.
 set -euo pipefail
 
 need_apt=()
@@ -27,4 +29,36 @@ elif [ ! -d "$(rustc --print sysroot)/lib/rustlib/wasm32-wasip1" ]; then
   echo "install-deps: 'rustup target add wasm32-wasip1', or your distribution's wasm32-wasip1" >&2
   echo "install-deps: standard library for $(rustc --version)." >&2
   exit 1
+fi
+
+# Go: any Go from 1.21 on fetches the toolchain the processor's go.mod names by itself (from
+# the Go module proxy). Without one, that toolchain is fetched here, from the same proxy.
+go_usable() {
+  local version
+  version=$("$1" env GOVERSION 2>/dev/null) || return 1
+  [[ $version =~ ^go1\.([0-9]+) ]] && ((BASH_REMATCH[1] >= 21))
+}
+if ! go_usable go && ! go_usable /usr/local/go/bin/go; then
+  go_mod=crates/sluice-extproc/interop/go-processor/go.mod
+  want=$(awk '$1 == "go" { print $2 }' "$(dirname "$0")/../$go_mod")
+  case $(uname -m) in
+    x86_64) arch=amd64 ;;
+    aarch64) arch=arm64 ;;
+    *) echo "install-deps: no Go toolchain for $(uname -m); install Go $want" >&2; exit 1 ;;
+  esac
+  if [ "$(id -u)" -ne 0 ] || [ -e /usr/local/go ]; then
+    echo "install-deps: please install Go $want (or any Go >= 1.21) as /usr/local/go or on PATH" >&2
+    exit 1
+  fi
+  command -v unzip >/dev/null 2>&1 || {
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq unzip >/dev/null
+  }
+  proxy=${GOPROXY:-https://proxy.golang.org}
+  proxy=${proxy%%,*}
+  unpack=$(mktemp -d)
+  curl -fsSL -o "$unpack/go.zip" "$proxy/golang.org/toolchain/@v/v0.0.1-go$want.linux-$arch.zip"
+  unzip -q "$unpack/go.zip" -d "$unpack"
+  mv "$unpack/golang.org/toolchain@v0.0.1-go$want.linux-$arch" /usr/local/go
+  rm -rf "$unpack"
 fi

@@ -353,15 +353,13 @@ async fn dropping_the_modules_stops_the_helper_and_removes_its_socket() {
 }
 
 /// Interoperability with a processor built on Envoy's own generated API, not on this crate's
-/// protobuf subset: `SLUICE_EXTPROC_PROCESSOR=/path/to/processor cargo test -p sluice-extproc
-/// -- --ignored`. The processor takes `--socket PATH` and behaves like the Go processor in
-/// `interop/go-processor` (which mirrors the demo's request, response and `/blocked` rules).
+/// protobuf subset: the Go processor in `interop/go-processor` (go-control-plane and gRPC-Go),
+/// which mirrors the demo's request, response and `/blocked` rules. Built by the test
+/// ([`go_processor`]), or taken from `SLUICE_EXTPROC_PROCESSOR` (any processor taking
+/// `--socket PATH` and following the same rules).
 #[tokio::test]
-#[ignore = "needs an external processor in SLUICE_EXTPROC_PROCESSOR"]
 async fn an_existing_envoy_processor_works_unchanged() {
-    let Some(command) = std::env::var_os("SLUICE_EXTPROC_PROCESSOR") else {
-        panic!("set SLUICE_EXTPROC_PROCESSOR to the processor's path");
-    };
+    let command = go_processor();
     let h = Harness::start(|c| c.command = command.to_string_lossy().into_owned()).await;
     h.up(0).await;
     h.origin.on("/e", Reply::ok("e").header("x-origin-secret", "1"));
@@ -493,4 +491,45 @@ async fn a_helper_that_misses_the_body_message_timeout_fails_or_is_bypassed_as_c
             }
         }
     }
+}
+
+/// The processor for [`an_existing_envoy_processor_works_unchanged`]: `SLUICE_EXTPROC_PROCESSOR`
+/// if set, else `interop/go-processor` built with Go (once per test binary) into
+/// `$CARGO_TARGET_DIR/sluice-extproc-interop` or the workspace's `target/`. Go modules come from
+/// the Go module proxy; `scripts/install-deps.sh` installs Go where it is missing. Go is looked
+/// for in `$GO`, on `PATH`, then at `/usr/local/go/bin/go`.
+fn go_processor() -> &'static std::path::Path {
+    use std::path::PathBuf;
+    use std::process::Command;
+    static BUILT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    BUILT.get_or_init(|| {
+        if let Some(given) = std::env::var_os("SLUICE_EXTPROC_PROCESSOR") {
+            return PathBuf::from(given);
+        }
+        let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+        let target = match std::env::var_os("CARGO_TARGET_DIR") {
+            Some(dir) => PathBuf::from(dir),
+            None => manifest.join("../../target"),
+        };
+        let binary = target.join("sluice-extproc-interop/go-extproc");
+        let go = std::env::var_os("GO")
+            .map(PathBuf::from)
+            .into_iter()
+            .chain([PathBuf::from("go"), PathBuf::from("/usr/local/go/bin/go")])
+            .find(|go| Command::new(go).arg("version").output().is_ok_and(|out| out.status.success()))
+            .expect("Go is needed to build the interop processor: run scripts/install-deps.sh");
+        let output = Command::new(go)
+            .args(["build", "-buildvcs=false", "-o"])
+            .arg(&binary)
+            .arg(".")
+            .current_dir(manifest.join("interop/go-processor"))
+            .output()
+            .expect("run go build");
+        assert!(
+            output.status.success(),
+            "building the Go interop processor failed:\n{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        binary
+    })
 }
