@@ -138,8 +138,9 @@ fn http_builder(state: &State, lc: &ListenerConfig, tls: bool) -> auto::Builder<
         // Body buffers reach the stream as yielded, never copied (which zero-copy needs:
         // see `crate::zero_copy`); hyper's automatic choice for a TCP stream, made explicit.
         .writev(true)
-        .timer(TokioTimer::new())
-        .header_read_timeout(state.config.client.header_read_timeout.0);
+        // No timer per request head (hyper's default with a timer): the connection's idle
+        // timer bounds head reads instead (`crate::idle`).
+        .header_read_timeout(None::<std::time::Duration>);
     // hyper parses into stack arrays of its default size (100 fields); any other limit, even
     // a smaller one, makes it fill (and above 100, allocate) two arrays per request.
     if state.config.client.max_header_fields != HYPER_MAX_HEADERS {
@@ -230,10 +231,9 @@ async fn accept_loop(
 /// once the response in progress is sent; HTTP/2: `GOAWAY`, open streams finish) when the
 /// proxy shuts down, or when it has been idle for `client.header_read_timeout`: no request in
 /// progress and nothing written to it (see [`crate::idle`]). That idle timer also bounds the
-/// time a new connection has to deliver its first complete request head, which hyper's own
-/// header timer does not cover (it starts only once the protocol sniffing and the framing
-/// guard have let a complete head through); a connection closed that way gets no response.
-/// A connection still open one more timeout after an idle close began is dropped.
+/// time a client has to deliver a complete request head, the first on the connection or a
+/// later one; a connection closed that way gets no response. A connection still open one
+/// more timeout after an idle close began is dropped.
 async fn serve<I>(
     state: Arc<State>,
     builder: Arc<auto::Builder<TokioExecutor>>,
