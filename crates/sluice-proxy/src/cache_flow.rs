@@ -14,12 +14,13 @@
 //! ```
 
 use crate::body::{OutBody, ProxyBody};
+use crate::deadline::TimerSlot;
 use crate::error::{Kind, ProxyError, Side};
 use crate::meta::{Directives, Received};
 use crate::outcome::ResultCode;
 use crate::resolve::Resolved;
 use crate::respond::{self, ObjectBody};
-use crate::service::{origin_request, Forward};
+use crate::service::{origin_request, within_deadline, Forward};
 use crate::source::{Dest, SourceBody};
 use crate::state::State;
 use crate::tiers::{DiskHit, Tiers};
@@ -108,6 +109,7 @@ fn client_matches(client: &request::Parts, meta: &ObjectMeta) -> bool {
 /// Serves a GET/HEAD through the cache.
 pub async fn serve(
     state: &Arc<State>,
+    timers: &TimerSlot,
     txn: &mut Txn,
     forward: Forward,
     key: String,
@@ -250,15 +252,14 @@ pub async fn serve(
         None
     };
     let mut fetched =
-        crate::service::within_deadline(state, fetch(state, &spec, &req_cc, validate, leader, Some(&mut *txn))).await;
+        within_deadline(state, timers, fetch(state, &spec, &req_cc, validate, leader, Some(&mut *txn))).await;
     if let Ok(Fetched::Confirmed(meta)) = &fetched {
         state.metrics.suspended_revalidations.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         if let Some(response) = confirmed(state, txn, &forward.client, meta) {
             return Ok(response);
         }
         // The freshened validators no longer match the client's: fetch the body.
-        fetched =
-            crate::service::within_deadline(state, fetch(state, &spec, &req_cc, None, None, Some(&mut *txn))).await;
+        fetched = within_deadline(state, timers, fetch(state, &spec, &req_cc, None, None, Some(&mut *txn))).await;
     }
     let refresh = validate.is_some();
     let fwd_reason = if refresh { Fwd::Stale } else { miss_reason };

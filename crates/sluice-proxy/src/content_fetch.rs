@@ -93,6 +93,7 @@ pub async fn fetch_as(state: &Arc<State>, request: Request<()>, mode: Mode) -> F
             zero_copy: None,
             activity: None,
             options_forms: None,
+            timers: Default::default(),
         };
         let resolved = crate::service::resolve_target(state, &conn, &parts)?;
         if state.access_log.is_some() {
@@ -112,7 +113,7 @@ pub async fn fetch_as(state: &Arc<State>, request: Request<()>, mode: Mode) -> F
             client_tls: false,
             reverse,
         };
-        crate::cache_flow::serve(state, &mut txn, forward, key).await
+        crate::cache_flow::serve(state, &conn.timers, &mut txn, forward, key).await
     }
     .await;
     let (response, error) = match result {

@@ -26,6 +26,7 @@ mod connect;
 mod content;
 mod content_fetch;
 mod date;
+mod deadline;
 pub mod disk_config;
 mod disk_metrics;
 pub mod error;

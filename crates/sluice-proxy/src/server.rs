@@ -194,6 +194,7 @@ async fn accept_loop(
             zero_copy: queue.clone(),
             activity: Some(Activity::new()),
             options_forms: Some(Arc::clone(&options_forms)),
+            timers: Default::default(),
         });
         let (state, builder, shutdown, open) =
             (Arc::clone(&state), Arc::clone(&builder), shutdown.clone(), open.clone());

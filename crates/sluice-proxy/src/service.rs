@@ -3,6 +3,7 @@
 
 use crate::body::{OutBody, ProxyBody};
 use crate::config::Mode;
+use crate::deadline::{Elapsed, TimerSlot};
 use crate::error::{Kind, ProxyError, Side};
 use crate::options_form::{AsteriskForm, OptionsForms};
 use crate::outcome::ResultCode;
@@ -24,7 +25,7 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
 /// What a connection knows about itself.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct ConnInfo {
     pub client: SocketAddr,
     /// The client's IP address as a field value ([`client_ip_value`]), for `X-Forwarded-For`:
@@ -43,6 +44,9 @@ pub struct ConnInfo {
     /// The forms of its `OPTIONS` requests, noted by its framing guard (HTTP/1 connections;
     /// see [`crate::options_form`]).
     pub options_forms: Option<Arc<OptionsForms>>,
+    /// The timers of its transaction deadlines ([`within_deadline`]), reused request after
+    /// request.
+    pub timers: TimerSlot,
 }
 
 /// The text of `ip` as a header field value.
@@ -197,7 +201,8 @@ async fn route(
             ));
         }
         let (response, tunnel) =
-            within_deadline(state, crate::connect::open(state, txn, Request::from_parts(parts, body))).await?;
+            within_deadline(state, &conn.timers, crate::connect::open(state, txn, Request::from_parts(parts, body)))
+                .await?;
         return Ok(Routed::Tunnel(response, tunnel));
     }
     // Before the target is resolved: `Max-Forwards: 0` makes this proxy the final recipient,
@@ -231,7 +236,7 @@ async fn route(
         // A module asked for the whole request body at `req_headers` (req_body.rs).
         Some(max) if has_body => {
             // Boxed: rare, and its state would otherwise enlarge every request's future.
-            match within_deadline(state, Box::pin(crate::req_body::buffer(txn, body, max))).await? {
+            match within_deadline(state, &conn.timers, Box::pin(crate::req_body::buffer(txn, body, max))).await? {
                 crate::req_body::Buffered::Body(body) => body,
                 crate::req_body::Buffered::Respond(local) => {
                     return Ok(Routed::Response(respond::local(state, *local)))
@@ -248,10 +253,10 @@ async fn route(
     let mut response = match key {
         Some(key) if !state.hit_for_pass.applies(&key, state.clock.now()) => {
             whole_for_body_editors(txn, &mut forward.client.headers, true);
-            crate::cache_flow::serve(state, txn, forward, key).await?
+            crate::cache_flow::serve(state, &conn.timers, txn, forward, key).await?
         }
-        Some(_) => within_deadline(state, pass(state, txn, forward, body, Fwd::Bypass)).await?,
-        None => within_deadline(state, pass(state, txn, forward, body, Fwd::Method)).await?,
+        Some(_) => within_deadline(state, &conn.timers, pass(state, txn, forward, body, Fwd::Bypass)).await?,
+        None => within_deadline(state, &conn.timers, pass(state, txn, forward, body, Fwd::Method)).await?,
     };
     if reverse {
         // Cache tags are instructions to this cache (a CDN's), not to clients: like Fastly
@@ -304,20 +309,21 @@ fn client_url(conn: &ConnInfo, parts: &request::Parts) -> Uri {
     format!("{scheme}://{authority}{path}").parse().unwrap_or_else(|_| Uri::from_static("http://localhost/"))
 }
 
-/// Bounds work that waits on an origin by `client.transaction_timeout` (504 past it). Hits
-/// never wait, so they do not pay for a timer.
-pub fn within_deadline<T>(
+/// Bounds work that waits on an origin by `client.transaction_timeout` (504 past it), on a
+/// timer from `timers` (its connection's). Hits never wait, so they do not pay for a timer.
+pub fn within_deadline<'a, T>(
     state: &State,
-    work: impl std::future::Future<Output = Result<T, ProxyError>>,
-) -> impl std::future::Future<Output = Result<T, ProxyError>> {
+    timers: &'a TimerSlot,
+    work: impl std::future::Future<Output = Result<T, ProxyError>> + 'a,
+) -> impl std::future::Future<Output = Result<T, ProxyError>> + 'a {
     use futures_util::FutureExt;
     // A plain function rather than an `async fn`: the work future moves once, into the
-    // `Timeout`, instead of a second time into an extra state machine (about 400
+    // `Within`, instead of a second time into an extra state machine (about 400
     // instructions of `memcpy` per transaction).
     let deadline = state.config.client.transaction_timeout.0;
-    tokio::time::timeout(deadline, work).map(move |result| match result {
+    timers.within(deadline, work).map(move |result| match result {
         Ok(result) => result,
-        Err(_) => Err(ProxyError::gateway_timeout(format!("transaction took longer than {deadline:?}"))),
+        Err(Elapsed) => Err(ProxyError::gateway_timeout(format!("transaction took longer than {deadline:?}"))),
     })
 }
 

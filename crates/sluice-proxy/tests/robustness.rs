@@ -93,6 +93,37 @@ async fn slow_origin_gives_504() {
     assert_eq!(h.get("/slow").await.status, 504);
 }
 
+/// The timers of both deadlines are reused request after request on a connection (the
+/// response timeout on the origin connection, the transaction deadline on the client's:
+/// `deadline.rs`). A request on a kept-alive connection whose earlier requests finished in
+/// time must still get its own deadline, with each timeout alone short in turn.
+#[tokio::test]
+async fn a_slow_origin_gives_504_after_fast_requests_on_the_same_connections() {
+    let (short, long) = (Duration::from_millis(300), Duration::from_secs(60));
+    for (response_timeout, transaction_timeout) in [(short, long), (long, short)] {
+        let h = Harness::build(Mode::Forward, |c| {
+            c.upstream.response_timeout = sluice_proxy::units::Dur(response_timeout);
+            c.client.transaction_timeout = sluice_proxy::units::Dur(transaction_timeout);
+        })
+        .await;
+        h.origin.on("/fast", Reply::ok("fast").header("cache-control", "no-store"));
+        h.origin.on("/slow", Reply::ok("late").header("cache-control", "no-store").delay(Duration::from_secs(5)));
+        // One curl, one connection to the proxy (`num_connects` 0 after the first).
+        let out = tokio::process::Command::new("curl")
+            .args(["-s", "--max-time", "20", "-x", &format!("http://{}", h.addr())])
+            .args(["-w", "%{http_code} %{num_connects}\\n", "-o", "/dev/null", &h.origin.url("/fast")])
+            .args(["-w", "%{http_code} %{num_connects}\\n", "-o", "/dev/null", &h.origin.url("/fast")])
+            .args(["-w", "%{http_code} %{num_connects}\\n", "-o", "/dev/null", &h.origin.url("/slow")])
+            .output()
+            .await
+            .expect("curl is installed (scripts/install-deps.sh)");
+        let lines = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert_eq!(lines, "200 1\n200 0\n504 0\n", "response timeout {response_timeout:?}");
+        assert_eq!(h.origin.hits("/slow"), 1);
+        assert_eq!(h.origin.connections(), 1, "the fast requests went over one origin connection");
+    }
+}
+
 #[tokio::test]
 async fn truncated_origin_body_is_never_stored() {
     let h = Harness::forward().await;

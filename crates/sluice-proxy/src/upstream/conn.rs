@@ -6,6 +6,7 @@
 use super::names::FieldNames;
 use super::wire::{self, RequestFraming, ResponseHead, WireError};
 use crate::body::OutBody;
+use crate::deadline::{Elapsed, TimerSlot};
 use bytes::BytesMut;
 use http::{request, Method};
 use http_body_util::BodyExt;
@@ -13,6 +14,7 @@ use std::io;
 use std::net::IpAddr;
 use std::pin::Pin;
 use std::task::{Context, Poll};
+use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::TcpStream;
 use tokio::sync::OwnedSemaphorePermit;
@@ -94,13 +96,22 @@ pub struct Connection {
     /// The field names of the last response head read here.
     pub(super) names: FieldNames,
     pub peer: IpAddr,
+    /// The timer of its response timeouts, reused exchange after exchange.
+    pub(super) timers: TimerSlot,
     /// The per-host connection slot, held for the connection's life.
     _permit: Option<OwnedSemaphorePermit>,
 }
 
 impl Connection {
     pub fn new(io: Stream, peer: IpAddr, permit: Option<OwnedSemaphorePermit>) -> Self {
-        Self { io, buf: BytesMut::with_capacity(READ_CHUNK), names: FieldNames::default(), peer, _permit: permit }
+        Self {
+            io,
+            buf: BytesMut::with_capacity(READ_CHUNK),
+            names: FieldNames::default(),
+            peer,
+            timers: TimerSlot::default(),
+            _permit: permit,
+        }
     }
 
     /// Whether an idle connection can carry a request: the origin has neither closed it nor
@@ -115,13 +126,24 @@ impl Connection {
         matches!(Pin::new(&mut self.io).poll_read(&mut cx, &mut probe), Poll::Pending)
     }
 
-    /// Sends the request and reads the response head, skipping interim (1xx) responses.
-    pub async fn exchange(
+    /// [`Self::exchange`], bounded by `timeout` from now (`Err(Elapsed)` past it), on this
+    /// connection's reused timer ([`crate::deadline`]).
+    pub async fn exchange_within(
         &mut self,
+        timeout: Duration,
         head: &[u8],
         body: OutBody,
         method: &Method,
-    ) -> Result<ResponseHead, ExchangeError> {
+    ) -> Result<Result<ResponseHead, ExchangeError>, Elapsed> {
+        // Out of the connection while the exchange borrows it.
+        let timers = std::mem::take(&mut self.timers);
+        let exchanged = timers.within(timeout, self.exchange(head, body, method)).await;
+        self.timers = timers;
+        exchanged
+    }
+
+    /// Sends the request and reads the response head, skipping interim (1xx) responses.
+    async fn exchange(&mut self, head: &[u8], body: OutBody, method: &Method) -> Result<ResponseHead, ExchangeError> {
         if let OutBody::Empty = body {
             self.io.write_all(head).await?;
         } else {

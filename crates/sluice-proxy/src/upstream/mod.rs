@@ -23,6 +23,7 @@ pub use body::PooledBody;
 
 use crate::body::OutBody;
 use crate::config::UpstreamConfig;
+use crate::deadline::Elapsed;
 use crate::error::ProxyError;
 use crate::metrics::Metrics;
 use body::{Home, Link};
@@ -147,23 +148,9 @@ impl Upstream {
     }
 
     /// Sends `req` (whose URI is in origin form) to `target` and waits for the response head,
-    /// at most the configured response timeout.
+    /// at most the configured response timeout from sending it.
     pub async fn send(&self, target: &Target, req: Request<OutBody>) -> Result<OriginResponse, ProxyError> {
         self.start_reaper();
-        let timeout = self.inner.config.response_timeout.0;
-        match tokio::time::timeout(timeout, self.send_inner(target, req)).await {
-            Ok(result) => result,
-            Err(_) => {
-                self.inner.metrics.origin_errors.fetch_add(1, Relaxed);
-                Err(ProxyError::gateway_timeout(format!(
-                    "no response from {}:{} within {timeout:?}",
-                    target.host, target.port
-                )))
-            }
-        }
-    }
-
-    async fn send_inner(&self, target: &Target, req: Request<OutBody>) -> Result<OriginResponse, ProxyError> {
         self.inner.metrics.origin_requests.fetch_add(1, Relaxed);
         let (parts, body) = req.into_parts();
         let mut head = Vec::with_capacity(512);
@@ -188,12 +175,14 @@ impl Upstream {
                 Err(err) => return Err(self.exchange_failed(target, err)),
             }
         }
+        let timeout = self.inner.config.response_timeout.0;
         let mut body = Some(body);
         loop {
             let (mut conn, reused) =
                 if fresh { (self.fresh_connection(target).await?, false) } else { self.connection(target).await? };
             let out = body.take().unwrap_or(OutBody::Empty);
-            match conn.exchange(&head, out, &parts.method).await {
+            let exchanged = conn.exchange_within(timeout, &head, out, &parts.method).await;
+            match exchanged.map_err(|Elapsed| self.timed_out(target))? {
                 Ok(response) => {
                     let peer = conn.peer;
                     return Ok(self.response(target, Link::Own(conn), peer, response));
@@ -212,7 +201,8 @@ impl Upstream {
     }
 
     /// Sends a request on a pipelined connection. The outer error: no connection could be
-    /// had; the inner one: the exchange failed (retryable when nothing came back for it).
+    /// had, or no response head came within the response timeout; the inner one: the
+    /// exchange failed (retryable when nothing came back for it).
     async fn send_piped(
         &self,
         target: &Target,
@@ -224,7 +214,8 @@ impl Upstream {
         if writes {
             self.inner.metrics.origin_pipeline_writes.fetch_add(1, Relaxed);
         }
-        let head = ticket.exchange(writes, method).await;
+        let timeout = self.inner.config.response_timeout.0;
+        let head = ticket.exchange(writes, method, timeout).await.map_err(|Elapsed| self.timed_out(target))?;
         Ok(head.map(|head| {
             let peer = ticket.with_conn(|conn| conn.peer);
             self.response(target, Link::Piped(ticket), peer, head)
@@ -273,6 +264,16 @@ impl Upstream {
         let home = Home { upstream: self.clone(), target: target.clone(), keep_alive: head.keep_alive };
         let body = PooledBody::new(link, head.framing, home, self.inner.config.read_timeout.0);
         OriginResponse { response: Response::from_parts(head.parts, body), peer }
+    }
+
+    /// The error a client gets when the origin sent no response head within the response
+    /// timeout: 504.
+    fn timed_out(&self, target: &Target) -> ProxyError {
+        self.inner.metrics.origin_errors.fetch_add(1, Relaxed);
+        ProxyError::gateway_timeout(format!(
+            "no response from {}:{} within {:?}",
+            target.host, target.port, self.inner.config.response_timeout.0
+        ))
     }
 
     /// The error a client gets for a failed exchange: 400 when its own request body was

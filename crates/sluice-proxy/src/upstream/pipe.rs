@@ -22,6 +22,7 @@
 
 use super::conn::{Connection, ExchangeError, READ_CHUNK};
 use super::wire::{self, ResponseHead, WireError};
+use crate::deadline::{Elapsed, TimerSlot};
 use http::Method;
 use parking_lot::Mutex;
 use std::collections::VecDeque;
@@ -30,7 +31,7 @@ use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
 use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 use tokio::io::AsyncWrite;
 
 /// A connection carrying pipelined requests.
@@ -40,6 +41,9 @@ pub(super) struct Pipe {
     in_flight: AtomicUsize,
     /// No request may be added any more; read without the lock to pick a pipe.
     closed: AtomicBool,
+    /// The timers of its tickets' response timeouts (the connection's, then more for tickets
+    /// in flight together).
+    timers: TimerSlot,
 }
 
 struct State {
@@ -58,7 +62,8 @@ struct State {
 }
 
 impl Pipe {
-    pub fn new(conn: Connection) -> Arc<Self> {
+    pub fn new(mut conn: Connection) -> Arc<Self> {
+        let timers = std::mem::take(&mut conn.timers);
         let state = State {
             conn: Some(conn),
             out: Vec::new(),
@@ -67,7 +72,12 @@ impl Pipe {
             waiting: VecDeque::new(),
             idle_since: Instant::now(),
         };
-        Arc::new(Self { state: Mutex::new(state), in_flight: AtomicUsize::new(0), closed: AtomicBool::new(false) })
+        Arc::new(Self {
+            state: Mutex::new(state),
+            in_flight: AtomicUsize::new(0),
+            closed: AtomicBool::new(false),
+            timers,
+        })
     }
 
     pub fn in_flight(&self) -> usize {
@@ -216,14 +226,23 @@ pub(super) struct Ticket {
 
 impl Ticket {
     /// Writes the queued heads if this ticket owns the write, then waits for its turn and
-    /// reads its response head, skipping interim responses.
-    pub async fn exchange(&self, writes: bool, method: &Method) -> Result<ResponseHead, ExchangeError> {
-        if writes {
-            // Let the transactions runnable in this round queue their requests first.
-            tokio::task::yield_now().await;
-            std::future::poll_fn(|cx| self.pipe.poll_write_out(cx)).await?;
-        }
-        std::future::poll_fn(|cx| self.pipe.poll_head(self.n, method, cx)).await
+    /// reads its response head, skipping interim responses; all within `timeout` from now
+    /// (`Err(Elapsed)` past it).
+    pub async fn exchange(
+        &self,
+        writes: bool,
+        method: &Method,
+        timeout: Duration,
+    ) -> Result<Result<ResponseHead, ExchangeError>, Elapsed> {
+        let exchange = async {
+            if writes {
+                // Let the transactions runnable in this round queue their requests first.
+                tokio::task::yield_now().await;
+                std::future::poll_fn(|cx| self.pipe.poll_write_out(cx)).await?;
+            }
+            std::future::poll_fn(|cx| self.pipe.poll_head(self.n, method, cx)).await
+        };
+        self.pipe.timers.within(timeout, exchange).await
     }
 
     /// Runs `f` on the connection, for reading this ticket's body.
@@ -267,6 +286,8 @@ mod tests {
     use tokio::net::{TcpListener, TcpStream};
 
     const DEPTH: usize = 8;
+    /// A response timeout none of these tests reaches.
+    const LONG: Duration = Duration::from_secs(60);
 
     fn head(path: &str) -> Vec<u8> {
         format!("GET {path} HTTP/1.1\r\nHost: origin\r\n\r\n").into_bytes()
@@ -317,15 +338,15 @@ mod tests {
         assert_eq!(pipe.in_flight(), 3);
 
         // The origin answers only once all three requests arrived: one write carried them.
-        let response = first.exchange(true, &Method::GET).await.unwrap();
+        let response = first.exchange(true, &Method::GET, LONG).await.unwrap().unwrap();
         assert_eq!(path_of(&response), "/0");
         // Not the second's turn until the first response's body has ended.
-        let mut waiting = Box::pin(second.exchange(false, &Method::GET));
+        let mut waiting = Box::pin(second.exchange(false, &Method::GET, LONG));
         assert!(futures_util::poll!(waiting.as_mut()).is_pending());
         first.finish();
-        assert_eq!(path_of(&waiting.await.unwrap()), "/1");
+        assert_eq!(path_of(&waiting.await.unwrap().unwrap()), "/1");
         second.finish();
-        assert_eq!(path_of(&third.exchange(false, &Method::GET).await.unwrap()), "/2");
+        assert_eq!(path_of(&third.exchange(false, &Method::GET, LONG).await.unwrap().unwrap()), "/2");
         third.finish();
         assert_eq!(pipe.in_flight(), 0);
         assert!(!pipe.is_closed());
@@ -337,14 +358,14 @@ mod tests {
         let (first, _) = pipe.enqueue(&head("/0"), DEPTH).unwrap();
         let (second, _) = pipe.enqueue(&head("/1"), DEPTH).unwrap();
         let (third, _) = pipe.enqueue(&head("/2"), DEPTH).unwrap();
-        let response = first.exchange(true, &Method::GET).await.unwrap();
+        let response = first.exchange(true, &Method::GET, LONG).await.unwrap().unwrap();
         assert_eq!(path_of(&response), "/0");
         // Its client went away: its unread response would stand in front of the third's.
         drop(second);
         assert!(pipe.is_closed());
         assert!(pipe.enqueue(&head("/3"), DEPTH).is_none(), "a closed pipe takes no request");
         first.finish();
-        let err = third.exchange(false, &Method::GET).await.unwrap_err();
+        let err = third.exchange(false, &Method::GET, LONG).await.unwrap().unwrap_err();
         assert!(err.nothing_received(), "retryable: {err}");
         drop(third);
         assert_eq!(pipe.in_flight(), 0);
@@ -357,7 +378,7 @@ mod tests {
         assert!(pipe.enqueue(&head("/2"), 2).is_none());
         assert!(!pipe.is_closed(), "full is not closed");
         for (ticket, writes) in tickets {
-            ticket.exchange(writes, &Method::GET).await.unwrap();
+            ticket.exchange(writes, &Method::GET, LONG).await.unwrap().unwrap();
             ticket.finish();
         }
         assert!(pipe.enqueue(&head("/2"), 2).is_some(), "room again once answered");

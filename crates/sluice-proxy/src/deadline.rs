@@ -1,0 +1,156 @@
+//! Deadlines on waits for an origin, on timers reused from one wait to the next.
+//!
+//! A `tokio::time::timeout` per request costs its timer a registration in the runtime's timer
+//! wheel on the first poll and a removal when it is dropped, each under the time driver's
+//! lock. Yet the waits of one connection mostly come one after another: the requests of an
+//! HTTP/1.1 client connection, the exchanges on an origin connection. So each connection keeps
+//! its timers in a [`TimerSlot`], and a wait takes one, moves its deadline to the wait's own
+//! and gives it back when done. Moving a registered timer's deadline later is a single
+//! compare-and-swap in tokio (the wheel files the timer anew when its old slot comes up), so
+//! a wait on a reused timer takes no lock at all.
+//!
+//! A wait that finds the slot empty (others hold its timers: concurrent HTTP/2 streams,
+//! pipelined requests) starts a timer of its own, which the slot keeps afterwards while it
+//! holds fewer than [`KEPT`]. A timer left in its slot stays registered until its last
+//! deadline passes and then fires, waking the task that last waited on it once, for nothing.
+
+use parking_lot::Mutex;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
+use tokio::time::{Instant, Sleep};
+
+/// The most idle timers a slot keeps.
+const KEPT: usize = 4;
+
+/// A connection's idle timers, for its waits to reuse ([`TimerSlot::within`]).
+#[derive(Default)]
+pub struct TimerSlot {
+    idle: Mutex<Vec<Pin<Box<Sleep>>>>,
+}
+
+impl std::fmt::Debug for TimerSlot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TimerSlot").field("idle", &self.idle.lock().len()).finish()
+    }
+}
+
+/// A wait that outlived its deadline.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Elapsed;
+
+impl TimerSlot {
+    /// `work`, bounded by `timeout` from now: `Err(Elapsed)` if it is not done by then (and
+    /// `work` is dropped). The timer comes from this slot, or is new, and goes back to it.
+    pub fn within<F: Future>(&self, timeout: Duration, work: F) -> Within<'_, F> {
+        Within { work, deadline: Instant::now() + timeout, timer: None, slot: self }
+    }
+
+    /// An idle timer set to `deadline`, or a new one.
+    fn take(&self, deadline: Instant) -> Pin<Box<Sleep>> {
+        let reused = self.idle.lock().pop();
+        match reused {
+            Some(mut timer) => {
+                timer.as_mut().reset(deadline);
+                timer
+            }
+            None => Box::pin(tokio::time::sleep_until(deadline)),
+        }
+    }
+
+    /// Keeps `timer` for a later wait, unless the slot is full.
+    fn give_back(&self, timer: Pin<Box<Sleep>>) {
+        let mut idle = self.idle.lock();
+        if idle.len() < KEPT {
+            idle.push(timer);
+        }
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// The future of [`TimerSlot::within`].
+    pub struct Within<'a, F> {
+        #[pin]
+        work: F,
+        deadline: Instant,
+        // Taken from the slot on the first poll (a wait never polled costs no timer).
+        timer: Option<Pin<Box<Sleep>>>,
+        slot: &'a TimerSlot,
+    }
+
+    impl<'a, F> PinnedDrop for Within<'a, F> {
+        fn drop(this: Pin<&mut Self>) {
+            let this = this.project();
+            if let Some(timer) = this.timer.take() {
+                this.slot.give_back(timer);
+            }
+        }
+    }
+}
+
+impl<F: Future> Future for Within<'_, F> {
+    type Output = Result<F::Output, Elapsed>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.project();
+        if let Poll::Ready(output) = this.work.poll(cx) {
+            if let Some(timer) = this.timer.take() {
+                this.slot.give_back(timer);
+            }
+            return Poll::Ready(Ok(output));
+        }
+        let deadline = *this.deadline;
+        let timer = this.timer.get_or_insert_with(|| this.slot.take(deadline));
+        match timer.as_mut().poll(cx) {
+            Poll::Ready(()) => Poll::Ready(Err(Elapsed)),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn work_done_in_time_gives_its_output_and_its_timer_back() {
+        let slot = TimerSlot::default();
+        let output = slot.within(Duration::from_secs(5), async {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            7
+        });
+        assert_eq!(output.await, Ok(7));
+        assert_eq!(slot.idle.lock().len(), 1, "kept for the next wait");
+        // The next wait reuses it, with its own deadline (not the first wait's).
+        let started = Instant::now();
+        let late = slot.within(Duration::from_secs(10), std::future::pending::<()>());
+        assert_eq!(late.await, Err(Elapsed));
+        assert_eq!(Instant::now() - started, Duration::from_secs(10));
+        assert_eq!(slot.idle.lock().len(), 1, "the reused timer went back, no second one");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn concurrent_waits_get_timers_of_their_own_and_the_slot_keeps_a_few() {
+        let slot = TimerSlot::default();
+        let waits: Vec<_> = (1..=KEPT as u64 + 2)
+            .map(|i| slot.within(Duration::from_secs(i), tokio::time::sleep(Duration::from_secs(60))))
+            .collect();
+        let started = Instant::now();
+        let outcomes = futures_util::future::join_all(waits).await;
+        assert!(outcomes.iter().all(|o| *o == Err(Elapsed)));
+        assert_eq!(Instant::now() - started, Duration::from_secs(KEPT as u64 + 2), "each by its own deadline");
+        assert_eq!(slot.idle.lock().len(), KEPT);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_wait_never_polled_takes_no_timer_and_a_dropped_one_gives_its_back() {
+        let slot = TimerSlot::default();
+        drop(slot.within(Duration::from_secs(1), std::future::pending::<()>()));
+        assert!(slot.idle.lock().is_empty());
+        let mut wait = Box::pin(slot.within(Duration::from_secs(1), std::future::pending::<()>()));
+        assert!(futures_util::poll!(wait.as_mut()).is_pending());
+        drop(wait);
+        assert_eq!(slot.idle.lock().len(), 1);
+    }
+}
