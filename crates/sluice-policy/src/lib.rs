@@ -33,6 +33,7 @@ pub mod belady;
 pub mod policies;
 
 pub use capacity::{Capacity, PolicyConfig};
+pub use hash::{id_map, IdHasher, IdMap};
 pub use registry::{build, describe, names, PolicyInfo, UnknownPolicy, POLICIES};
 
 /// Identifies one object to a policy. The store maps its keys to ids; the simulator uses

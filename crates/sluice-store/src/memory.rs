@@ -6,7 +6,7 @@ use crate::admission::{key_id, Admitter};
 use crate::suspend::{suspendable, Suspended, SuspendedSet};
 use crate::{AdmissionRule, Object, ObjectMeta, SweepReport, SweepRule, Verdict};
 use parking_lot::Mutex;
-use sluice_policy::{ObjectId, Policy};
+use sluice_policy::{IdMap, ObjectId, Policy};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::SystemTime;
@@ -53,7 +53,7 @@ pub type KeptElsewhere = Box<dyn Fn(&ObjectMeta) -> bool + Send + Sync>;
 struct Inner {
     /// Primary key to its variants' ids, newest first.
     index: HashMap<String, Vec<ObjectId>>,
-    objects: HashMap<ObjectId, Arc<Object>>,
+    objects: IdMap<Arc<Object>>,
     /// Cache tag (`Surrogate-Key`, `Cache-Tag`) to the variants carrying it.
     tags: HashMap<String, Vec<ObjectId>>,
     policy: Box<dyn Policy>,
@@ -108,7 +108,7 @@ impl MemoryStore {
         let stats = StoreStats { capacity, ..StoreStats::default() };
         let inner = Inner {
             index: HashMap::new(),
-            objects: HashMap::new(),
+            objects: IdMap::default(),
             tags: HashMap::new(),
             policy,
             admitter: Admitter::new(AdmissionRule::Always),

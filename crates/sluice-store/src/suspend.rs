@@ -12,7 +12,7 @@
 //!   (FIFO).
 
 use crate::ObjectMeta;
-use sluice_policy::ObjectId;
+use sluice_policy::{IdMap, ObjectId};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -60,7 +60,7 @@ pub fn suspendable(meta: &ObjectMeta, body_len: u64) -> bool {
 /// number with FIFO eviction. Pure bookkeeping; the tier charges the bytes.
 #[derive(Debug, Default)]
 pub(crate) struct SuspendedSet {
-    entries: HashMap<ObjectId, (u64, Arc<Suspended>)>,
+    entries: IdMap<(u64, Arc<Suspended>)>,
     /// Primary key to its suspended variants.
     index: HashMap<String, Vec<ObjectId>>,
     /// Suspension order (sequence number to id), oldest first.

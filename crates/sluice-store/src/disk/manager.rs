@@ -2,8 +2,7 @@
 //! eviction by the tier's replacement policy. Pure bookkeeping (no I/O), so it can be
 //! property-tested on its own; the tier turns the ids it evicts into deleted files.
 
-use sluice_policy::{ObjectId, Policy};
-use std::collections::HashMap;
+use sluice_policy::{IdMap, ObjectId, Policy};
 
 /// High- and low-water marks as fractions of a tier's limits (bytes and entries alike).
 ///
@@ -94,7 +93,7 @@ pub struct ResourceManager {
     water: WaterMarks,
     max_object: u64,
     policy: Box<dyn Policy>,
-    sizes: HashMap<ObjectId, u64>,
+    sizes: IdMap<u64>,
     bytes: u64,
     stats: ManagerStats,
 }
@@ -119,7 +118,7 @@ impl ResourceManager {
             water,
             max_object,
             policy,
-            sizes: HashMap::new(),
+            sizes: IdMap::default(),
             bytes: 0,
             stats: ManagerStats::default(),
         }
@@ -250,6 +249,7 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
     use sluice_policy::{Capacity, PolicyConfig};
+    use std::collections::HashMap;
 
     fn manager(policy: &str, bytes: u64, entries: u64, water: WaterMarks) -> ResourceManager {
         let policy = sluice_policy::build(policy, &PolicyConfig::new(Capacity::Bytes(bytes))).expect("policy exists");

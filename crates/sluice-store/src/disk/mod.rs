@@ -40,7 +40,7 @@ use crate::{Object, ObjectMeta, StoreStats, StoredBody};
 use bytes::Bytes;
 use layout::Layout;
 use parking_lot::Mutex;
-use sluice_policy::{ObjectId, Policy};
+use sluice_policy::{IdMap, ObjectId, Policy};
 use std::collections::HashMap;
 use std::fs::File;
 use std::io;
@@ -254,7 +254,7 @@ struct Counters {
 struct Inner {
     /// Primary key to its variants' ids, newest first.
     index: HashMap<String, Vec<ObjectId>>,
-    entries: HashMap<ObjectId, Arc<DiskEntry>>,
+    entries: IdMap<Arc<DiskEntry>>,
     manager: ResourceManager,
     paused_until: Option<Instant>,
     counters: Counters,
@@ -451,7 +451,7 @@ impl DiskTier {
         let limits = Limits { bytes: config.capacity_bytes, entries: config.max_entries.max(1) };
         let mut inner = Inner {
             index: HashMap::new(),
-            entries: HashMap::new(),
+            entries: IdMap::default(),
             manager: ResourceManager::new(limits, config.water, config.max_object, policy),
             paused_until: None,
             counters: Counters::default(),
