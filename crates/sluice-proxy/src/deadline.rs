@@ -12,7 +12,8 @@
 //! A wait that finds the slot empty (others hold its timers: concurrent HTTP/2 streams,
 //! pipelined requests) starts a timer of its own, which the slot keeps afterwards while it
 //! holds fewer than [`KEPT`]. A timer left in its slot stays registered until its last
-//! deadline passes and then fires, waking the task that last waited on it once, for nothing.
+//! deadline passes, then fires once and wakes nothing: it forgot the waker of the last task
+//! that waited on it when it was given back.
 
 use parking_lot::Mutex;
 use std::future::Future;
@@ -59,8 +60,17 @@ impl TimerSlot {
         }
     }
 
-    /// Keeps `timer` for a later wait, unless the slot is full.
-    fn give_back(&self, timer: Pin<Box<Sleep>>) {
+    /// Keeps `timer` for a later wait, unless the slot is full. The timer first lets go of the
+    /// waker of the task that last waited on it: kept idle, it would otherwise keep that
+    /// task's allocation alive (a finished task's memory lives as long as a waker of it).
+    fn give_back(&self, mut timer: Pin<Box<Sleep>>) {
+        if self.idle.lock().len() >= KEPT {
+            return;
+        }
+        // Polled with a waker that does nothing, outside the task's budget (a task out of
+        // budget would get `Pending` without the waker being replaced).
+        let mut cx = Context::from_waker(futures_util::task::noop_waker_ref());
+        let _ = std::pin::pin!(tokio::task::unconstrained(timer.as_mut())).poll(&mut cx);
         let mut idle = self.idle.lock();
         if idle.len() < KEPT {
             idle.push(timer);
@@ -141,6 +151,28 @@ mod tests {
         assert!(outcomes.iter().all(|o| *o == Err(Elapsed)));
         assert_eq!(Instant::now() - started, Duration::from_secs(KEPT as u64 + 2), "each by its own deadline");
         assert_eq!(slot.idle.lock().len(), KEPT);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_idle_timer_holds_no_waker_of_the_task_that_waited_on_it() {
+        struct Task;
+        impl futures_util::task::ArcWake for Task {
+            fn wake_by_ref(_: &std::sync::Arc<Self>) {}
+        }
+        let slot = TimerSlot::default();
+        let task = std::sync::Arc::new(Task);
+        let waker = futures_util::task::waker(std::sync::Arc::clone(&task));
+        let mut cx = Context::from_waker(&waker);
+        let (done, work) = tokio::sync::oneshot::channel::<()>();
+        let mut wait = Box::pin(slot.within(Duration::from_secs(5), work));
+        assert!(wait.as_mut().poll(&mut cx).is_pending());
+        assert!(std::sync::Arc::strong_count(&task) > 2, "the timer holds the waker while the task waits");
+        done.send(()).unwrap();
+        assert!(matches!(wait.as_mut().poll(&mut cx), Poll::Ready(Ok(Ok(())))));
+        drop(wait);
+        drop(waker);
+        assert_eq!(slot.idle.lock().len(), 1);
+        assert_eq!(std::sync::Arc::strong_count(&task), 1, "the idle timer let go of the waker");
     }
 
     #[tokio::test(start_paused = true)]
