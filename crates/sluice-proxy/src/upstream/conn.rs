@@ -96,7 +96,8 @@ pub struct Connection {
     /// The field names of the last response head read here.
     pub(super) names: FieldNames,
     pub peer: IpAddr,
-    /// The timer of its response timeouts, reused exchange after exchange.
+    /// The timer of its response timeouts, reused exchange after exchange (by the tasks of
+    /// whichever clients send requests on it).
     pub(super) timers: TimerSlot,
     /// The per-host connection slot, held for the connection's life.
     _permit: Option<OwnedSemaphorePermit>,
@@ -109,7 +110,7 @@ impl Connection {
             buf: BytesMut::with_capacity(READ_CHUNK),
             names: FieldNames::default(),
             peer,
-            timers: TimerSlot::default(),
+            timers: TimerSlot::shared(),
             _permit: permit,
         }
     }
