@@ -42,7 +42,7 @@ pub struct TimerSlot {
 
 impl std::fmt::Debug for TimerSlot {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("TimerSlot").field("idle", &self.idle.lock().len()).finish()
+        f.debug_struct("TimerSlot").field("idle", &self.idle.lock().len()).field("shared", &self.shared).finish()
     }
 }
 
@@ -100,7 +100,8 @@ pin_project_lite::pin_project! {
         #[pin]
         work: F,
         deadline: Instant,
-        // Taken from the slot on the first poll (a wait never polled costs no timer).
+        // Taken from the slot on the first poll that finds the work pending (work done at
+        // once costs no timer).
         timer: Option<Pin<Box<Sleep>>>,
         slot: &'a TimerSlot,
     }
