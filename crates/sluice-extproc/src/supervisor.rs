@@ -216,7 +216,37 @@ fn command(config: &ExtProcConfig) -> Command {
         // helper that reads its stdin sees end-of-file then and can exit too.
         .stdin(Stdio::piped())
         .kill_on_drop(true);
+    die_with_spawning_thread(&mut cmd);
     cmd
+}
+
+/// Has the kernel kill the helper when the thread that starts it ends (Linux's parent-death
+/// signal): the supervisor's runtime thread, which ends when the module is dropped and with
+/// the process however it exits. `kill_on_drop` alone misses a process that exits before its
+/// runtime's background shutdown has dropped the supervisor task, and only helpers that
+/// watch their stdin notice that on their own; an existing Envoy processor does not.
+#[allow(unsafe_code)]
+fn die_with_spawning_thread(cmd: &mut Command) {
+    #[cfg(target_os = "linux")]
+    {
+        use rustix::process::{getppid, set_parent_process_death_signal, Pid, Signal};
+        let parent = Pid::from_raw(std::process::id() as i32);
+        // SAFETY: the closure runs in the child between fork and exec, where only
+        // async-signal-safe calls are allowed: it makes two raw system calls (prctl, getppid)
+        // and allocates nothing.
+        unsafe {
+            cmd.pre_exec(move || {
+                set_parent_process_death_signal(Some(Signal::KILL))?;
+                // The parent may have gone before the signal was asked for.
+                if getppid() != parent {
+                    return Err(std::io::Error::other("the process starting the helper is gone"));
+                }
+                Ok(())
+            });
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = cmd;
 }
 
 /// A channel to the gRPC server on `socket`, connected once to prove it is there; later
@@ -353,4 +383,41 @@ async fn supervise(shared: Arc<Shared>, mut shutdown: watch::Receiver<bool>) {
         s.state = HelperState::Stopped;
         s.pid = None;
     });
+}
+
+#[cfg(all(test, target_os = "linux"))]
+mod tests {
+    use super::*;
+
+    /// Whether `pid` is gone or a zombie (dead, not yet reaped).
+    fn dead(pid: u32) -> bool {
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .map_or(true, |stat| stat[stat.rfind(')').unwrap() + 1..].trim_start().starts_with('Z'))
+    }
+
+    #[test]
+    fn a_helper_dies_with_the_thread_that_started_it_even_if_nothing_drops_it() {
+        let pid = std::thread::spawn(|| {
+            let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+            runtime.block_on(async {
+                let config = ExtProcConfig::new("sleep", std::env::temp_dir().join("unused.sock"));
+                let mut cmd = command(&ExtProcConfig { args: vec!["1000".into()], ..config });
+                let child = cmd.spawn().unwrap();
+                let pid = child.id().unwrap();
+                // Neither dropped (kill_on_drop) nor waited for: as when the process exits first.
+                std::mem::forget(child);
+                pid
+            })
+        })
+        .join()
+        .unwrap();
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        while !dead(pid) {
+            assert!(std::time::Instant::now() < deadline, "the helper outlived the thread that started it");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        // Reaped, so the test leaves no zombie behind.
+        let pid = rustix::process::Pid::from_raw(pid as i32).unwrap();
+        let _ = rustix::process::waitpid(Some(pid), rustix::process::WaitOptions::empty());
+    }
 }
