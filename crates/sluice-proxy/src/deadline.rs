@@ -78,19 +78,17 @@ impl TimerSlot {
     /// Keeps `timer` for a later wait, unless the slot is full; in a shared slot, without the
     /// waker of the task that last waited on it.
     fn give_back(&self, mut timer: Pin<Box<Sleep>>) {
+        let mut idle = self.idle.lock();
+        if idle.len() >= KEPT {
+            return;
+        }
         if self.shared {
-            if self.idle.lock().len() >= KEPT {
-                return;
-            }
             // Polled with a waker that does nothing, outside the task's budget (a task out of
             // budget would get `Pending` without the waker being replaced).
             let mut cx = Context::from_waker(futures_util::task::noop_waker_ref());
             let _ = std::pin::pin!(tokio::task::unconstrained(timer.as_mut())).poll(&mut cx);
         }
-        let mut idle = self.idle.lock();
-        if idle.len() < KEPT {
-            idle.push(timer);
-        }
+        idle.push(timer);
     }
 }
 
