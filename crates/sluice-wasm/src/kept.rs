@@ -88,35 +88,63 @@ impl<'a> Iterator for HeaderListIter<'a> {
     }
 }
 
-/// The request head as later callbacks can read it.
+/// The request head as later callbacks can read it, once kept. It lives as long as its
+/// transaction, so that a copy is made in place (and a second copy over the first).
 #[derive(Debug)]
 pub(crate) struct KeptRequest {
     pub method: Method,
     pub uri: Uri,
     pub version: Version,
     pub headers: HeaderList,
+    kept: bool,
 }
 
 impl KeptRequest {
-    /// A copy of `parts`, in `storage` (a recycled list, or a new one).
-    pub(crate) fn copy(parts: &request::Parts, mut storage: HeaderList) -> Self {
-        storage.fill(&parts.headers);
-        Self { method: parts.method.clone(), uri: parts.uri.clone(), version: parts.version, headers: storage }
+    /// Nothing kept yet, copies to go to `storage` (a recycled list, or a new one).
+    pub(crate) fn new(storage: HeaderList) -> Self {
+        Self { method: Method::GET, uri: Uri::default(), version: Version::HTTP_11, headers: storage, kept: false }
+    }
+
+    /// Keeps a copy of `parts` (replacing any kept before).
+    pub(crate) fn keep(&mut self, parts: &request::Parts) {
+        self.headers.fill(&parts.headers);
+        self.method.clone_from(&parts.method);
+        self.uri.clone_from(&parts.uri);
+        self.version = parts.version;
+        self.kept = true;
+    }
+
+    /// The kept head, if one is.
+    pub(crate) fn kept(&self) -> Option<&Self> {
+        self.kept.then_some(self)
     }
 }
 
-/// The response head as the later callbacks (body, done, log, delete) can read it.
+/// The response head as the later callbacks (body, done, log, delete) can read it, once
+/// kept; as [`KeptRequest`].
 #[derive(Debug)]
 pub(crate) struct KeptResponse {
     pub status: StatusCode,
     pub headers: HeaderList,
+    kept: bool,
 }
 
 impl KeptResponse {
-    /// A copy of `parts`, in `storage` (a recycled list, or a new one).
-    pub(crate) fn copy(parts: &response::Parts, mut storage: HeaderList) -> Self {
-        storage.fill(&parts.headers);
-        Self { status: parts.status, headers: storage }
+    /// Nothing kept yet, copies to go to `storage` (a recycled list, or a new one).
+    pub(crate) fn new(storage: HeaderList) -> Self {
+        Self { status: StatusCode::OK, headers: storage, kept: false }
+    }
+
+    /// Keeps a copy of `parts` (replacing any kept before).
+    pub(crate) fn keep(&mut self, parts: &response::Parts) {
+        self.headers.fill(&parts.headers);
+        self.status = parts.status;
+        self.kept = true;
+    }
+
+    /// The kept head, if one is.
+    pub(crate) fn kept(&self) -> Option<&Self> {
+        self.kept.then_some(self)
     }
 }
 
@@ -133,7 +161,10 @@ mod tests {
             .body(())
             .unwrap()
             .into_parts();
-        let kept = KeptRequest::copy(&parts, HeaderList::default());
+        let mut kept = KeptRequest::new(HeaderList::default());
+        assert!(kept.kept().is_none());
+        kept.keep(&parts);
+        assert!(kept.kept().is_some());
         assert_eq!(kept.uri, "/p?q");
         assert_eq!(kept.headers.len(), 3);
         assert_eq!(kept.headers.get(&HeaderName::from_static("x-a")), Some(&b"1"[..]));
@@ -144,7 +175,8 @@ mod tests {
         let storage = kept.headers.recycle().unwrap();
         assert_eq!(storage.len(), 0);
         let (resp, ()) = http::Response::builder().status(404).header("a", "b").body(()).unwrap().into_parts();
-        let kept = KeptResponse::copy(&resp, storage);
+        let mut kept = KeptResponse::new(storage);
+        kept.keep(&resp);
         assert_eq!(kept.status, StatusCode::NOT_FOUND);
         assert_eq!(kept.headers.len(), 1);
         assert!(HeaderList::default().recycle().is_none());

@@ -29,6 +29,7 @@ mod grpc;
 mod grpc_stream;
 mod headermap;
 mod host;
+mod joined;
 mod kept;
 mod memory;
 mod module;

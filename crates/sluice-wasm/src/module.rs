@@ -3,10 +3,11 @@
 use crate::compiled::CompiledPlugin;
 use crate::config::WasmConfig;
 use crate::error::WasmError;
+use crate::kept::HeaderList;
 use crate::pool::{Blueprint, Core, Pool};
 use crate::shared::{HostEnv, Metric, Shared};
 use crate::stats::{Stats, WasmStats};
-use crate::txn::{FailedTxn, KeptStorage, WasmTxn};
+use crate::txn::{FailedTxn, WasmTxn};
 use crate::vm::{Callback, ROOT_ID};
 use bytes::Bytes;
 use http::StatusCode;
@@ -18,7 +19,8 @@ use std::time::Duration;
 /// One loaded version of a Proxy-Wasm plugin: a compiled module and a pool of started
 /// instances (see `WasmConfig::instances`), each with its root context. Every transaction
 /// gets an HTTP context in one instance (see `txn.rs` for the phase mapping); the context
-/// is deleted (`proxy_on_delete`) exactly once when the transaction's state is dropped.
+/// is deleted (`proxy_on_delete`) exactly once, at the transaction's `log` phase or, failing
+/// that, when its state is dropped.
 pub struct WasmModule {
     core: Arc<Core>,
 }
@@ -115,43 +117,28 @@ impl Module for WasmModule {
         &self.core.shared().name
     }
 
-    /// Creates the transaction's HTTP context (`proxy_on_context_create`) in an instance. No
-    /// instance at hand (all waiting out a crash backoff) or a fault: the module sits the
-    /// transaction out (failure policy open) or answers 500 (closed).
+    /// Gives the transaction an HTTP context in an instance (created by its first callback,
+    /// `WasmTxn::run`). No instance at hand (all waiting out a crash backoff): the module
+    /// sits the transaction out (failure policy open) or answers 500 (closed).
     fn new_txn(&self, info: &TxnInfo) -> Option<Box<dyn Txn>> {
         let core = &self.core;
         let shared = core.shared();
         if shared.cache.get().is_none() {
             let _ = shared.cache.set(Arc::clone(&info.cache));
         }
-        let created = core.pool.with_vm(&core.blueprint, |index, slot| {
+        let assigned = core.pool.with_vm(&core.blueprint, |index, slot| {
             let generation = slot.generation;
             let vm = slot.vm.as_mut()?;
-            match vm.create_context() {
-                Ok(context) => {
-                    let mut storage = KeptStorage::default();
-                    if core.keeps_request() {
-                        storage.request = vm.spare_list();
-                    }
-                    if core.keeps_response() {
-                        storage.response = vm.spare_list();
-                    }
-                    Some((index, generation, context, storage))
-                }
-                Err(fault) => {
-                    slot.crash(core, index, &fault);
-                    None
-                }
-            }
+            let context = vm.new_context();
+            // Storage for the copies of the heads kept for later callbacks.
+            let request = if core.keeps_request() { vm.spare_list() } else { HeaderList::default() };
+            let response = if core.keeps_response() { vm.spare_list() } else { HeaderList::default() };
+            Some((index, generation, context, request, response))
         });
-        match created {
-            Some(Some((slot, generation, context, storage))) => {
+        match assigned.flatten() {
+            Some((slot, generation, context, request, response)) => {
                 Stats::bump(&shared.stats.contexts_created);
-                Some(Box::new(WasmTxn::new(Arc::clone(core), slot, generation, context, info, storage)))
-            }
-            Some(None) => {
-                Stats::bump(&shared.stats.failed_transactions);
-                self.unavailable()
+                Some(Box::new(WasmTxn::new(Arc::clone(core), slot, generation, context, info, request, response)))
             }
             None => {
                 Stats::bump(&shared.stats.unavailable);

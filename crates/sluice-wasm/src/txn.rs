@@ -3,18 +3,22 @@
 //!
 //! | Sluice phase | Proxy-Wasm callback |
 //! |---|---|
-//! | `new_txn` | `proxy_on_context_create(ctx, root)` |
+//! | the first callback | `proxy_on_context_create(ctx, root)` first |
 //! | `req_headers` | `proxy_on_request_headers(ctx, headers, end_of_stream)` |
 //! | `req_body` (per chunk) | `proxy_on_request_body(ctx, size, end_of_stream)` |
 //! | `cache_lookup`, `req_out` | none (the lookup outcome becomes property `sluice.cache_lookup`) |
 //! | `client_resp_headers` (or `origin_resp_headers` with `attach = "origin"`) | `proxy_on_response_headers` |
 //! | `client_resp_body` (or `origin_resp_body`) | `proxy_on_response_body` |
-//! | `resp_done` | `proxy_on_done(ctx)` |
-//! | `log` | `proxy_on_log(ctx)` |
-//! | state dropped | `proxy_on_done` if not yet called, then `proxy_on_delete(ctx)` |
+//! | `resp_done` | none (`proxy_on_done` comes with `log`, which follows at once) |
+//! | `log` | `proxy_on_done(ctx)`, `proxy_on_log(ctx)`, `proxy_on_delete(ctx)` |
+//! | state dropped, `log` not called | `proxy_on_done(ctx)`, `proxy_on_delete(ctx)` |
 //! | `resumed` after an HTTP call a headers callback asked for | `proxy_on_http_call_response(ctx, token, headers, body_size, 0)` |
 //! | `resumed` after a gRPC call: it succeeded | `proxy_on_grpc_receive(ctx, token, size)` |
 //! | `resumed` after a gRPC call: it failed | `proxy_on_grpc_close(ctx, token, status)` |
+//!
+//! The context is created by its first callback, in one call with it if that is the request
+//! headers callback; `proxy_on_done`, `proxy_on_log` and `proxy_on_delete` are one call too
+//! (`crate::joined`).
 //!
 //! A call (`proxy_http_call` or `proxy_grpc_call`, from a headers callback or the callback
 //! with a call's answer) gives `Flow::Defer` on the call; the answer goes to the plugin when
@@ -43,7 +47,7 @@ use crate::host::{Asked, BodyBuf, BodyKind, Lend, RequestHead, ResponseHead, Txn
 use crate::kept::{HeaderList, KeptRequest, KeptResponse};
 use crate::pool::Core;
 use crate::stats::Stats;
-use crate::vm::{Callback, Fault};
+use crate::vm::{Callback, Fault, PluginVm};
 use bytes::Bytes;
 use http::header::{CONTENT_LENGTH, TRANSFER_ENCODING};
 use http::{request, response, HeaderMap, Method, StatusCode, Version};
@@ -51,6 +55,7 @@ use sluice_module::{
     BodyChunk, BodyEdits, FailurePolicy, Flow, LocalResponse, LogFields, LookupOutcome, LookupOverride, Subject, Txn,
     TxnInfo, TxnOutcome,
 };
+use std::cell::Cell;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -108,14 +113,6 @@ enum Side {
     Response,
 }
 
-/// Storage for the copies of the heads kept for later callbacks, taken from the
-/// instance's spare lists when the context is created and given back when it is deleted.
-#[derive(Default)]
-pub(crate) struct KeptStorage {
-    pub request: HeaderList,
-    pub response: HeaderList,
-}
-
 /// The state of one transaction with a Proxy-Wasm plugin.
 pub(crate) struct WasmTxn {
     core: Arc<Core>,
@@ -125,15 +122,14 @@ pub(crate) struct WasmTxn {
     /// Lent to every callback.
     facts: TxnFacts,
     state: State,
-    done_called: bool,
+    /// `proxy_on_context_create` was called: by the first callback ([`Self::run`]).
+    created: Cell<bool>,
     deleted: bool,
-    /// The request head kept for later callbacks (read-only there).
-    request: Option<KeptRequest>,
+    /// The request head kept for later callbacks (read-only there), once it is.
+    request: KeptRequest,
     /// The response head kept for the later callbacks: response body, done, log, delete
-    /// (read-only there).
-    response: Option<KeptResponse>,
-    /// Where the kept heads are copied to, until they are.
-    storage: KeptStorage,
+    /// (read-only there), once it is.
+    response: KeptResponse,
     lookup: Option<LookupOutcome>,
     /// The request is a HEAD (its response has no body).
     head_request: bool,
@@ -151,7 +147,8 @@ impl WasmTxn {
         generation: u64,
         context: u32,
         info: &TxnInfo,
-        storage: KeptStorage,
+        request: HeaderList,
+        response: HeaderList,
     ) -> Self {
         Self {
             core,
@@ -165,11 +162,10 @@ impl WasmTxn {
                 log_fields: Default::default(),
             },
             state: State::Active,
-            done_called: false,
+            created: Cell::new(false),
             deleted: false,
-            request: None,
-            response: None,
-            storage,
+            request: KeptRequest::new(request),
+            response: KeptResponse::new(response),
             lookup: None,
             head_request: false,
             held_request: None,
@@ -185,34 +181,46 @@ impl WasmTxn {
 
     /// The kept request head, lent read-only.
     fn kept_request(&self) -> Option<RequestHead<'_>> {
-        self.request.as_ref().map(RequestHead::Kept)
+        self.request.kept().map(RequestHead::Kept)
     }
 
     /// The kept response head, lent read-only.
     fn kept_response(&self) -> Option<ResponseHead<'_>> {
-        self.response.as_ref().map(ResponseHead::Kept)
-    }
-
-    /// What the callbacks after the message heads (done, log, delete) see: the facts and
-    /// both kept heads (those there are).
-    fn lend_kept(&self) -> Lend<'_> {
-        self.lend().with_request(self.kept_request()).with_response(self.kept_response())
+        self.response.kept().map(ResponseHead::Kept)
     }
 
     /// Runs `callback` in the transaction's instance with `lend` in reach of the host
     /// functions (for the call only: whatever happens, the lent heads and body stay with the
     /// caller). `Err(None)` when the instance is gone (a fault in another transaction's
     /// callback), `Err(Some(fault))` when this callback faulted (the instance is discarded).
+    ///
+    /// The first callback creates the context first: joined with it into one call
+    /// ([`Callback::Begin`]) if it is the request head, else a call of its own.
     fn run(&self, callback: Callback, lend: &mut Lend<'_>) -> Result<i32, Option<Fault>> {
         let mut slot = self.core.pool.lock(self.slot);
         if slot.generation != self.generation {
             return Err(None);
         }
         let Some(vm) = slot.vm.as_mut() else { return Err(None) };
-        vm.invoke(self.context, callback, Some(lend)).map_err(|fault| {
+        let callback = match self.created.get() {
+            true => Ok(callback),
+            false => self.create(vm, callback, lend),
+        };
+        callback.and_then(|callback| vm.invoke(self.context, callback, Some(lend))).map_err(|fault| {
             slot.crash(&self.core, self.slot, &fault);
             Some(fault)
         })
+    }
+
+    /// Creates the context before its first callback, `callback`: returns the call to make
+    /// then, [`Callback::Begin`] for the request head (which creates it too), else `callback`
+    /// after a call of `proxy_on_context_create` here.
+    fn create(&self, vm: &mut PluginVm, callback: Callback, lend: &mut Lend<'_>) -> Result<Callback, Fault> {
+        self.created.set(true);
+        match callback {
+            Callback::RequestHeaders { headers, end } => Ok(Callback::Begin { headers, end }),
+            callback => vm.invoke(self.context, Callback::Create, Some(lend)).map(|_| callback),
+        }
     }
 
     /// Records the failure and returns the verdict the failure policy asks for.
@@ -297,7 +305,7 @@ impl WasmTxn {
         // Kept for every later callback (the body callbacks, done, log, delete) unless this
         // one failed the transaction.
         if self.core.keeps_response() && self.state != State::Failed {
-            self.response = Some(KeptResponse::copy(resp, std::mem::take(&mut self.storage.response)));
+            self.response.keep(resp);
         }
         flow
     }
@@ -417,15 +425,6 @@ impl WasmTxn {
         self.verdict(action, signals, end, false)
     }
 
-    /// Runs a callback that has no verdict (done, log), with the kept heads; a fault fails
-    /// the transaction quietly (nothing can be sent any more).
-    fn notify(&mut self, callback: Callback) {
-        let result = self.run(callback, &mut self.lend_kept());
-        if let Err(fault) = result {
-            self.note_failure(&Self::failure_reason(fault));
-        }
-    }
-
     fn attached(&self, attach: Attach) -> bool {
         self.core.config().attach == attach
     }
@@ -445,7 +444,7 @@ impl Txn for WasmTxn {
         let flow = self.request_headers(req);
         // Kept for every later callback unless this one failed the transaction.
         if self.core.keeps_request() && self.state != State::Failed {
-            self.request = Some(KeptRequest::copy(req, std::mem::take(&mut self.storage.request)));
+            self.request.keep(req);
         }
         flow
     }
@@ -507,9 +506,8 @@ impl Txn for WasmTxn {
                 let signals = Signals::take(&mut lend);
                 let flow = self.after_call(result, signals, Side::Request);
                 // The kept copy follows what the plugin made of the head.
-                if let Some(kept) = self.request.take() {
-                    let storage = kept.headers.recycle().unwrap_or_default();
-                    self.request = Some(KeptRequest::copy(req, storage));
+                if self.request.kept().is_some() {
+                    self.request.keep(req);
                 }
                 flow
             }
@@ -523,9 +521,8 @@ impl Txn for WasmTxn {
                 let result = self.run(callback, &mut lend);
                 let signals = Signals::take(&mut lend);
                 let flow = self.after_call(result, signals, Side::Response);
-                if let Some(kept) = self.response.take() {
-                    let storage = kept.headers.recycle().unwrap_or_default();
-                    self.response = Some(KeptResponse::copy(resp, storage));
+                if self.response.kept().is_some() {
+                    self.response.keep(resp);
                 }
                 flow
             }
@@ -534,74 +531,77 @@ impl Txn for WasmTxn {
         }
     }
 
-    fn resp_done(&mut self, _info: &TxnInfo, _outcome: &TxnOutcome) {
-        if self.state == State::Active && !self.done_called {
-            self.done_called = true;
-            self.notify(Callback::Done);
-        }
-    }
+    /// Nothing yet: `proxy_on_done` runs from `log`, which follows at once, in one call with
+    /// `proxy_on_log` and `proxy_on_delete` (`joined.rs`); or, should `log` not come, when the
+    /// state is dropped.
+    fn resp_done(&mut self, _info: &TxnInfo, _outcome: &TxnOutcome) {}
 
-    /// `proxy_on_log`, then the fields the plugin added with `sluice.log_field` (in this
-    /// callback or any before).
+    /// `proxy_on_done`, `proxy_on_log` and `proxy_on_delete` in one call (the context ends
+    /// here), then the fields the plugin added with `sluice.log_field` (in these callbacks or
+    /// any before).
     fn log(&mut self, _info: &TxnInfo, _outcome: &TxnOutcome, fields: &mut LogFields) {
         if self.state == State::Active {
-            self.notify(Callback::Log);
+            if let Some(fault) = self.end(&[Callback::End]) {
+                self.note_failure(&fault.to_string());
+            }
         }
         // The transaction is not in a callback: no host function holds the lock.
         fields.fields.append(self.facts.log_fields.get_mut());
     }
 }
 
-impl Drop for WasmTxn {
-    /// Ends the context exactly once: `proxy_on_done` (unless already called) and
-    /// `proxy_on_delete`, if its instance still lives; gives the kept heads' storage back to
-    /// the instance. A transaction that got here without a fault resets its slot's run of
-    /// crashes.
-    fn drop(&mut self) {
+impl WasmTxn {
+    /// Ends the context with `callbacks` (the last of which is or includes `proxy_on_delete`),
+    /// exactly once, if its instance still lives, under one lock of its slot; then gives the
+    /// kept heads' storage back to the instance. A fault crashes the slot (and is returned);
+    /// an end without one resets the slot's run of crashes, unless the transaction failed.
+    fn end(&mut self, callbacks: &[Callback]) -> Option<Fault> {
         if self.deleted {
-            return;
+            return None;
         }
         self.deleted = true;
         let core = &self.core;
         let mut slot = core.pool.lock(self.slot);
         if slot.generation != self.generation {
-            return;
+            return None;
         }
-        let Some(vm) = slot.vm.as_mut() else { return };
-        let mut fault = None;
+        let vm = slot.vm.as_mut()?;
         let mut lend = Lend::new(&self.facts, self.lookup)
-            .with_request(self.request.as_ref().map(RequestHead::Kept))
-            .with_response(self.response.as_ref().map(ResponseHead::Kept));
-        for callback in [Callback::Done, Callback::Delete] {
-            if matches!(callback, Callback::Done) && self.done_called {
-                continue;
-            }
-            if let Err(err) = vm.invoke(self.context, callback, Some(&mut lend)) {
-                fault = Some(err);
-                break;
-            }
+            .with_request(self.request.kept().map(RequestHead::Kept))
+            .with_response(self.response.kept().map(ResponseHead::Kept));
+        // A context no callback reached is created, to end as every other.
+        let mut result = match self.created.replace(true) {
+            true => Ok(0),
+            false => vm.invoke(self.context, Callback::Create, Some(&mut lend)),
+        };
+        for &callback in callbacks {
+            result = result.and_then(|_| vm.invoke(self.context, callback, Some(&mut lend)));
         }
         drop(lend);
+        let fault = result.err();
         if fault.is_none() {
             // Nothing to give back unless heads were kept (`Core::keeps_request`, ...).
-            for list in [&mut self.storage.request, &mut self.storage.response] {
+            for list in [&mut self.request.headers, &mut self.response.headers] {
                 if list.has_storage() {
                     vm.recycle(list);
                 }
             }
-            if let Some(kept) = &mut self.request {
-                vm.recycle(&mut kept.headers);
-            }
-            if let Some(kept) = &mut self.response {
-                vm.recycle(&mut kept.headers);
-            }
             Stats::bump(&core.shared().stats.contexts_deleted);
         }
-        match fault {
-            Some(fault) => slot.crash(core, self.slot, &fault),
+        match &fault {
+            Some(fault) => slot.crash(core, self.slot, fault),
             None if self.state != State::Failed => slot.healthy(),
             None => {}
         }
+        fault
+    }
+}
+
+impl Drop for WasmTxn {
+    /// Ends the context if `log` did not: `proxy_on_done` and `proxy_on_delete` (the
+    /// callbacks after a failure or a "no more callbacks" skip `log`).
+    fn drop(&mut self) {
+        self.end(&[Callback::Done, Callback::Delete]);
     }
 }
 

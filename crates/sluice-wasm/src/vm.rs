@@ -7,6 +7,7 @@ use crate::compiled::CompiledPlugin;
 use crate::engine::ticks_for;
 use crate::grpc_stream::StreamEventKind;
 use crate::host::{Call, GuestExports, HostState, Lend, Lending};
+use crate::joined::{self, Begin, End, PluginExports};
 use crate::kept::HeaderList;
 use crate::shared::Shared;
 use std::sync::Arc;
@@ -40,6 +41,13 @@ impl std::fmt::Display for Fault {
 /// A callback into an HTTP context (or, for `Tick`, the root context).
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum Callback {
+    /// `proxy_on_context_create(ctx, root)`.
+    Create,
+    /// `proxy_on_context_create`, then `proxy_on_request_headers`, in one call (`joined.rs`).
+    Begin {
+        headers: usize,
+        end: bool,
+    },
     RequestHeaders {
         headers: usize,
         end: bool,
@@ -90,9 +98,22 @@ pub(crate) enum Callback {
         id: u32,
     },
     Done,
-    Log,
     Delete,
+    /// `proxy_on_done`, `proxy_on_log`, `proxy_on_delete` in one call (`joined.rs`).
+    End,
     Tick,
+}
+
+impl Callback {
+    /// How many of the plugin's callbacks the call makes: its deadline is that many
+    /// callbacks' time.
+    fn count(self) -> u64 {
+        match self {
+            Callback::Begin { .. } => 2,
+            Callback::End => 3,
+            _ => 1,
+        }
+    }
 }
 
 type Phase = Option<TypedFunc<(i32, i32, i32), i32>>;
@@ -116,8 +137,10 @@ struct Exports {
     response_headers: Phase,
     response_body: Phase,
     done: Option<TypedFunc<i32, i32>>,
-    log: Option<TypedFunc<i32, ()>>,
     delete: Option<TypedFunc<i32, ()>>,
+    /// The joined callbacks (`joined.rs`).
+    begin: Begin,
+    end: End,
     tick: Option<TypedFunc<i32, ()>>,
     http_call_response: CallResponseExport,
     grpc_receive: GrpcExport,
@@ -152,17 +175,30 @@ impl Exports {
     fn resolve(instance: &Instance, store: &mut Store<HostState>) -> Result<Self, String> {
         let context_create = optional(instance, store, "proxy_on_context_create")?
             .ok_or_else(|| "no proxy_on_context_create export".to_string())?;
+        let request_headers = optional(instance, store, "proxy_on_request_headers")?;
+        let done = optional(instance, store, "proxy_on_done")?;
+        let log = optional(instance, store, "proxy_on_log")?;
+        let delete = optional(instance, store, "proxy_on_delete")?;
+        let exports = PluginExports {
+            create: &context_create,
+            request_headers: request_headers.as_ref(),
+            done: done.as_ref(),
+            log: log.as_ref(),
+            delete: delete.as_ref(),
+        };
+        let (begin, end) = joined::instantiate(store, exports)?;
         Ok(Self {
             context_create,
             vm_start: optional(instance, store, "proxy_on_vm_start")?,
             configure: optional(instance, store, "proxy_on_configure")?,
-            request_headers: optional(instance, store, "proxy_on_request_headers")?,
+            request_headers,
             request_body: optional(instance, store, "proxy_on_request_body")?,
             response_headers: optional(instance, store, "proxy_on_response_headers")?,
             response_body: optional(instance, store, "proxy_on_response_body")?,
-            done: optional(instance, store, "proxy_on_done")?,
-            log: optional(instance, store, "proxy_on_log")?,
-            delete: optional(instance, store, "proxy_on_delete")?,
+            done,
+            delete,
+            begin,
+            end,
             tick: optional(instance, store, "proxy_on_tick")?,
             http_call_response: optional(instance, store, "proxy_on_http_call_response")?,
             grpc_receive: untyped::<(i32, i32, i32), ()>(instance, store, "proxy_on_grpc_receive")?,
@@ -256,18 +292,15 @@ impl PluginVm {
         Ok(vm)
     }
 
-    /// Creates an HTTP context under the root context; returns its id.
-    pub(crate) fn create_context(&mut self) -> Result<u32, Fault> {
+    /// A new HTTP context's id. The context itself is created (`proxy_on_context_create`)
+    /// by its first callback: [`Callback::Create`], or [`Callback::Begin`] for a request head.
+    pub(crate) fn new_context(&mut self) -> u32 {
         let id = self.next_id;
         self.next_id = match self.next_id.wrapping_add(1) {
             0 | ROOT_ID => ROOT_ID + 1,
             next => next,
         };
-        self.store.data_mut().call.context_id = id;
-        self.store.set_epoch_deadline(self.deadline);
-        let result = self.exports.context_create.call(&mut self.store, (id as i32, ROOT_ID as i32));
-        result.map_err(|err| classify(&mut self.store, err))?;
-        Ok(id)
+        id
     }
 
     /// Runs `callback` for context `context` with `lend` (what an HTTP-context callback may
@@ -283,13 +316,14 @@ impl PluginVm {
     ) -> Result<i32, Fault> {
         let Self { store, exports, deadline, .. } = self;
         store.data_mut().call.context_id = context;
-        store.set_epoch_deadline(*deadline);
-        if let Callback::Delete = callback {
-            forget_context(store.data_mut(), context);
-        }
+        let ends = matches!(callback, Callback::Delete | Callback::End);
+        store.set_epoch_deadline(callback.count() * *deadline);
         let mut lending = Lending::new(store, lend);
         let result = call(exports, lending.store(), context as i32, callback);
         drop(lending);
+        if ends {
+            forget_context(store.data_mut(), context);
+        }
         result.map_err(|err| classify(&mut self.store, err))
     }
 
@@ -320,6 +354,7 @@ impl PluginVm {
 
     /// Takes back the storage of an ended transaction's header list for later ones (if it
     /// has any, and only a few, small ones), leaving it empty.
+    #[inline]
     pub(crate) fn recycle(&mut self, list: &mut HeaderList) {
         if !list.has_storage() {
             return;
@@ -346,6 +381,10 @@ fn call(exports: &Exports, store: &mut Store<HostState>, ctx: i32, callback: Cal
         None => Ok(0),
     };
     match callback {
+        Callback::Create => exports.context_create.call(store.as_context_mut(), (ctx, ROOT_ID as i32)).map(|()| 0),
+        Callback::Begin { headers, end } => {
+            exports.begin.call(store.as_context_mut(), (ctx, ROOT_ID as i32, guest_size(headers), i32::from(end)))
+        }
         Callback::RequestHeaders { headers, end } => phase(&exports.request_headers, store, headers, end),
         Callback::RequestBody { size, end } => phase(&exports.request_body, store, size, end),
         Callback::ResponseHeaders { headers, end } => phase(&exports.response_headers, store, headers, end),
@@ -354,8 +393,8 @@ fn call(exports: &Exports, store: &mut Store<HostState>, ctx: i32, callback: Cal
             Some(f) => f.call(store.as_context_mut(), ctx),
             None => Ok(1),
         },
-        Callback::Log => unit(&exports.log, store),
         Callback::Delete => unit(&exports.delete, store),
+        Callback::End => exports.end.call(store.as_context_mut(), ctx).map(|()| 0),
         Callback::Tick => unit(&exports.tick, store),
         Callback::HttpCallResponse { .. }
         | Callback::GrpcReceive { .. }

@@ -363,7 +363,8 @@ mod tests {
     fn kept_heads_are_read_only() {
         let facts = facts();
         let (req, ()) = http::Request::get("/a").header("x-a", "1").body(()).unwrap().into_parts();
-        let kept = KeptRequest::copy(&req, Default::default());
+        let mut kept = KeptRequest::new(Default::default());
+        kept.keep(&req);
         let mut lend = Lend::new(&facts, None).with_request(Some(RequestHead::Kept(&kept)));
         assert!(lend.request_map(true).is_none());
         assert_eq!(lend.request_map(false).unwrap().get(b"x-a").as_deref(), Some(&b"1"[..]));
