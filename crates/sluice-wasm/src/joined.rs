@@ -54,6 +54,8 @@ fn encode() -> Vec<u8> {
     const ON_DONE: u32 = 2;
     const ON_LOG: u32 = 3;
     const ON_DELETE: u32 = 4;
+    const BEGIN_FUNCTION: u32 = 5;
+    const END_FUNCTION: u32 = 6;
     let mut imports = ImportSection::new();
     for (name, ty) in [("create", PAIR), ("request_headers", PHASE), ("done", DONE), ("log", UNIT), ("delete", UNIT)] {
         imports.import("plugin", name, EntityType::Function(ty));
@@ -61,7 +63,7 @@ fn encode() -> Vec<u8> {
     let mut functions = FunctionSection::new();
     functions.function(BEGIN).function(UNIT);
     let mut exports = ExportSection::new();
-    exports.export("begin", ExportKind::Func, 5).export("end", ExportKind::Func, 6);
+    exports.export("begin", ExportKind::Func, BEGIN_FUNCTION).export("end", ExportKind::Func, END_FUNCTION);
     let mut begin = Function::new([]);
     begin.instructions().local_get(0).local_get(1).call(CREATE);
     begin.instructions().local_get(0).local_get(2).local_get(3).call(REQUEST_HEADERS).end();
