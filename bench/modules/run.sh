@@ -18,6 +18,15 @@
 #   DURATION=2s ROUNDS=15 bench/modules/run.sh
 #   WASM=0 bench/modules/run.sh            # native modules only (no wasm32-wasip1 build)
 #   CONFIGS="none noop none-2" bench/modules/run.sh   # chosen ones; none-2: an A/A check
+#   RATE=40000 bench/modules/run.sh        # a fixed offered load (h2load --rps) instead of wrk
+#
+# By default wrk keeps CONNECTIONS requests in flight (a closed loop): the proxy is the
+# bottleneck, and a slower configuration also makes wrk sleep and be woken more often, which
+# costs the proxy kernel time of its own ("Why timing shows more than the instructions" in
+# docs/benchmarks.md). With RATE, h2load (HTTP/1.1, the same connections) offers RATE
+# requests a second whatever the configuration, so every configuration meets the same client
+# behaviour: pick a rate below every configuration's capacity (wrk's req/s); a configuration
+# that cannot keep up serves fewer requests, which the table shows.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -28,8 +37,13 @@ THREADS=${THREADS:-1}
 PORT_BASE=${PORT_BASE:-18200}
 SLUICE=${SLUICE:-target/release/sluice}
 WASM=${WASM:-1}
+RATE=${RATE:-}
 
 command -v wrk >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk >/dev/null; }
+if [ -n "$RATE" ]; then
+  command -v h2load >/dev/null ||
+    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nghttp2-client >/dev/null; }
+fi
 [ -x "$SLUICE" ] || cargo build --release -p sluice
 
 # $work, pids, cleanup, start_origin, module_entry, build_plugins.
@@ -70,9 +84,11 @@ for c in "${configs[@]}"; do
   case "$status" in *"; hit"*) ;; *) echo "warning: $c is not serving hits: $status" >&2 ;; esac
 done
 
-# utime and stime of a process, in clock ticks.
+# utime and stime of a process, in clock ticks (for the user share).
 ticks() { awk '{print $14, $15}' "/proc/$1/stat"; }
-hz=$(getconf CLK_TCK)
+# CPU time of all of a process's threads, in ns (schedstat: finer than the 10 ms ticks, which
+# a fixed-rate run of a few seconds uses only a hundred or so of).
+cpu_ns() { cat /proc/"$1"/task/*/schedstat | awk '{ns += $1} END {printf "%.0f", ns}'; }
 declare -A results ratios user_shares
 n=${#configs[@]}
 for round in $(seq "$ROUNDS"); do
@@ -83,13 +99,25 @@ for round in $(seq "$ROUNDS"); do
     c=${configs[$(((k + round - 1) % n))]}
     pid_var="pid_${c//-/_}"; pid=${!pid_var}
     read -r user_before sys_before < <(ticks "$pid")
-    out=$(wrk -t1 -c"$CONNECTIONS" -d"$DURATION" "http://127.0.0.1:${port[$c]}/1k")
+    ns_before=$(cpu_ns "$pid")
+    if [ -n "$RATE" ]; then
+      out=$(h2load --h1 -t1 -c"$CONNECTIONS" --rps=$((RATE / CONNECTIONS)) -D "$DURATION" "http://127.0.0.1:${port[$c]}/1k")
+    else
+      out=$(wrk -t1 -c"$CONNECTIONS" -d"$DURATION" "http://127.0.0.1:${port[$c]}/1k")
+    fi
     read -r user_after sys_after < <(ticks "$pid")
+    ns=$(($(cpu_ns "$pid") - ns_before))
     user=$((user_after - user_before))
     total=$((user + sys_after - sys_before))
-    requests=$(echo "$out" | awk '/requests in/ {print $1}')
-    rps=$(echo "$out" | awk '/Requests\/sec/ {print $2}')
-    per_cpu=$(awk -v r="$requests" -v t="$total" -v hz="$hz" 'BEGIN { printf "%.0f", (t > 0) ? r / (t / hz) : 0 }')
+    if [ -n "$RATE" ]; then
+      # "requests: 96000 total, 96000 started, 96000 done, 96000 succeeded, ..."
+      requests=$(echo "$out" | awk '/^requests:/ {print $8}')
+      rps=$(echo "$out" | awk '/^finished in/ {print $4}')
+    else
+      requests=$(echo "$out" | awk '/requests in/ {print $1}')
+      rps=$(echo "$out" | awk '/Requests\/sec/ {print $2}')
+    fi
+    per_cpu=$(awk -v r="$requests" -v ns="$ns" 'BEGIN { printf "%.0f", (ns > 0) ? r / (ns / 1e9) : 0 }')
     results[$c]+="$per_cpu "
     user_shares[$c]+="$(awk -v u="$user" -v t="$total" 'BEGIN { printf "%.3f", (t > 0) ? u / t : 0 }') "
     this_round[$c]=$per_cpu
@@ -113,4 +141,5 @@ for c in "${configs[@]}"; do
   awk -v c="$c" -v m="$m" -v r="$r" -v s="$span" -v u="$u" 'BEGIN { printf "| %s | %d | %+.1f%% | %s | %.0f%% |\n", c, m, (r - 1) * 100, s, u * 100 }'
 done
 echo
-echo "1 KiB hits, wrk -t1 -c$CONNECTIONS -d$DURATION, sluice --threads $THREADS, $(git rev-parse --short HEAD)"
+if [ -n "$RATE" ]; then load="h2load --h1 -t1 -c$CONNECTIONS at $RATE req/s -D $DURATION"; else load="wrk -t1 -c$CONNECTIONS -d$DURATION"; fi
+echo "1 KiB hits, $load, sluice --threads $THREADS, $(git rev-parse --short HEAD)"
