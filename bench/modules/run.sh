@@ -6,9 +6,9 @@
 # response body; and the same three as Proxy-Wasm plugins: `empty` (also as `-lean`, with the
 # request and response heads not kept for later callbacks, and `empty_abi`, the same empty
 # callbacks without the SDK), `add_headers`, `body_transform` in copy mode), loads each with
-# wrk on loopback, and reports requests per CPU
-# second of the Sluice process (utime+stime from /proc before and after), the stable figure on
-# shared machines. Rounds are interleaved so drift in machine load hits every configuration
+# wrk on loopback, and reports requests per CPU second of the Sluice process (its threads'
+# run time from /proc/<pid>/task/*/schedstat before and after), the stable figure on shared
+# machines. Rounds are interleaved so drift in machine load hits every configuration
 # alike, and the overhead is the median over rounds of each round's ratio to that same round's
 # no-module run (paired, so a slow minute moves both sides of a ratio); each round starts with
 # the next configuration, so none always runs first. The user share of CPU tells how much of a
@@ -22,7 +22,7 @@
 #
 # By default wrk keeps CONNECTIONS requests in flight (a closed loop): the proxy is the
 # bottleneck, and a slower configuration also makes wrk sleep and be woken more often, which
-# costs the proxy kernel time of its own ("Why timing shows more than the instructions" in
+# can cost the proxy kernel time of its own ("Why timing shows more than the instructions" in
 # docs/benchmarks.md). With RATE, h2load (HTTP/1.1, the same connections) offers RATE
 # requests a second whatever the configuration, so every configuration meets the same client
 # behaviour: pick a rate below every configuration's capacity (wrk's req/s); a configuration
