@@ -3,7 +3,7 @@
 use crate::support::{compiled, info, play, request, response, Exchange, MemCache};
 use bytes::Bytes;
 use http::StatusCode;
-use sluice_module::{BodyChunk, FailurePolicy, Flow, Module};
+use sluice_module::{BodyChunk, FailurePolicy, Flow, Module, TxnOutcome};
 use sluice_wasm::{HostEnv, PluginFailure, WasmConfig, WasmError, WasmModule};
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
@@ -173,6 +173,28 @@ fn a_closed_failure_in_a_response_phase_unwinds_with_a_plugin_failure() {
     assert!(failure.reason.contains("trap"), "{failure}");
     drop(txn);
     assert_eq!(module.stats().traps, 1);
+}
+
+#[test]
+fn a_trap_at_the_end_of_a_transaction_fails_it_and_discards_the_instance() {
+    let module = module("trap", config());
+    let info = info(1, cache());
+    let mut txn = module.new_txn(&info).expect("state");
+    let mut req = request("GET", "/", &[("x-trap", "log")]);
+    assert!(matches!(txn.req_headers(&info, &mut req), Flow::Continue));
+    // proxy_on_done, proxy_on_log (which panics) and proxy_on_delete are one call.
+    let outcome = TxnOutcome { status: StatusCode::OK, body_bytes: 0, result: "TCP_MISS", completed: true };
+    txn.resp_done(&info, &outcome);
+    txn.log(&info, &outcome, &mut Default::default());
+    drop(txn);
+    let stats = module.stats();
+    assert_eq!((stats.crashes, stats.traps, stats.failed_transactions), (1, 1, 1));
+    assert_eq!((stats.contexts_created, stats.contexts_deleted), (1, 0), "the instance went with the context");
+
+    // The next transaction gets a fresh instance.
+    let run = play(&module, &info, Exchange::get("/", &[], &[]));
+    assert!(run.started);
+    assert_eq!(module.stats().instances_started, 2);
 }
 
 #[test]

@@ -263,8 +263,13 @@ fn contexts_are_deleted_exactly_once_also_when_dropped_mid_way() {
     // A response without a body keeps its head for done, log and delete too; no request
     // headers callback ran, so there is no request head.
     assert_eq!(events(&module, 3)[3], "log path= x-in= status=204 code=204");
+
+    // Dropped before any callback: its context is still created (contexts are created by
+    // their first callback), then ended.
+    drop(module.new_txn(&info).expect("state"));
+    assert_eq!(event_names(&module, 4), ["create", "done", "delete"]);
     let stats = module.stats();
-    assert_eq!((stats.contexts_created, stats.contexts_deleted), (2, 2));
+    assert_eq!((stats.contexts_created, stats.contexts_deleted), (3, 3));
 }
 
 #[test]

@@ -4,6 +4,7 @@
 //! - `unreachable`: the `unreachable` instruction directly.
 //! - `oom`: allocates and touches memory until the host's memory limit stops it.
 //! - `response`: a panic later, in `on_http_response_headers`.
+//! - `log`: a panic at the end, in `on_log` (between `on_done` and `on_delete`).
 //!
 //! Without the header it counts the requests its instance served and adds
 //! `x-served: N` to the request, so a test can tell a fresh instance from an old one.
@@ -31,12 +32,13 @@ impl RootContext for Root {
     }
 
     fn create_http_context(&self, _context_id: u32) -> Option<Box<dyn HttpContext>> {
-        Some(Box::new(Crasher { later: false }))
+        Some(Box::new(Crasher { later: false, in_log: false }))
     }
 }
 
 struct Crasher {
     later: bool,
+    in_log: bool,
 }
 
 impl Context for Crasher {}
@@ -54,6 +56,7 @@ impl HttpContext for Crasher {
                 }
             }
             Some("response") => self.later = true,
+            Some("log") => self.in_log = true,
             _ => {}
         }
         let served = SERVED.with(|s| {
@@ -69,5 +72,11 @@ impl HttpContext for Crasher {
             panic!("asked to panic in the response");
         }
         Action::Continue
+    }
+
+    fn on_log(&mut self) {
+        if self.in_log {
+            panic!("asked to panic in the log");
+        }
     }
 }
