@@ -202,14 +202,20 @@ impl WasmTxn {
             return Err(None);
         }
         let Some(vm) = slot.vm.as_mut() else { return Err(None) };
-        let callback = match self.created.get() {
-            true => Ok(callback),
-            false => self.create(vm, callback, lend),
-        };
-        callback.and_then(|callback| vm.invoke(self.context, callback, Some(lend))).map_err(|fault| {
+        self.invoke(vm, callback, lend).map_err(|fault| {
             slot.crash(&self.core, self.slot, &fault);
             Some(fault)
         })
+    }
+
+    /// Calls `callback` in `vm`, the context's instance; the context's first callback
+    /// creates it first ([`Self::create`]).
+    fn invoke(&self, vm: &mut PluginVm, callback: Callback, lend: &mut Lend<'_>) -> Result<i32, Fault> {
+        let callback = match self.created.get() {
+            true => callback,
+            false => self.create(vm, callback, lend)?,
+        };
+        vm.invoke(self.context, callback, Some(lend))
     }
 
     /// Creates the context before its first callback, `callback`: returns the call to make
@@ -569,13 +575,10 @@ impl WasmTxn {
         let mut lend = Lend::new(&self.facts, self.lookup)
             .with_request(self.request.kept().map(RequestHead::Kept))
             .with_response(self.response.kept().map(ResponseHead::Kept));
-        // A context no callback reached is created, to end as every other.
-        let mut result = match self.created.replace(true) {
-            true => Ok(0),
-            false => vm.invoke(self.context, Callback::Create, Some(&mut lend)),
-        };
+        // A context no callback reached is created too, to end as every other.
+        let mut result = Ok(0);
         for &callback in callbacks {
-            result = result.and_then(|_| vm.invoke(self.context, callback, Some(&mut lend)));
+            result = result.and_then(|_| self.invoke(vm, callback, &mut lend));
         }
         drop(lend);
         let fault = result.err();
