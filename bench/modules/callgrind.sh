@@ -20,8 +20,10 @@
 #   bench/modules/callgrind.sh none noop                # chosen configurations
 #   N=2000 SLUICE=/tmp/sluice-abc bench/modules/callgrind.sh none wasm-empty-lean
 #   SHARE=0.40 LOADED=20700 bench/modules/callgrind.sh ...   # share and load figures of before
+#   CACHE=1 bench/modules/callgrind.sh none spin-1300 wasm-empty   # L1 misses per hit too
 #
-# Configurations: none; any built-in module name (noop, add-headers, body-copy); wasm-empty,
+# Configurations: none; any built-in module name (noop, add-headers, body-copy); spin-N (the
+# built-in `spin`, N loop turns of pure CPU work per hit); wasm-empty,
 # wasm-empty-lean (heads not kept for later callbacks), wasm-empty-abi (no SDK),
 # wasm-add-headers. For each, Sluice
 # (release build, --threads 1) runs under valgrind in front of a python origin; after two warm-up
@@ -32,6 +34,10 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 
 N=${N:-1000}
+CACHE=${CACHE:-0}
+# CACHE=1: callgrind also simulates the L1 caches (--cache-sim=yes) and a second table gives
+# each configuration's L1 misses per hit.
+if [ "$CACHE" = 1 ]; then cache_sim=(--cache-sim=yes); else cache_sim=(); fi
 PORT_BASE=${PORT_BASE:-18300}
 SLUICE=${SLUICE:-target/release/sluice}
 OUT=${OUT:-bench/out/callgrind}
@@ -120,6 +126,13 @@ under_load() {
     'BEGIN { printf "%.3f %s %s %d\n", u / t, lo, hi, i / h }'
 }
 
+# The L1 instruction misses and L1 data misses (reads and writes) per hit in callgrind
+# profile $1 (made with CACHE=1).
+l1_misses() {
+  awk -v n="$N" '/^events:/ { for (i = 2; i <= NF; i++) col[$i] = i }
+    /^totals:/ { printf "%.0f %.0f\n", $col["I1mr"] / n, ($col["D1mr"] + $col["D1mw"]) / n }' "$1"
+}
+
 # The instructions counted in callgrind profile $1.
 instructions() {
   callgrind_annotate "$1" | awk '/PROGRAM TOTALS/ && !seen {gsub(",", "", $1); print $1; seen = 1}'
@@ -134,7 +147,7 @@ for c in "${configs[@]}"; do
     module_entry "$c" "$plugins"
   } > "$work/$c.toml"
   rm -f "$OUT/$c.out"*
-  valgrind --tool=callgrind --callgrind-out-file="$OUT/$c.out" --instr-atstart=no \
+  valgrind --tool=callgrind "${cache_sim[@]}" --callgrind-out-file="$OUT/$c.out" --instr-atstart=no \
     "$SLUICE" serve --config "$work/$c.toml" --threads 1 2>"$work/$c.log" &
   vpid=$!
   pids+=("$vpid")
@@ -163,6 +176,16 @@ for c in "${configs[@]}"; do
     printf "| %s | %d | %+d (%+.1f%%) | %.2f (%.2f) | %+.1f%% (%+.1f%% .. %+.1f%%) |\n", c, p, p - b, 100 * (p - b) / b, all, io,
       100 * s * (p - b) / l, 100 * lo * (p - b) / l, 100 * hi * (p - b) / l }'
 done
+if [ "$CACHE" = 1 ]; then
+  echo
+  echo "| configuration | L1 instruction misses per hit | over none | L1 data misses per hit | over none |"
+  echo "|---|---:|---:|---:|---:|"
+  read -r base_i base_d < <(l1_misses "$OUT/${configs[0]}.out.1")
+  for c in "${configs[@]}"; do
+    read -r i d < <(l1_misses "$OUT/$c.out.1")
+    printf '| %s | %d | %+d | %d | %+d |\n' "$c" "$i" $((i - base_i)) "$d" $((d - base_d))
+  done
+fi
 echo
 echo "release build $SLUICE, --threads 1, $N keep-alive 1 KiB hits from one curl; profiles in $OUT."
 echo "none under wrk -t1 -c32: $loaded instructions per hit, user share of CPU $share (single runs $lo to $hi); the estimate"

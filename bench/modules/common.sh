@@ -36,7 +36,8 @@ start_origin() {
   for _ in $(seq 100); do curl -sf -o /dev/null "http://127.0.0.1:$1/1k" && break; sleep 0.1; done
 }
 
-# Configurations: none; a built-in module name (noop, add-headers, body-copy); wasm-empty,
+# Configurations: none; a built-in module name (noop, add-headers, body-copy); spin-N (the
+# built-in `spin` doing N loop turns of pure CPU work per transaction); wasm-empty,
 # wasm-empty-lean (the request and response heads not kept for later callbacks),
 # wasm-empty-abi (empty callbacks written against the ABI, without the SDK's dispatcher),
 # wasm-add-headers, wasm-body-copy (the test plugins of crates/sluice-wasm/plugins).
@@ -52,6 +53,7 @@ module_entry() {
     wasm-body-copy)
       printf '[[module]]\nname = "%s"\nkind = "wasm"\nsettings = { path = "%s", plugin_config = "copy", edits_response_body = true }\n' \
         "$1" "$2/body_transform.wasm" ;;
+    spin-*) printf '[[module]]\nname = "spin"\nsettings = { iterations = %s }\n' "${1#spin-}" ;;
     *) printf '[[module]]\nname = "%s"\n' "$1" ;;
   esac
 }

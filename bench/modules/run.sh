@@ -12,12 +12,15 @@
 # alike, and the overhead is the median over rounds of each round's ratio to that same round's
 # no-module run (paired, so a slow minute moves both sides of a ratio); each round starts with
 # the next configuration, so none always runs first. The user share of CPU tells how much of a
-# request is user space (what bench/modules/callgrind.sh counts) rather than kernel.
+# request is user space (what bench/modules/callgrind.sh counts) rather than kernel. The table
+# gives a 95% confidence interval of each median (order statistics); it covers the rounds of
+# one run only, and separate runs' medians differ by more (the machine changes under them).
 #
 #   bench/modules/run.sh                   # defaults below
 #   DURATION=2s ROUNDS=15 bench/modules/run.sh
 #   WASM=0 bench/modules/run.sh            # native modules only (no wasm32-wasip1 build)
 #   CONFIGS="none noop none-2" bench/modules/run.sh   # chosen ones; none-2: an A/A check
+#   CONFIGS="none wasm-empty spin-5600" bench/modules/run.sh   # spin-N: N turns of pure CPU work
 #   RATE=40000 bench/modules/run.sh        # a fixed offered load (h2load --rps) instead of wrk
 #
 # By default wrk keeps CONNECTIONS requests in flight (a closed loop): the proxy is the
@@ -130,15 +133,23 @@ done
 
 median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END {print a[int((NR + 1) / 2)]}'; }
 range() { tr ' ' '\n' | grep -v '^$' | sort -g | awk 'NR == 1 {lo=$1} {hi=$1} END {printf "%+.1f%% .. %+.1f%%", (lo - 1) * 100, (hi - 1) * 100}'; }
+# A distribution-free 95% confidence interval of the median: the order statistics k and
+# n + 1 - k, k = n/2 - 0.98 sqrt(n) rounded down (the normal approximation of the binomial).
+median_ci() {
+  tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END {
+    k = int(NR / 2 - 0.98 * sqrt(NR)); if (k < 1) k = 1
+    printf "%+.1f%% .. %+.1f%%", (a[k] - 1) * 100, (a[NR + 1 - k] - 1) * 100 }'
+}
 echo
-echo "| configuration | req/CPU-s (median of $ROUNDS) | overhead (median of paired ratios) | range over rounds | user share of CPU |"
-echo "|---|---:|---:|---:|---:|"
+echo "| configuration | req/CPU-s (median of $ROUNDS) | overhead (median of paired ratios) | 95% confidence interval of the median | range over rounds | user share of CPU |"
+echo "|---|---:|---:|---:|---:|---:|"
 for c in "${configs[@]}"; do
   m=$(echo "${results[$c]}" | median)
   r=$(echo "${ratios[$c]}" | median)
   span=$(echo "${ratios[$c]}" | range)
+  ci=$(echo "${ratios[$c]}" | median_ci)
   u=$(echo "${user_shares[$c]}" | median)
-  awk -v c="$c" -v m="$m" -v r="$r" -v s="$span" -v u="$u" 'BEGIN { printf "| %s | %d | %+.1f%% | %s | %.0f%% |\n", c, m, (r - 1) * 100, s, u * 100 }'
+  awk -v c="$c" -v m="$m" -v r="$r" -v ci="$ci" -v s="$span" -v u="$u" 'BEGIN { printf "| %s | %.0f | %+.1f%% | %s | %s | %.0f%% |\n", c, m, (r - 1) * 100, ci, s, u * 100 }'
 done
 echo
 if [ -n "$RATE" ]; then load="h2load --h1 -t1 -c$CONNECTIONS at $RATE req/s -D $DURATION"; else load="wrk -t1 -c$CONNECTIONS -d$DURATION"; fi

@@ -5,6 +5,7 @@
 //! | `noop` | implements every phase and does nothing: the cost of the module machinery |
 //! | `add-headers` | adds configured header fields to every response towards clients |
 //! | `body-copy` | copies every response body chunk towards clients (a body-editing module's cost) |
+//! | `spin` | spends a set number of loop turns of pure CPU work per transaction (benchmark calibration) |
 //!
 //! The sample modules of seed 000 (ad remover, compressor, transcoder, injector, content
 //! manager, ICAP client) join this table as they are written.
@@ -16,6 +17,7 @@ mod add_headers;
 mod body_copy;
 mod factory;
 mod noop;
+mod spin;
 
 pub use factory::Factory;
 
@@ -26,8 +28,12 @@ use std::sync::Arc;
 type Constructor = fn(&toml::Table) -> Result<Arc<dyn Module>, String>;
 
 /// Every built-in module, by name.
-const BUILTINS: &[(&str, Constructor)] =
-    &[("noop", noop::build), ("add-headers", add_headers::build), ("body-copy", body_copy::build)];
+const BUILTINS: &[(&str, Constructor)] = &[
+    ("noop", noop::build),
+    ("add-headers", add_headers::build),
+    ("body-copy", body_copy::build),
+    ("spin", spin::build),
+];
 
 /// Names of the built-in modules.
 pub fn names() -> impl Iterator<Item = &'static str> {
