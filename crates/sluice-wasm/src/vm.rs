@@ -7,7 +7,7 @@ use crate::compiled::CompiledPlugin;
 use crate::engine::ticks_for;
 use crate::grpc_stream::StreamEventKind;
 use crate::host::{Call, GuestExports, HostState, Lend, Lending};
-use crate::joined::{self, Begin, End, PluginExports};
+use crate::joined::{self, Joined, PluginExports};
 use crate::kept::HeaderList;
 use crate::shared::Shared;
 use std::sync::Arc;
@@ -139,8 +139,8 @@ struct Exports {
     done: Option<TypedFunc<i32, i32>>,
     delete: Option<TypedFunc<i32, ()>>,
     /// The joined callbacks (`joined.rs`).
-    begin: Begin,
-    end: End,
+    begin: Joined,
+    end: Joined,
     tick: Option<TypedFunc<i32, ()>>,
     http_call_response: CallResponseExport,
     grpc_receive: GrpcExport,
@@ -371,30 +371,42 @@ const MAX_SPARE_LISTS: usize = 64;
 const MAX_SPARE_BYTES: usize = 16 << 10;
 
 /// Calls the export for `callback` (absent ones answer as `Continue`).
+///
+/// The callbacks of a transaction's phases, joined or not, share one signature
+/// (`(context, size, end_of_stream) -> action`, `joined.rs`) and one call site here, so that
+/// they run through one copy of wasmtime's entry code; the others are out of line
+/// ([`call_other`]).
 fn call(exports: &Exports, store: &mut Store<HostState>, ctx: i32, callback: Callback) -> wasmtime::Result<i32> {
-    let phase = |f: &Phase, store: &mut Store<HostState>, n: usize, end: bool| match f {
-        Some(f) => f.call(store.as_context_mut(), (ctx, guest_size(n), i32::from(end))),
-        None => Ok(0),
+    let (export, size, end) = match callback {
+        Callback::Begin { headers, end } => (Some(&exports.begin), headers, end),
+        Callback::RequestHeaders { headers, end } => (exports.request_headers.as_ref(), headers, end),
+        Callback::RequestBody { size, end } => (exports.request_body.as_ref(), size, end),
+        Callback::ResponseHeaders { headers, end } => (exports.response_headers.as_ref(), headers, end),
+        Callback::ResponseBody { size, end } => (exports.response_body.as_ref(), size, end),
+        Callback::End => (Some(&exports.end), 0, false),
+        _ => return call_other(exports, store, ctx, callback),
     };
+    match export {
+        Some(f) => f.call(store.as_context_mut(), (ctx, guest_size(size), i32::from(end))),
+        None => Ok(0),
+    }
+}
+
+/// [`call`] for the callbacks outside a transaction's phases: context creation on its own,
+/// done and delete on their own, the tick, and the events ([`call_event`]).
+#[inline(never)]
+fn call_other(exports: &Exports, store: &mut Store<HostState>, ctx: i32, callback: Callback) -> wasmtime::Result<i32> {
     let unit = |f: &Option<TypedFunc<i32, ()>>, store: &mut Store<HostState>| match f {
         Some(f) => f.call(store.as_context_mut(), ctx).map(|()| 0),
         None => Ok(0),
     };
     match callback {
         Callback::Create => exports.context_create.call(store.as_context_mut(), (ctx, ROOT_ID as i32)).map(|()| 0),
-        Callback::Begin { headers, end } => {
-            exports.begin.call(store.as_context_mut(), (ctx, ROOT_ID as i32, guest_size(headers), i32::from(end)))
-        }
-        Callback::RequestHeaders { headers, end } => phase(&exports.request_headers, store, headers, end),
-        Callback::RequestBody { size, end } => phase(&exports.request_body, store, size, end),
-        Callback::ResponseHeaders { headers, end } => phase(&exports.response_headers, store, headers, end),
-        Callback::ResponseBody { size, end } => phase(&exports.response_body, store, size, end),
         Callback::Done => match &exports.done {
             Some(f) => f.call(store.as_context_mut(), ctx),
             None => Ok(1),
         },
         Callback::Delete => unit(&exports.delete, store),
-        Callback::End => exports.end.call(store.as_context_mut(), ctx).map(|()| 0),
         Callback::Tick => unit(&exports.tick, store),
         Callback::HttpCallResponse { .. }
         | Callback::GrpcReceive { .. }
@@ -402,6 +414,13 @@ fn call(exports: &Exports, store: &mut Store<HostState>, ctx: i32, callback: Cal
         | Callback::GrpcReceiveInitialMetadata { .. }
         | Callback::GrpcReceiveTrailingMetadata { .. }
         | Callback::QueueReady { .. } => call_event(exports, store, ctx, callback),
+        // Phases: `call` takes them itself.
+        Callback::Begin { .. }
+        | Callback::RequestHeaders { .. }
+        | Callback::RequestBody { .. }
+        | Callback::ResponseHeaders { .. }
+        | Callback::ResponseBody { .. }
+        | Callback::End => call(exports, store, ctx, callback),
     }
 }
 
