@@ -194,11 +194,17 @@ mod tests {
         module.finish()
     }
 
-    #[test]
-    fn begin_and_end_call_the_plugins_callbacks_in_turn_with_their_arguments() {
+    /// A store with an instance of [`tracing_plugin`].
+    fn tracing_instance() -> (Store<HostState>, Instance) {
         let mut store = store();
         let plugin = Module::new(engine().unwrap(), tracing_plugin()).unwrap();
         let instance = Instance::new(&mut store, &plugin, &[]).unwrap();
+        (store, instance)
+    }
+
+    #[test]
+    fn begin_and_end_call_the_plugins_callbacks_in_turn_with_their_arguments() {
+        let (mut store, instance) = tracing_instance();
         let create = instance.get_typed_func(&mut store, "proxy_on_context_create").unwrap();
         let request_headers = instance.get_typed_func(&mut store, "proxy_on_request_headers").unwrap();
         let done = instance.get_typed_func(&mut store, "proxy_on_done").unwrap();
@@ -222,9 +228,7 @@ mod tests {
 
     #[test]
     fn exports_a_plugin_does_not_have_are_skipped() {
-        let mut store = store();
-        let plugin = Module::new(engine().unwrap(), tracing_plugin()).unwrap();
-        let instance = Instance::new(&mut store, &plugin, &[]).unwrap();
+        let (mut store, instance) = tracing_instance();
         let create = instance.get_typed_func(&mut store, "proxy_on_context_create").unwrap();
         let exports = PluginExports { create: &create, request_headers: None, done: None, log: None, delete: None };
         let (begin, end) = instantiate(&mut store, exports).unwrap();

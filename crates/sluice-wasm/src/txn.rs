@@ -583,12 +583,9 @@ impl WasmTxn {
         drop(lend);
         let fault = result.err();
         if fault.is_none() {
-            // Nothing to give back unless heads were kept (`Core::keeps_request`, ...).
-            for list in [&mut self.request.headers, &mut self.response.headers] {
-                if list.has_storage() {
-                    vm.recycle(list);
-                }
-            }
+            // `recycle` takes only storage there is (heads kept: `Core::keeps_request`, ...).
+            vm.recycle(&mut self.request.headers);
+            vm.recycle(&mut self.response.headers);
             Stats::bump(&core.shared().stats.contexts_deleted);
         }
         match &fault {
