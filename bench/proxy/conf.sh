@@ -1,7 +1,8 @@
 # The benchmark's content and configurations, shared by run.sh (timing) and callgrind.sh
 # (instruction counts) so both measure the same setup (sourced, not run).
 #
-#   write_content DIR             DIR/www/c/<size> (cacheable) and DIR/www/p/<size> (no-store)
+#   write_content DIR             DIR/www/c/<size> (cacheable), DIR/www/p/<size> (no-store) and
+#                                 DIR/www/v/<size> (no-cache: revalidated on every request)
 #                                 for the sizes of SIZE, random bytes
 #   scenario_path SCENARIO        hit-1k -> /c/1k, pass-256k -> /p/256k
 #   origin_conf DIR PORT          nginx origin serving DIR/www on 127.0.0.1:PORT (stdout)
@@ -17,10 +18,11 @@ declare -A SIZE=([1k]=1024 [16k]=16384 [256k]=262144 [4m]=4194304)
 
 write_content() {
     local s
-    mkdir -p "$1/www/c" "$1/www/p"
+    mkdir -p "$1/www/c" "$1/www/p" "$1/www/v"
     for s in "${!SIZE[@]}"; do
         head -c "${SIZE[$s]}" /dev/urandom >"$1/www/c/$s"
         cp "$1/www/c/$s" "$1/www/p/$s"
+        cp "$1/www/c/$s" "$1/www/v/$s"
     done
 }
 
@@ -49,6 +51,7 @@ http {
         root $1/www;
         location /c/ { add_header Cache-Control "max-age=3600"; }
         location /p/ { add_header Cache-Control "no-store"; }
+        location /v/ { add_header Cache-Control "no-cache"; }
         location = /status { stub_status; }
     }
 }

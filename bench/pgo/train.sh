@@ -1,0 +1,120 @@
+#!/usr/bin/env bash
+# The training workload of the profile-guided build (scripts/build-pgo.sh): drives an
+# instrumented `sluice` through the paths a caching proxy spends its time on, so that the
+# compiler lays out and inlines for them. Not a benchmark: it measures nothing.
+#
+#   bench/pgo/train.sh SLUICE_BIN     # about a minute; the profile goes where SLUICE_BIN's
+#                                     # -Cprofile-generate directory says
+#
+# In front of an nginx origin (the benchmark's content and configuration, bench/proxy/conf.sh):
+#   1. no module, two workers, a reverse and a forward listener: hits of 1 KiB to 4 MiB, pass-through of
+#      1 KiB and 256 KiB, misses of new URLs (stored, then evicted from a small cache),
+#      revalidations (`no-cache` responses: a conditional request and a 304 each), 304s
+#      answered from the cache, absolute-form requests to the forward listener, and HTTP/2
+#      (h2c) hits;
+#   2. one worker, modules: the built-in `add-headers` and `body-copy` with the Proxy-Wasm `add_headers`
+#      test plugin after them, on hits, pass-through and misses.
+# Deliberately not the benchmarks' own configurations (no empty module, no empty plugin): the
+# profile should describe production traffic, not the figures it is judged by.
+#
+# Each sluice is stopped with SIGTERM: its profile is written when it exits cleanly.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+PORT_BASE=${PORT_BASE:-18750}
+ORIGIN_PORT=$PORT_BASE
+REVERSE_PORT=$((PORT_BASE + 1))
+FORWARD_PORT=$((PORT_BASE + 2))
+log() { printf '[pgo-train] %s\n' "$*" >&2; }
+die() { log "$*"; exit 1; }
+source "$ROOT/bench/lib.sh"
+source "$ROOT/bench/proxy/conf.sh"
+SLUICE=${1:?usage: bench/pgo/train.sh SLUICE_BIN}
+install_missing $(command -v nginx >/dev/null || echo nginx-light) $(command -v wrk >/dev/null || echo wrk) \
+    $(command -v h2load >/dev/null || echo nghttp2-client) $(command -v curl >/dev/null || echo curl)
+
+TMP=$(mktemp -d)
+write_content "$TMP"
+origin_conf "$TMP" "$ORIGIN_PORT" >"$TMP/origin.conf"
+nginx -p "$TMP" -c "$TMP/origin.conf" -e "$TMP/origin.error.log" &
+PIDS+=("$!")
+wait_port "$ORIGIN_PORT" || die "origin did not start"
+
+log "building the Proxy-Wasm test plugins (wasm32-wasip1)"
+cargo build --release --locked --target wasm32-wasip1 --manifest-path "$ROOT/crates/sluice-wasm/plugins/Cargo.toml" \
+    --target-dir "$ROOT/target/sluice-wasm-plugins" -q
+plugins=$ROOT/target/sluice-wasm-plugins/wasm32-wasip1/release
+
+# A wrk script that asks for a new URL every time (a miss each).
+cat >"$TMP/misses.lua" <<'EOF'
+local n = 0
+request = function()
+    n = n + 1
+    return wrk.format(nil, wrk.path .. "?n=" .. n)
+end
+EOF
+# A wrk script for a forward proxy: absolute-form requests.
+printf 'wrk.path = "http://127.0.0.1:%s/c/1k"\n' "$ORIGIN_PORT" >"$TMP/forward.lua"
+
+load() { # seconds path [wrk options...]
+    local seconds=$1 path=$2
+    shift 2
+    wrk -t1 -c16 -d"${seconds}s" "$@" "http://127.0.0.1:$REVERSE_PORT$path" >/dev/null
+}
+
+# Starts sluice on config $1 with $2 workers, runs the workload function $3, stops sluice
+# (writing its profile).
+train() {
+    local config=$1 threads=$2 workload=$3 pid
+    "$SLUICE" serve --config "$config" --threads "$threads" >"$config.log" 2>&1 &
+    pid=$!
+    PIDS+=("$pid")
+    wait_port "$REVERSE_PORT" || die "sluice did not start ($config.log)"
+    "$workload"
+    stop_pid "$pid"
+}
+
+plain() {
+    local size
+    for size in 1k 16k 256k 4m; do curl -sf -o /dev/null "http://127.0.0.1:$REVERSE_PORT/c/$size"; done
+    load 6 /c/1k
+    load 3 /c/16k
+    load 2 /c/256k
+    load 2 /c/4m -c4
+    load 5 /p/1k
+    load 2 /p/256k
+    load 3 /c/1k -s "$TMP/misses.lua"
+    load 2 /v/1k
+    load 2 /c/1k -H 'If-Modified-Since: Tue, 01 Jan 2030 00:00:00 GMT'
+    wrk -t1 -c16 -d3s -s "$TMP/forward.lua" "http://127.0.0.1:$FORWARD_PORT/" >/dev/null
+    h2load -c8 -m8 -D 3s "http://127.0.0.1:$REVERSE_PORT/c/1k" >/dev/null
+}
+
+with_modules() {
+    curl -sf -o /dev/null "http://127.0.0.1:$REVERSE_PORT/c/1k"
+    load 5 /c/1k
+    load 2 /c/16k
+    load 3 /p/1k
+    load 2 /c/1k -s "$TMP/misses.lua"
+}
+
+cache='[cache]
+memory = "64MiB"
+max_object = "8MiB"'
+{
+    sluice_toml "$REVERSE_PORT" "$ORIGIN_PORT" "$cache"
+    printf '\n[[listener]]\naddr = "127.0.0.1:%s"\nmode = "forward"\n' "$FORWARD_PORT"
+} >"$TMP/plain.toml"
+{
+    sluice_toml "$REVERSE_PORT" "$ORIGIN_PORT" "$cache"
+    printf '\n[[module]]\nname = "add-headers"\n\n[[module]]\nname = "body-copy"\n'
+    printf '\n[[module]]\nname = "wasm-add-headers"\nkind = "wasm"\nsettings = { path = "%s" }\n' "$plugins/add_headers.wasm"
+} >"$TMP/modules.toml"
+
+# Two workers (the multi-thread runtime, the default on a machine with more than one core)
+# without modules, one (the single event loop, as the benchmarks run) with them.
+log "training without modules"
+train "$TMP/plain.toml" 2 plain
+log "training with modules"
+train "$TMP/modules.toml" 1 with_modules
+log "done"
