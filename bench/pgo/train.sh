@@ -7,17 +7,19 @@
 #                                     # -Cprofile-generate directory says
 #
 # In front of an nginx origin (the benchmark's content and configuration, bench/proxy/conf.sh):
-#   1. no module, two workers, a reverse and a forward listener: hits of 1 KiB to 4 MiB, pass-through of
-#      1 KiB and 256 KiB, misses of new URLs (stored, then evicted from a small cache),
-#      revalidations (`no-cache` responses: a conditional request and a 304 each), 304s
-#      answered from the cache, absolute-form requests to the forward listener, and HTTP/2
-#      (h2c) hits;
-#   2. one worker, modules: the built-in `add-headers` and `body-copy` with the Proxy-Wasm `add_headers`
-#      test plugin after them, on hits, pass-through and misses.
+#   1. no module, two workers, a reverse and a forward listener: hits of 1 KiB to 4 MiB,
+#      pass-through of 1 KiB and 256 KiB, misses of new URLs (stored, then evicted from a
+#      small cache), revalidations (`no-cache` responses: a conditional request and a 304
+#      each), 304s answered from the cache, absolute-form requests to the forward listener,
+#      and HTTP/2 (h2c) hits;
+#   2. one worker, modules: the built-in `add-headers` and `body-copy` with the Proxy-Wasm
+#      `add_headers` test plugin after them, on hits, pass-through and misses.
 # Deliberately not the benchmarks' own configurations (no empty module, no empty plugin): the
 # profile should describe production traffic, not the figures it is judged by.
 #
-# Each sluice is stopped with SIGTERM: its profile is written when it exits cleanly.
+# Any answer other than 2xx or 3xx, or a socket error, stops the training: a profile of error
+# paths would be worse than none. Each sluice is stopped with SIGTERM: its profile is written
+# when it exits cleanly.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -56,10 +58,19 @@ EOF
 # A wrk script for a forward proxy: absolute-form requests.
 printf 'wrk.path = "http://127.0.0.1:%s/c/1k"\n' "$ORIGIN_PORT" >"$TMP/forward.lua"
 
+# Runs wrk with these arguments; dies on an answer other than 2xx or 3xx or a socket error.
+wrk_checked() {
+    local out
+    out=$(wrk -t1 -c16 "$@")
+    if grep -qE 'Non-2xx|Socket errors' <<<"$out"; then
+        die "training load failed: wrk $*: $(grep -E 'Non-2xx|Socket errors' <<<"$out" | tr '\n' ' ')"
+    fi
+}
+
 load() { # seconds path [wrk options...]
     local seconds=$1 path=$2
     shift 2
-    wrk -t1 -c16 -d"${seconds}s" "$@" "http://127.0.0.1:$REVERSE_PORT$path" >/dev/null
+    wrk_checked -d"${seconds}s" "$@" "http://127.0.0.1:$REVERSE_PORT$path"
 }
 
 # Starts sluice on config $1 with $2 workers, runs the workload function $3, stops sluice
@@ -86,8 +97,9 @@ plain() {
     load 3 /c/1k -s "$TMP/misses.lua"
     load 2 /v/1k
     load 2 /c/1k -H 'If-Modified-Since: Tue, 01 Jan 2030 00:00:00 GMT'
-    wrk -t1 -c16 -d3s -s "$TMP/forward.lua" "http://127.0.0.1:$FORWARD_PORT/" >/dev/null
-    h2load -c8 -m8 -D 3s "http://127.0.0.1:$REVERSE_PORT/c/1k" >/dev/null
+    wrk_checked -d3s -s "$TMP/forward.lua" "http://127.0.0.1:$FORWARD_PORT/"
+    h2load -c8 -m8 -D 3s "http://127.0.0.1:$REVERSE_PORT/c/1k" | grep -q ' 0 failed, 0 errored, 0 timeout' ||
+        die "training load failed: HTTP/2 requests failed"
 }
 
 with_modules() {
