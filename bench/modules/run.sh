@@ -22,6 +22,12 @@
 #   CONFIGS="none noop none-2" bench/modules/run.sh   # chosen ones; none-2: an A/A check
 #   CONFIGS="none wasm-empty spin-5600" bench/modules/run.sh   # spin-N: N turns of pure CPU work
 #   RATE=40000 bench/modules/run.sh        # a fixed offered load (h2load --rps) instead of wrk
+#   SLUICE=<release> SLUICE_B=target/pgo/sluice CONFIGS="none wasm-empty none-b wasm-empty-b" \
+#     bench/modules/run.sh                 # two builds in one run: <config>-b runs SLUICE_B
+#
+# With SLUICE_B, a configuration named <config>-b is <config> on the second build, and its
+# overhead is against the second build's baseline (the first configuration's -b twin) in
+# the same round; that baseline's own row compares the two builds.
 #
 # By default wrk keeps CONNECTIONS requests in flight (a closed loop): the proxy is the
 # bottleneck, and a slower configuration also makes wrk sleep and be woken more often, which
@@ -41,6 +47,7 @@ PORT_BASE=${PORT_BASE:-18200}
 SLUICE=${SLUICE:-target/release/sluice}
 WASM=${WASM:-1}
 RATE=${RATE:-}
+SLUICE_B=${SLUICE_B:-}
 
 command -v wrk >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk >/dev/null; }
 if [ -n "$RATE" ]; then
@@ -72,9 +79,14 @@ for c in "${configs[@]}"; do
     printf '[[listener]]\naddr = "127.0.0.1:%s"\nmode = "reverse"\nh2c = false\n\n' "${port[$c]}"
     printf '[[route]]\norigin = "http://127.0.0.1:%s"\n\n' "$PORT_BASE"
     printf '[admin]\nenabled = false\n\n'
-    module_entry "$c" "${wasm_dir:-}"
+    module_entry "${c%-b}" "${wasm_dir:-}"
   } > "$work/$c.toml"
-  "$SLUICE" serve --config "$work/$c.toml" --threads "$THREADS" >"$work/$c.log" 2>&1 &
+  bin=$SLUICE
+  if [[ $c == *-b ]]; then
+    [ -n "$SLUICE_B" ] || { echo "$c needs SLUICE_B, the second build" >&2; exit 2; }
+    bin=$SLUICE_B
+  fi
+  "$bin" serve --config "$work/$c.toml" --threads "$THREADS" >"$work/$c.log" 2>&1 &
   pids+=($!)
   eval "pid_${c//-/_}=$!"
 done
@@ -92,6 +104,13 @@ ticks() { awk '{print $14, $15}' "/proc/$1/stat"; }
 # CPU time of all of a process's threads, in ns (schedstat: finer than the 10 ms ticks, which
 # a fixed-rate run of a few seconds uses only a hundred or so of).
 cpu_ns() { cat /proc/"$1"/task/*/schedstat | awk '{ns += $1} END {printf "%.0f", ns}'; }
+# The configuration that $1's overhead is measured against in each round: the first one, or
+# for a second-build configuration (-b) the first one's -b twin when it runs (which is itself
+# measured against the first).
+baseline_of() {
+  local twin="${configs[0]%-b}-b"
+  if [[ $1 == *-b && $1 != "$twin" && " ${configs[*]} " == *" $twin "* ]]; then echo "$twin"; else echo "${configs[0]}"; fi
+}
 declare -A results ratios user_shares
 n=${#configs[@]}
 for round in $(seq "$ROUNDS"); do
@@ -127,7 +146,7 @@ for round in $(seq "$ROUNDS"); do
     echo "round $round  $c: $rps req/s, $per_cpu req/CPU-s" >&2
   done
   for c in "${configs[@]}"; do
-    ratios[$c]+="$(awk -v m="${this_round[$c]}" -v b="${this_round[${configs[0]}]}" 'BEGIN { printf "%.4f", (b > 0) ? m / b : 0 }') "
+    ratios[$c]+="$(awk -v m="${this_round[$c]}" -v b="${this_round[$(baseline_of "$c")]}" 'BEGIN { printf "%.4f", (b > 0) ? m / b : 0 }') "
   done
 done
 
@@ -153,4 +172,4 @@ for c in "${configs[@]}"; do
 done
 echo
 if [ -n "$RATE" ]; then load="h2load --h1 -t1 -c$CONNECTIONS at $RATE req/s -D $DURATION"; else load="wrk -t1 -c$CONNECTIONS -d$DURATION"; fi
-echo "1 KiB hits, $load, sluice --threads $THREADS, $(git rev-parse --short HEAD)"
+echo "1 KiB hits, $load, sluice --threads $THREADS, $(git rev-parse --short HEAD)${SLUICE_B:+; -b: $SLUICE_B}"
