@@ -2,7 +2,7 @@
 # A profile-guided (PGO) release build of `sluice`, the build to run in production and to
 # benchmark: the compiler lays out, inlines and splits hot from cold code by how the proxy
 # actually runs. On 1 KiB cache hits it runs about a quarter fewer instructions than the plain
-# release build and serves about 15% more requests per CPU second (docs/benchmarks.md,
+# release build and serves 13-15% more requests per CPU second (docs/benchmarks.md,
 # "Profile-guided build").
 #
 #   scripts/build-pgo.sh          # -> target/pgo/sluice (about 12 minutes on 2 cores)
