@@ -58,10 +58,5 @@ module_entry() {
   esac
 }
 
-# Builds the test plugins for wasm32-wasip1 (the target is installed by
-# scripts/install-deps.sh) and prints their directory.
-build_plugins() {
-  cargo build --release --locked --target wasm32-wasip1 --manifest-path crates/sluice-wasm/plugins/Cargo.toml \
-    --target-dir "$PWD/target/sluice-wasm-plugins" -q
-  echo "$PWD/target/sluice-wasm-plugins/wasm32-wasip1/release"
-}
+# build_plugins: the Proxy-Wasm test plugins' directory, built when needed.
+source "$(dirname "${BASH_SOURCE[0]}")/../plugins.sh"

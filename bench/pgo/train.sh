@@ -31,6 +31,7 @@ log() { printf '[pgo-train] %s\n' "$*" >&2; }
 die() { log "$*"; exit 1; }
 source "$ROOT/bench/lib.sh"
 source "$ROOT/bench/proxy/conf.sh"
+source "$ROOT/bench/plugins.sh"
 SLUICE=${1:?usage: bench/pgo/train.sh SLUICE_BIN}
 install_missing $(command -v nginx >/dev/null || echo nginx-light) $(command -v wrk >/dev/null || echo wrk) \
     $(command -v h2load >/dev/null || echo nghttp2-client) $(command -v curl >/dev/null || echo curl)
@@ -43,9 +44,7 @@ PIDS+=("$!")
 wait_port "$ORIGIN_PORT" || die "origin did not start"
 
 log "building the Proxy-Wasm test plugins (wasm32-wasip1)"
-cargo build --release --locked --target wasm32-wasip1 --manifest-path "$ROOT/crates/sluice-wasm/plugins/Cargo.toml" \
-    --target-dir "$ROOT/target/sluice-wasm-plugins" -q
-plugins=$ROOT/target/sluice-wasm-plugins/wasm32-wasip1/release
+plugins=$(build_plugins)
 
 # A wrk script that asks for a new URL every time (a miss each).
 cat >"$TMP/misses.lua" <<'EOF'

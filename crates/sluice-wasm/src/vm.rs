@@ -116,7 +116,8 @@ impl Callback {
     }
 }
 
-type Phase = Option<TypedFunc<(i32, i32, i32), i32>>;
+/// A headers or body callback: the signature the joined callbacks share (`joined.rs`).
+type Phase = Option<Joined>;
 
 /// `proxy_on_http_call_response(context, token, headers, body size, trailers)`.
 type CallResponseExport = Option<TypedFunc<(i32, i32, i32, i32, i32), ()>>;
