@@ -35,11 +35,23 @@ pub fn add_validators(outgoing: &mut HeaderMap, stored: &HeaderMap) -> bool {
 }
 
 /// Does a 304 with headers `not_modified` select the stored response `stored` (§4.3.4)?
+/// `only_candidate`: `stored` is the one stored response the request could have selected,
+/// and the request's preconditions are its validators ([`add_validators`]).
+///
 /// Strong ETag match when the 304 has a strong ETag; else, when the 304 carries weak
 /// validators (a weak ETag, `Last-Modified`), all of them must match the stored ones (weak
 /// ETag comparison, `Last-Modified` equality); else, with no validator in the 304, true when
-/// the stored response is the only candidate (the caller passes `only_candidate`) **and**
-/// itself has no validator, as §4.3.4 requires.
+/// `stored` is the only candidate.
+///
+/// That last case goes beyond §4.3.4's letter, which selects a lone candidate only if it has
+/// no validator either (its example: a client's `If-Modified-Since` taken from elsewhere). A
+/// server answering the cache's own `If-Modified-Since` need not repeat `Last-Modified` in
+/// its 304 (RFC 9110 §15.4.5 lists `ETag`, `Date`, `Vary`, `Content-Location`,
+/// `Cache-Control` and `Expires` only), and many do not (Python's `http.server`, for one):
+/// by the letter, every revalidation of a response validated by date alone would take a
+/// second, unconditional fetch. The 304 answers preconditions built from `stored` and from
+/// nothing else, so it can only be about `stored`; Squid, Varnish, nginx and browsers use it
+/// the same way.
 pub fn not_modified_selects(stored: &HeaderMap, not_modified: &HeaderMap, only_candidate: bool) -> bool {
     let stored_tag = etag::stored(stored);
     let new_tag = etag::stored(not_modified);
@@ -52,8 +64,7 @@ pub fn not_modified_selects(stored: &HeaderMap, not_modified: &HeaderMap, only_c
         let date_ok = new_last_modified.is_none_or(|d| header_date(stored, &LAST_MODIFIED) == Some(d));
         return tag_ok && date_ok;
     }
-    let stored_has_validator = stored_tag.is_some() || header_date(stored, &LAST_MODIFIED).is_some();
-    only_candidate && !stored_has_validator
+    only_candidate
 }
 
 /// Freshens stored header fields from a 304 (§3.2, §4.3.4): every field in `not_modified`

@@ -323,6 +323,29 @@ async fn rfc9111_4_3_4_a_304_updates_the_stored_header_fields() {
 }
 
 #[tokio::test]
+async fn rfc9111_4_3_4_a_304_without_validators_confirms_the_response_it_revalidates() {
+    // As Python's http.server answers: a response with Last-Modified only, and a 304 with no
+    // validator (RFC 9110 §15.4.5 does not ask for Last-Modified in a 304).
+    let h = Harness::forward().await;
+    h.origin.on_seq(
+        "/lm-only",
+        vec![Reply::ok("body").date("Date", 0).date("Last-Modified", -100), Reply::status(304, "").date("Date", 0)],
+    );
+    h.get("/lm-only").await;
+    h.advance(20);
+    let r = h.get("/lm-only").await;
+    assert_eq!(r.status, 200);
+    assert_eq!(r.text(), "body");
+    assert!(r.header("cache-status").contains("fwd-status=304"), "{}", r.header("cache-status"));
+    let requests = h.origin.requests("/lm-only");
+    assert_eq!(requests.len(), 2, "no second, unconditional fetch");
+    assert!(requests[1].header("if-modified-since").is_some());
+    h.advance(5);
+    h.get("/lm-only").await;
+    assert_eq!(h.origin.hits("/lm-only"), 2, "fresh again by the heuristic, from the 304's Date");
+}
+
+#[tokio::test]
 async fn rfc9111_4_3_4_a_304_that_selects_nothing_leads_to_an_unconditional_fetch() {
     let h = Harness::forward().await;
     h.origin.on_seq(
