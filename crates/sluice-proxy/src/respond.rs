@@ -214,8 +214,9 @@ pub enum ObjectBody<'a> {
 }
 
 /// A response from a stored (or storing) object to `client`: a 304 or 412 when the client's
-/// preconditions say so, a 206 or 416 for a `Range` on a complete object, headers only for
-/// HEAD; `Age` and `Cache-Status` set.
+/// preconditions say so, a 206 or 416 for a `Range` on a complete object (or on one still
+/// arriving, when its length is announced), headers only for HEAD; `Age` and `Cache-Status`
+/// set.
 pub fn from_object(
     state: &State,
     client: &request::Parts,
@@ -258,7 +259,8 @@ pub fn from_object(
                 (meta.status, ProxyBody::chunks(BodyChunks::new(stored.chunks().iter().cloned())))
             }
             ObjectBody::Stored(stored) => stored_body(meta, stored, client, &mut headers),
-            ObjectBody::Filling(fill) => (meta.status, ProxyBody::fill(fill.reader())),
+            ObjectBody::Filling(fill) if esi => (meta.status, ProxyBody::fill(fill.reader())),
+            ObjectBody::Filling(fill) => filling_body(meta, &fill, client, &mut headers),
             ObjectBody::Disk(disk) if esi => (meta.status, ProxyBody::disk(disk)),
             ObjectBody::Disk(disk) => disk_body(meta, disk, client, &mut headers),
         },
@@ -338,6 +340,28 @@ fn stored_body(
             );
             (StatusCode::PARTIAL_CONTENT, ProxyBody::chunks(BodyChunks::new(chunks)))
         }
+    }
+}
+
+/// Status and body for an object still arriving, honouring a single `Range` on a 200 whose
+/// length the origin announced: the range streams as its bytes arrive. A multi-range request,
+/// or one for a body of unknown length, gets the whole body, which RFC 9110 §14.2 allows.
+fn filling_body(
+    meta: &ObjectMeta,
+    fill: &Arc<Fill>,
+    client: &request::Parts,
+    headers: &mut HeaderMap,
+) -> (StatusCode, ProxyBody) {
+    let Some(len) = fill.expected_len() else {
+        return (meta.status, ProxyBody::fill(fill.reader()));
+    };
+    match range_outcome(meta, client, headers, len) {
+        RangeOutcome::Unsatisfiable => unsatisfiable(headers, len),
+        RangeOutcome::Partial(ranges) if ranges.len() == 1 => {
+            let r = single_range(headers, &ranges[0], len);
+            (StatusCode::PARTIAL_CONTENT, ProxyBody::fill(fill.range_reader(r)))
+        }
+        RangeOutcome::Full | RangeOutcome::Partial(_) => (meta.status, ProxyBody::fill(fill.reader())),
     }
 }
 

@@ -114,6 +114,31 @@ async fn concurrent_misses_collapse_onto_one_origin_fetch() {
 }
 
 #[tokio::test]
+async fn requests_for_ranges_of_an_object_being_fetched_get_their_ranges() {
+    let h = Harness::forward().await;
+    let body: String = (0..200_000).map(|i| char::from(b'a' + (i % 26) as u8)).collect();
+    h.origin
+        .on("/ranged", Reply::ok(body.clone()).header("Cache-Control", "max-age=60").delay(Duration::from_millis(300)));
+    let target = h.target("/ranged");
+    let ranges = [(0, 9), (65_530, 65_545), (123_456, 199_999), (199_999, 199_999), (7, 150_000)];
+    let tasks: Vec<_> = ranges
+        .iter()
+        .map(|&(first, last)| {
+            let (addr, target) = (h.addr(), target.clone());
+            let range = format!("bytes={first}-{last}");
+            tokio::spawn(async move { client::get(addr, &target, &[("Range", range.as_str())]).await })
+        })
+        .collect();
+    for (task, (first, last)) in tasks.into_iter().zip(ranges) {
+        let reply = task.await.unwrap();
+        assert_eq!(reply.status, 206, "bytes={first}-{last}");
+        assert_eq!(reply.header("content-range"), format!("bytes {first}-{last}/200000"));
+        assert_eq!(reply.text(), &body[first..=last]);
+    }
+    assert_eq!(h.origin.hits("/ranged"), 1, "one fetch of the whole object served every range");
+}
+
+#[tokio::test]
 async fn a_collapsed_request_stops_waiting_and_fetches_itself() {
     let h = Harness::build(Mode::Forward, |c| c.cache.collapse_wait = Dur(Duration::from_millis(50))).await;
     h.origin.on("/glacial", Reply::ok("slow").header("Cache-Control", "max-age=60").delay(Duration::from_millis(600)));

@@ -631,12 +631,35 @@ async fn rfc9110_14_ranges_are_answered_from_a_complete_stored_object() {
 async fn rfc9110_14_a_range_miss_fetches_and_stores_the_whole_object() {
     let h = Harness::forward().await;
     h.origin.on("/rmiss", Reply::ok("abcdefghij").header("Cache-Control", "max-age=600"));
-    let first = h.get_with("/rmiss", &[("Range", "bytes=0-2")]).await;
-    assert_eq!(first.status, 200, "a range on an object still arriving is answered in full");
+    let first = h.get_with("/rmiss", &[("Range", "bytes=2-4")]).await;
+    assert_eq!(first.status, 206, "the range streams from the object as it arrives");
+    assert_eq!(first.header("content-range"), "bytes 2-4/10");
+    assert_eq!(first.text(), "cde");
     assert_eq!(h.origin.last_request("/rmiss").unwrap().header("range"), None);
     let second = h.get_with("/rmiss", &[("Range", "bytes=0-2")]).await;
     assert_eq!(second.status, 206);
     assert_eq!(second.text(), "abc");
+    assert_eq!(h.origin.hits("/rmiss"), 1, "the whole object was stored");
+}
+
+#[tokio::test]
+async fn rfc9110_14_2_ranges_of_an_object_still_arriving_need_its_length() {
+    let h = Harness::forward().await;
+    h.origin.on("/rmiss-chunked", Reply::ok("abcdefghij").header("Cache-Control", "max-age=600").chunked());
+    let unknown = h.get_with("/rmiss-chunked", &[("Range", "bytes=2-4")]).await;
+    assert_eq!(unknown.status, 200, "no announced length: the whole body (§14.2 allows it)");
+    assert_eq!(unknown.text(), "abcdefghij");
+    h.origin.on("/rmiss-416", Reply::ok("abcdefghij").header("Cache-Control", "max-age=600"));
+    let beyond = h.get_with("/rmiss-416", &[("Range", "bytes=50-")]).await;
+    assert_eq!(beyond.status, 416);
+    assert_eq!(beyond.header("content-range"), "bytes */10");
+    h.origin.on("/rmiss-multi", Reply::ok("abcdefghij").header("Cache-Control", "max-age=600"));
+    let multi = h.get_with("/rmiss-multi", &[("Range", "bytes=0-1,4-5")]).await;
+    assert_eq!(multi.status, 200, "several ranges: the whole body");
+    assert_eq!(multi.text(), "abcdefghij");
+    let hit = h.get_with("/rmiss-416", &[("Range", "bytes=-3")]).await;
+    assert_eq!(hit.status, 206, "stored whole");
+    assert_eq!(hit.text(), "hij");
 }
 
 #[tokio::test]

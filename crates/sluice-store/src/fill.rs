@@ -103,18 +103,38 @@ impl Fill {
         self.len() == 0
     }
 
+    /// The length announced by the source, if any.
+    pub fn expected_len(&self) -> Option<u64> {
+        self.expected_len
+    }
+
     /// A reader positioned at the start of the body.
     pub fn reader(self: &Arc<Self>) -> FillReader {
-        FillReader { fill: Arc::clone(self), next: 0, sent: 0 }
+        FillReader { fill: Arc::clone(self), next: 0, sent: 0, skip: 0, remaining: None }
+    }
+
+    /// A reader of the bytes in `range` only, as they arrive (a `206` for a body still
+    /// arriving). It ends once it has given the range's last byte, whether or not the fill
+    /// has ended; a fill that fails before then ends it with [`FillError`].
+    pub fn range_reader(self: &Arc<Self>, range: std::ops::Range<u64>) -> FillReader {
+        let remaining = Some(range.end.saturating_sub(range.start));
+        FillReader { fill: Arc::clone(self), next: 0, sent: 0, skip: range.start, remaining }
     }
 }
 
-/// Reads a [`Fill`] from the start, following the writer. Implements [`http_body::Body`].
+/// Reads a [`Fill`] (all of it, or one range), following the writer. Implements
+/// [`http_body::Body`].
 #[derive(Debug)]
 pub struct FillReader {
     fill: Arc<Fill>,
+    /// The index of the next chunk.
     next: usize,
+    /// Bytes given so far.
     sent: u64,
+    /// Bytes still to pass over before the first one given.
+    skip: u64,
+    /// Bytes still to give (`None`: up to the end of the body).
+    remaining: Option<u64>,
 }
 
 impl Body for FillReader {
@@ -123,12 +143,31 @@ impl Body for FillReader {
 
     fn poll_frame(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, FillError>>> {
         let this = self.get_mut();
+        if this.remaining == Some(0) {
+            return Poll::Ready(None);
+        }
         let mut st = this.fill.state.lock();
-        if let Some(chunk) = st.chunks.get(this.next) {
-            let chunk = chunk.clone();
-            drop(st);
+        while let Some(chunk) = st.chunks.get(this.next) {
             this.next += 1;
-            this.sent += chunk.len() as u64;
+            let len = chunk.len() as u64;
+            if len <= this.skip {
+                this.skip -= len;
+                continue;
+            }
+            // Both bounds are within the chunk: `skip < len`, and the end is cut to `len`.
+            let end = this.remaining.map_or(len, |remaining| len.min(this.skip + remaining));
+            let chunk = if this.skip == 0 && end == len {
+                chunk.clone()
+            } else {
+                chunk.slice(this.skip as usize..end as usize)
+            };
+            drop(st);
+            this.skip = 0;
+            let given = chunk.len() as u64;
+            this.sent += given;
+            if let Some(remaining) = this.remaining.as_mut() {
+                *remaining -= given;
+            }
             return Poll::Ready(Some(Ok(Frame::data(chunk))));
         }
         match &st.end {
@@ -142,14 +181,18 @@ impl Body for FillReader {
     }
 
     fn is_end_stream(&self) -> bool {
+        if self.remaining == Some(0) {
+            return true;
+        }
         let st = self.fill.state.lock();
         self.next >= st.chunks.len() && matches!(st.end, Some(Ok(())))
     }
 
     fn size_hint(&self) -> SizeHint {
-        match self.fill.expected_len {
-            Some(len) => SizeHint::with_exact(len.saturating_sub(self.sent)),
-            None => SizeHint::default(),
+        match (self.remaining, self.fill.expected_len) {
+            (Some(remaining), _) => SizeHint::with_exact(remaining),
+            (None, Some(len)) => SizeHint::with_exact(len.saturating_sub(self.sent)),
+            (None, None) => SizeHint::default(),
         }
     }
 }
@@ -177,6 +220,43 @@ mod tests {
         assert_eq!(a, "hello world");
         assert_eq!(b, "hello world");
         assert_eq!(task.await.unwrap().len(), 11);
+    }
+
+    #[tokio::test]
+    async fn range_readers_give_their_bytes_as_they_arrive_and_end_after_the_last() {
+        let fill = Fill::new(Some(12));
+        let readers = [(0..12, "hello world!"), (3..8, "lo wo"), (6..7, "w"), (11..12, "!"), (0..6, "hello ")];
+        let readers: Vec<_> = readers.into_iter().map(|(range, want)| (fill.range_reader(range), want)).collect();
+        for (reader, _) in &readers {
+            assert_eq!(reader.size_hint().exact(), Some(reader.remaining.unwrap()));
+        }
+        fill.push(Bytes::from_static(b"hel"));
+        fill.push(Bytes::from_static(b"lo "));
+        // A range within the chunks that came ends without waiting for the fill to end.
+        let mut early = fill.range_reader(1..5);
+        assert_eq!(early.frame().await.unwrap().unwrap().into_data().unwrap(), "el");
+        assert_eq!(early.frame().await.unwrap().unwrap().into_data().unwrap(), "lo");
+        assert!(early.is_end_stream());
+        assert!(early.frame().await.is_none());
+        let writer = Arc::clone(&fill);
+        let task = tokio::spawn(async move {
+            writer.push(Bytes::from_static(b"wor"));
+            writer.push(Bytes::from_static(b"ld!"));
+            writer.complete();
+        });
+        for (reader, want) in readers {
+            assert_eq!(reader.collect().await.unwrap().to_bytes(), want);
+        }
+        task.await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_range_reader_fails_with_the_fill_before_its_last_byte() {
+        let fill = Fill::new(Some(100));
+        let reader = fill.range_reader(2..50);
+        fill.push(Bytes::from_static(b"partial"));
+        fill.fail("origin closed early");
+        assert!(reader.collect().await.is_err());
     }
 
     #[tokio::test]
