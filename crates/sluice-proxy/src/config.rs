@@ -102,6 +102,9 @@ pub struct AccessConfig {
     pub allow: Vec<IpNet>,
     /// Ports CONNECT may open tunnels to.
     pub connect_ports: Vec<u16>,
+    /// Protocols an HTTP/1.1 `Upgrade` request may switch to through the proxy (compared
+    /// without case and without a `/version`); other `Upgrade` requests go on as plain ones.
+    pub upgrade_protocols: Vec<String>,
     /// Client networks allowed to send `PURGE`.
     pub purge_allow: Vec<IpNet>,
 }
@@ -112,7 +115,12 @@ fn loopback_nets() -> Vec<IpNet> {
 
 impl Default for AccessConfig {
     fn default() -> Self {
-        Self { allow: loopback_nets(), connect_ports: vec![443], purge_allow: loopback_nets() }
+        Self {
+            allow: loopback_nets(),
+            connect_ports: vec![443],
+            upgrade_protocols: vec!["websocket".to_owned()],
+            purge_allow: loopback_nets(),
+        }
     }
 }
 
@@ -619,6 +627,11 @@ impl Config {
             if !r.path_prefix.starts_with('/') {
                 return invalid(format!("route path_prefix `{}` must start with /", r.path_prefix));
             }
+        }
+        if let Some(bad) = self.access.upgrade_protocols.iter().find(|p| !crate::upgrade::is_protocol_name(p)) {
+            return invalid(format!(
+                "access.upgrade_protocols entry {bad:?} is not a protocol name (a token such as \"websocket\", no version)"
+            ));
         }
         if self.admin.enabled && !self.admin.addr.ip().is_loopback() && !self.admin.allow_non_loopback {
             return invalid(format!(

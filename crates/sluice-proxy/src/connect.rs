@@ -1,6 +1,7 @@
 //! CONNECT tunnels (RFC 9110 §9.3.6): to allowed ports only; bytes are copied both ways
-//! until either side closes, or until no byte went either way for
-//! `client.tunnel_idle_timeout`, and the transaction is logged when the tunnel ends.
+//! (here and on connections that switched protocols, `crate::upgrade`) until either side
+//! closes, or until no byte went either way for `client.tunnel_idle_timeout`, and the
+//! transaction is logged when the tunnel ends.
 
 use crate::body::ProxyBody;
 use crate::error::{Kind, ProxyError, Side};
@@ -14,13 +15,25 @@ use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 
-/// An accepted tunnel, to be run once the 200 has been sent.
-#[derive(Debug)]
+/// The origin side of a tunnel: the TCP connection a CONNECT opened, or an origin
+/// connection that switched protocols (`crate::upgrade`).
+pub trait OriginIo: AsyncRead + AsyncWrite + Unpin + Send {}
+
+impl<T: AsyncRead + AsyncWrite + Unpin + Send> OriginIo for T {}
+
+/// An accepted tunnel, to be run once the answer (a CONNECT's 200, a 101) has been sent.
 pub struct Tunnel {
     upgrade: hyper::upgrade::OnUpgrade,
-    origin: TcpStream,
+    origin: Box<dyn OriginIo>,
+}
+
+impl std::fmt::Debug for Tunnel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Tunnel").finish_non_exhaustive()
+    }
 }
 
 /// Opens the connection a CONNECT asks for and returns the 200 plus the tunnel to run.
@@ -51,10 +64,15 @@ pub async fn open(
     let upgrade = hyper::upgrade::on(&mut req);
     let mut response = Response::new(ProxyBody::empty());
     *response.status_mut() = StatusCode::OK;
-    Ok((response, Tunnel { upgrade, origin }))
+    Ok((response, Tunnel::new(upgrade, origin)))
 }
 
 impl Tunnel {
+    /// A tunnel between the client connection `upgrade` resolves to and `origin`.
+    pub fn new(upgrade: hyper::upgrade::OnUpgrade, origin: impl OriginIo + 'static) -> Self {
+        Self { upgrade, origin: Box::new(origin) }
+    }
+
     /// Copies bytes both ways until the tunnel closes, then logs the transaction with the
     /// bytes sent to the client.
     pub async fn run(self, state: Arc<State>, txn: Box<Txn>) {

@@ -57,6 +57,7 @@ mod timers;
 mod tls;
 mod txn;
 pub mod units;
+mod upgrade;
 mod upstream;
 mod zero_copy;
 

@@ -165,7 +165,8 @@ pub async fn handle(
 pub enum Routed {
     /// A response to finalize (Via, module phase, log).
     Response(Response<ProxyBody>),
-    /// A CONNECT answer and its tunnel; the tunnel task owns and logs the transaction.
+    /// A CONNECT's 200 or an upgrade's 101 and its tunnel; the tunnel task owns and logs
+    /// the transaction.
     Tunnel(Response<ProxyBody>, crate::connect::Tunnel),
 }
 
@@ -232,6 +233,9 @@ async fn route(
         return purge(state, conn, &forward).map(Routed::Response);
     }
     let has_body = !http_body::Body::is_end_stream(&body);
+    if crate::upgrade::requested(&state.config.access.upgrade_protocols, &forward, has_body) {
+        return within_deadline(state, &conn.timers, crate::upgrade::open(state, txn, forward)).await;
+    }
     let body = match requested.buffer {
         // A module asked for the whole request body at `req_headers` (req_body.rs).
         Some(max) if has_body => {

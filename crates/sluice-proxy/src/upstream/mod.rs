@@ -20,6 +20,7 @@ mod pipe;
 mod wire;
 
 pub use body::PooledBody;
+pub use conn::Stream;
 
 use crate::body::OutBody;
 use crate::config::UpstreamConfig;
@@ -27,7 +28,7 @@ use crate::deadline::Elapsed;
 use crate::error::ProxyError;
 use crate::metrics::Metrics;
 use body::{Home, Link};
-use conn::{Connection, ExchangeError, Stream};
+use conn::{Connection, ExchangeError};
 use http::{Method, Request, Response};
 use parking_lot::Mutex;
 use pipe::{Pipe, Ticket};
@@ -416,6 +417,15 @@ impl Upstream {
     /// Opens a new connection: resolve, TCP connect (each address in turn) within the
     /// connect timeout, TLS for https.
     async fn connect(&self, target: &Target, permit: Option<OwnedSemaphorePermit>) -> Result<Connection, ProxyError> {
+        let (io, peer) = self.open_stream(target).await?;
+        Ok(Connection::new(io, peer, permit))
+    }
+
+    /// A new byte stream to `target` (as [`Self::connect`]'s), for a connection that leaves
+    /// HTTP after its first exchange (`crate::upgrade`): never pooled, and not counted against
+    /// `upstream.max_connections_per_host`, which would let long-lived upgraded connections
+    /// starve the origin's HTTP requests. Returns the stream and the origin's address.
+    pub async fn open_stream(&self, target: &Target) -> Result<(Stream, IpAddr), ProxyError> {
         let timeout = self.inner.config.connect_timeout.0;
         let what = format!("{}:{}", target.host, target.port);
         let stream = match tokio::time::timeout(timeout, connect_tcp(target)).await {
@@ -442,7 +452,7 @@ impl Upstream {
         } else {
             Stream::Plain(stream)
         };
-        Ok(Connection::new(io, peer, permit))
+        Ok((io, peer))
     }
 }
 

@@ -1,0 +1,175 @@
+//! Protocol upgrades through the proxy (RFC 9110 §7.8): WebSocket (RFC 6455), and whatever
+//! else `access.upgrade_protocols` lets through.
+//!
+//! `Upgrade` and `Connection` are hop-by-hop fields: a proxy passes them on only when it
+//! takes part in the switch. It does for an HTTP/1.1 request without a body whose `Upgrade`
+//! offers only allowed protocols and whose `Connection` lists `upgrade`, routed to an origin
+//! ([`requested`]). Such a request goes to the origin on a connection of its own
+//! ([`crate::upstream::Upstream::open_stream`]), never through the cache, with both fields.
+//! - A `101 (Switching Protocols)` is passed on to the client, and the two connections are
+//!   joined as a tunnel ([`Tunnel`]: bytes copied both ways until either side closes or
+//!   `client.tunnel_idle_timeout` passes; the transaction is logged when it ends).
+//! - Any other answer is passed on as an ordinary response (at most [`MAX_REFUSAL_BODY`]
+//!   bytes of body), and the origin connection is closed.
+//!
+//! Modules see the request phases as for any request (`req_headers`, `resolve`, `req_out`)
+//! and an answer other than a 101 as any response; the 101 and the bytes after it are not
+//! theirs to see, as a CONNECT's 200 and its tunnel are not. Other `Upgrade` requests, and
+//! every request over HTTP/2 (which has no `Upgrade`, RFC 9113 §8.6), are plain requests.
+
+use crate::body::ProxyBody;
+use crate::connect::Tunnel;
+use crate::error::ProxyError;
+use crate::outcome::ResultCode;
+use crate::respond;
+use crate::service::{origin_request, Forward, Routed};
+use crate::source::Dest;
+use crate::state::State;
+use crate::txn::{module_phase, Txn};
+use bytes::Bytes;
+use http::header::{HeaderMap, HeaderName, HeaderValue, CONNECTION, UPGRADE, VIA};
+use http::{Request, StatusCode, Version};
+use http_body_util::{BodyExt, Empty, Limited};
+use hyper_util::rt::TokioIo;
+use sluice_module::Subject;
+
+/// The most body an origin's refusal of a switch (a `400`, a `426`, a page) may have; it is
+/// read whole before it is passed on. A longer one is a `502`.
+pub const MAX_REFUSAL_BODY: usize = 1 << 20;
+
+/// Whether `name` may be listed in `access.upgrade_protocols`: an HTTP token (RFC 9110
+/// §5.6.2), without a `/version`.
+pub fn is_protocol_name(name: &str) -> bool {
+    !name.is_empty() && name.bytes().all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
+}
+
+/// True when `forward` asks to switch to protocols the proxy lets through (`allowed`, from
+/// `access.upgrade_protocols`): an HTTP/1.1 request without a body (`has_body`), for an
+/// origin, with `Connection: upgrade` and an `Upgrade` whose every protocol is allowed
+/// (compared without case, a `/version` ignored).
+pub fn requested(allowed: &[String], forward: &Forward, has_body: bool) -> bool {
+    let headers = &forward.client.headers;
+    if allowed.is_empty()
+        || has_body
+        || forward.client.version != Version::HTTP_11
+        || !matches!(forward.target, Dest::Origin(_))
+        || !elements(headers, &CONNECTION).any(|token| token.is_some_and(|t| t.eq_ignore_ascii_case("upgrade")))
+    {
+        return false;
+    }
+    let allows = |offer: Option<&str>| {
+        let name = offer.and_then(|o| o.split('/').next()).unwrap_or_default().trim();
+        allowed.iter().any(|a| a.eq_ignore_ascii_case(name))
+    };
+    let mut offers = elements(headers, &UPGRADE).peekable();
+    offers.peek().is_some() && offers.all(allows)
+}
+
+/// The elements of the comma-separated list in the `name` fields, trimmed, empty ones left
+/// out; `None` for a field that is not visible text.
+fn elements<'a>(headers: &'a HeaderMap, name: &HeaderName) -> impl Iterator<Item = Option<&'a str>> + 'a {
+    headers.get_all(name).into_iter().flat_map(|value| {
+        let list: Box<dyn Iterator<Item = Option<&'a str>>> = match value.to_str() {
+            Ok(text) => Box::new(text.split(',').map(str::trim).filter(|t| !t.is_empty()).map(Some)),
+            Err(_) => Box::new(std::iter::once(None)),
+        };
+        list
+    })
+}
+
+/// Sends the upgrade request of `forward` to its origin (a request [`requested`] accepted)
+/// and answers: a 101 with the tunnel to run once it is sent, or the origin's refusal.
+pub async fn open(state: &State, txn: &mut Txn, mut forward: Forward) -> Result<Routed, ProxyError> {
+    let client_side = forward
+        .client
+        .extensions
+        .remove::<hyper::upgrade::OnUpgrade>()
+        .ok_or_else(|| ProxyError::bad_request("this connection cannot switch protocols"))?;
+    let offers: Vec<HeaderValue> = forward.client.headers.get_all(UPGRADE).iter().cloned().collect();
+    let mut headers = forward.take_origin_headers(state);
+    restore_upgrade(&mut headers, offers);
+    let pinned;
+    let dest = match crate::resolve::resolve(txn, &forward.target).await? {
+        crate::resolve::Resolved::Unchanged => &forward.target,
+        crate::resolve::Resolved::Pinned(dest) => {
+            pinned = dest;
+            &pinned
+        }
+        crate::resolve::Resolved::Respond(local) => return Ok(Routed::Response(respond::local(state, *local))),
+    };
+    let Dest::Origin(target) = dest else {
+        return Err(ProxyError::bad_gateway("a protocol switch needs an HTTP origin"));
+    };
+    let mut parts = origin_request(&forward.uri, forward.client.method.clone(), headers)?;
+    if let Some(local) =
+        module_phase!(txn, Respond, Subject::Request(&mut parts), |m, info| m.req_out(info, &mut parts))?.respond
+    {
+        return Ok(Routed::Response(respond::local(state, *local)));
+    }
+    let (stream, peer) = state.upstream.open_stream(target).await?;
+    txn.peer = Some(peer);
+    let (mut sender, connection) = hyper::client::conn::http1::handshake::<_, Empty<Bytes>>(TokioIo::new(stream))
+        .await
+        .map_err(|e| ProxyError::bad_gateway("cannot start HTTP/1.1 with the origin").with_cause(e))?;
+    // Runs the exchange; with upgrades, it hands the connection over after a 101.
+    tokio::spawn(async move {
+        if let Err(e) = connection.with_upgrades().await {
+            tracing::debug!("origin connection of an upgrade request: {e}");
+        }
+    });
+    let timeout = state.config.upstream.response_timeout.0;
+    let mut response = tokio::time::timeout(timeout, sender.send_request(Request::from_parts(parts, Empty::new())))
+        .await
+        .map_err(|_| ProxyError::gateway_timeout(format!("no response head from the origin within {timeout:?}")))?
+        .map_err(|e| ProxyError::bad_gateway("the origin failed the upgrade request").with_cause(e))?;
+    txn.code = ResultCode::Miss;
+    if response.status() == StatusCode::SWITCHING_PROTOCOLS {
+        let origin_side = hyper::upgrade::on(&mut response);
+        let (mut parts, _) = response.into_parts();
+        let upgraded = origin_side
+            .await
+            .map_err(|e| ProxyError::bad_gateway("the origin's connection did not switch protocols").with_cause(e))?;
+        let switched_to: Vec<HeaderValue> = parts.headers.get_all(UPGRADE).iter().cloned().collect();
+        sluice_http::hop::remove_hop_by_hop(&mut parts.headers);
+        restore_upgrade(&mut parts.headers, switched_to);
+        if state.config.headers.via {
+            parts.headers.append(VIA, state.via(Version::HTTP_11));
+        }
+        let answer = http::Response::from_parts(parts, ProxyBody::empty());
+        return Ok(Routed::Tunnel(answer, Tunnel::new(client_side, TokioIo::new(upgraded))));
+    }
+    let (mut parts, body) = response.into_parts();
+    sluice_http::hop::remove_hop_by_hop(&mut parts.headers);
+    module_phase!(txn, Nothing, Subject::Response(&mut parts), |m, info| m.origin_resp_headers(info, &mut parts))?;
+    let read_timeout = state.config.upstream.read_timeout.0;
+    let body = tokio::time::timeout(read_timeout, Limited::new(body, MAX_REFUSAL_BODY).collect())
+        .await
+        .map_err(|_| ProxyError::gateway_timeout(format!("the origin's answer took longer than {read_timeout:?}")))?
+        .map_err(|e| ProxyError::bad_gateway("reading the origin's answer to an upgrade request").with_cause(e))?
+        .to_bytes();
+    Ok(Routed::Response(http::Response::from_parts(parts, ProxyBody::full(body))))
+}
+
+/// Puts back the hop-by-hop fields of a switch: `Upgrade` (its field lines `offers`) and
+/// `Connection: upgrade`.
+fn restore_upgrade(headers: &mut HeaderMap, offers: Vec<HeaderValue>) {
+    headers.insert(CONNECTION, HeaderValue::from_static("upgrade"));
+    for offer in offers {
+        headers.append(UPGRADE, offer);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn protocol_names_are_tokens_without_a_version() {
+        for good in ["websocket", "WebSocket", "h2c", "my.proto-1"] {
+            assert!(is_protocol_name(good), "{good}");
+        }
+        for bad in ["", "websocket/13", "web socket", "a,b"] {
+            assert!(!is_protocol_name(bad), "{bad}");
+        }
+    }
+}
