@@ -49,9 +49,11 @@ pub fn is_protocol_name(name: &str) -> bool {
 /// (compared without case, a `/version` ignored).
 pub fn requested(allowed: &[String], forward: &Forward, has_body: bool) -> bool {
     let headers = &forward.client.headers;
-    if allowed.is_empty()
+    // Most requests stop at the first two tests: one header lookup on the common path.
+    if forward.client.version != Version::HTTP_11
+        || !headers.contains_key(UPGRADE)
+        || allowed.is_empty()
         || has_body
-        || forward.client.version != Version::HTTP_11
         || !matches!(forward.target, Dest::Origin(_))
         || !elements(headers, &CONNECTION).any(|token| token.is_some_and(|t| t.eq_ignore_ascii_case("upgrade")))
     {
@@ -69,11 +71,9 @@ pub fn requested(allowed: &[String], forward: &Forward, has_body: bool) -> bool 
 /// out; `None` for a field that is not visible text.
 fn elements<'a>(headers: &'a HeaderMap, name: &HeaderName) -> impl Iterator<Item = Option<&'a str>> + 'a {
     headers.get_all(name).into_iter().flat_map(|value| {
-        let list: Box<dyn Iterator<Item = Option<&'a str>>> = match value.to_str() {
-            Ok(text) => Box::new(text.split(',').map(str::trim).filter(|t| !t.is_empty()).map(Some)),
-            Err(_) => Box::new(std::iter::once(None)),
-        };
-        list
+        let text = value.to_str().ok();
+        let not_text = text.is_none().then_some(None);
+        text.unwrap_or_default().split(',').map(str::trim).filter(|t| !t.is_empty()).map(Some).chain(not_text)
     })
 }
 
