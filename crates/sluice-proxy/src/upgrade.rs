@@ -16,6 +16,11 @@
 //! and an answer other than a 101 as any response; the 101 and the bytes after it are not
 //! theirs to see, as a CONNECT's 200 and its tunnel are not. Other `Upgrade` requests, and
 //! every request over HTTP/2 (which has no `Upgrade`, RFC 9113 §8.6), are plain requests.
+//!
+//! After a switch, the client connection's framing checks (`crate::framing`) stop at the
+//! first bytes that cannot be HTTP/1. A WebSocket client sends nothing before the 101 and
+//! then frames, whose first byte is never part of a request line; a protocol whose client
+//! speaks first in text would see its bytes held until its first line ends.
 
 use crate::body::ProxyBody;
 use crate::connect::Tunnel;
