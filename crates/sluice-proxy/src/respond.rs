@@ -28,6 +28,11 @@ pub async fn finalize(
     method: &Method,
 ) -> Response<ProxyBody> {
     let (mut parts, mut body) = response.into_parts();
+    // An intermediary sends its own HTTP version, not the origin's (RFC 9110 §6.2): a
+    // response passed on from an HTTP/1.0 origin would otherwise go out as HTTP/1.0, and
+    // hyper would close the client's keep-alive connection after it. (hyper answers an
+    // HTTP/1.0 client in HTTP/1.0 on its own; HTTP/2 ignores the field.)
+    parts.version = Version::HTTP_11;
     if state.config.headers.via {
         parts.headers.append(header::VIA, state.via(Version::HTTP_11));
     }

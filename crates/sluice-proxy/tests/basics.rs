@@ -107,3 +107,44 @@ async fn headers_cache_status_false_adds_no_cache_status() {
     }
     assert_eq!(h.origin.hits("/nocs"), 1, "the second was a hit");
 }
+
+/// An origin that answers every request in HTTP/1.0 and closes: `ok`, with `cache_control`.
+async fn http10_origin(cache_control: &'static str) -> std::net::SocketAddr {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let mut head = Vec::new();
+                let mut buf = [0u8; 4096];
+                while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match stream.read(&mut buf).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => head.extend_from_slice(&buf[..n]),
+                    }
+                }
+                let answer =
+                    format!("HTTP/1.0 200 OK\r\nContent-Length: 2\r\nCache-Control: {cache_control}\r\n\r\nok");
+                let _ = stream.write_all(answer.as_bytes()).await;
+            });
+        }
+    });
+    addr
+}
+
+#[tokio::test]
+async fn rfc9110_6_2_responses_from_an_http10_origin_go_out_in_the_proxys_own_version() {
+    let h = Harness::forward().await;
+    let (passed, stored) = (http10_origin("no-store").await, http10_origin("max-age=60").await);
+    // Three requests on one keep-alive connection: a response the cache passes on, a POST,
+    // and a response it stores.
+    let requests = format!(
+        "GET http://{passed}/a HTTP/1.1\r\nHost: {passed}\r\n\r\n\
+         POST http://{passed}/b HTTP/1.1\r\nHost: {passed}\r\nContent-Length: 1\r\n\r\nx\
+         GET http://{stored}/c HTTP/1.1\r\nHost: {stored}\r\n\r\n"
+    );
+    let answer = sluice_testkit::client::raw(h.addr(), requests.as_bytes()).await;
+    assert_eq!(answer.matches("HTTP/1.1 200 OK").count(), 3, "{answer}");
+    assert!(!answer.contains("HTTP/1.0"), "{answer}");
+}
