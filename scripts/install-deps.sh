@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # Installs what Sluice's tests need on a fresh Debian machine: curl (driven by the integration
-# tests as a real client), the Rust components fmt and clippy, the wasm32-wasip1 target (the
-# Proxy-Wasm test plugins) and Go (the ext_proc interoperability test builds a processor on
-# Envoy's Go API). Safe to run repeatedly.
+# tests as a real client), calamaris (a Squid log analyser, run on Sluice's access log), the
+# Rust components fmt and clippy, the wasm32-wasip1 target (the Proxy-Wasm test plugins) and
+# Go (the ext_proc interoperability test builds a processor on Envoy's Go API). Safe to run
+# repeatedly.
 set -euo pipefail
 
 need_apt=()
 command -v curl >/dev/null 2>&1 || need_apt+=(curl)
 command -v openssl >/dev/null 2>&1 || need_apt+=(openssl)
+command -v calamaris >/dev/null 2>&1 || need_apt+=(calamaris)
 if ((${#need_apt[@]})); then
   if [ "$(id -u)" -eq 0 ]; then
     apt-get update -qq

@@ -233,6 +233,47 @@ async fn access_log_is_written_in_squid_native_format() {
 }
 
 #[tokio::test]
+async fn calamaris_a_squid_log_analyser_reads_the_access_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("access.log");
+    let log_path = path.clone();
+    let h = Harness::build(Mode::Forward, move |c| c.log.access_log = Some(log_path)).await;
+    h.origin.on(
+        "/a",
+        Reply::ok("aaaa").header("Content-Type", "text/plain; charset=utf-8").header("Cache-Control", "max-age=60"),
+    );
+    h.origin.on("/b", Reply::ok("b").header("Cache-Control", "no-store"));
+    for path in ["/a", "/a", "/a", "/b"] {
+        h.get(path).await;
+    }
+    h.send("POST", "/b", &[], Some("x")).await;
+    h.origin.on("/broken", Reply::ok("").garbage());
+    h.get("/broken").await;
+    h.eventually("six access log lines", |_| {
+        std::fs::read_to_string(&path).map(|t| t.lines().count() == 6).unwrap_or(false)
+    })
+    .await;
+    let log = std::fs::File::open(&path).unwrap();
+    let out = std::process::Command::new("calamaris")
+        .arg("-a")
+        .stdin(log)
+        .output()
+        .expect("calamaris (scripts/install-deps.sh)");
+    let report = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{report}{}", String::from_utf8_lossy(&out.stderr));
+    // Its summary lines end with the figure: "lines parsed:  lines  6".
+    let figure = |label: &str| {
+        let line = report.lines().find(|l| l.starts_with(label)).unwrap_or_else(|| panic!("{label}\n{report}"));
+        line.split_whitespace().last().unwrap().to_owned()
+    };
+    assert_eq!(figure("lines parsed:"), "6", "{report}");
+    assert_eq!(figure("invalid lines:"), "0", "{report}");
+    assert_eq!(figure("Total amount cached:"), "2", "the two memory hits: {report}");
+    assert!(report.lines().any(|l| l.trim_start().starts_with("TCP_MEM_HIT")), "{report}");
+    assert!(report.lines().any(|l| l.trim_start().starts_with("POST")), "{report}");
+}
+
+#[tokio::test]
 async fn max_forwards_zero_is_answered_by_the_proxy() {
     let h = Harness::forward().await;
     let trace = h.send("TRACE", "/t", &[("Max-Forwards", "0"), ("Cookie", "secret")], None).await;
