@@ -28,6 +28,28 @@ pub enum RangeOutcome {
     Unsatisfiable,
 }
 
+/// How far into the representation a GET's `Range` starts: the smallest first-pos of its
+/// ranges, before the representation's length is known (a cache deciding whether to fetch
+/// the whole of it first). `None` without a valid `bytes` `Range` (it would be ignored);
+/// `u64::MAX` when a suffix range (`bytes=-500`) is among them, as it reaches back from an
+/// end not known yet.
+pub fn first_offset(method: &Method, request: &HeaderMap) -> Option<u64> {
+    if method != Method::GET {
+        return None;
+    }
+    let mut lines = request.get_all(RANGE).iter();
+    let (Some(range), None) = (lines.next(), lines.next()) else {
+        return None;
+    };
+    spec::parse(range.as_bytes())?
+        .into_iter()
+        .map(|spec| match spec {
+            spec::Spec::Int { first, .. } => first,
+            spec::Spec::Suffix(_) => u64::MAX,
+        })
+        .min()
+}
+
 /// Evaluates `Range` (and `If-Range`, strong comparison against the stored `ETag` or exact
 /// `Last-Modified` date) of a GET against a stored 200 of `len` bytes with headers `stored`.
 /// At most 64 ranges are honoured; more is treated as invalid (`Full`).

@@ -20,7 +20,7 @@ use crate::meta::{Directives, Received};
 use crate::outcome::ResultCode;
 use crate::resolve::Resolved;
 use crate::respond::{self, ObjectBody};
-use crate::service::{origin_request, within_deadline, Forward};
+use crate::service::{origin_request, within_deadline, Forward, Passed};
 use crate::source::{Dest, SourceBody};
 use crate::state::State;
 use crate::tiers::{DiskHit, Tiers};
@@ -215,6 +215,19 @@ pub async fn serve(
     // over to what is stored).
     let revalidating = suspended.filter(|s| client_matches(&forward.client, &s.meta));
     let validate = stored.as_ref().map(Stale::Object).or(revalidating.as_ref().map(Stale::Suspended));
+    // A miss for a range far into the object: the client would wait for everything before
+    // it; it goes to the origin as asked, and nothing is stored.
+    if validate.is_none()
+        && sluice_http::range::first_offset(&forward.client.method, &forward.client.headers)
+            .is_some_and(|offset| offset > state.config.cache.range_offset_limit.0)
+    {
+        return within_deadline(
+            state,
+            timers,
+            crate::service::pass(state, txn, forward, OutBody::Empty, Passed::RangeOffset),
+        )
+        .await;
+    }
     // A client insisting on a fresh answer does not share another request's fetch.
     let collapsible = !(req_cc.no_cache || pragma || req_cc.max_age == Some(0));
     let spec = spec(state, &forward, &key);

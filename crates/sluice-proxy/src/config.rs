@@ -212,6 +212,10 @@ pub struct CacheConfig {
     pub memory: Size,
     /// Largest object stored.
     pub max_object: Size,
+    /// A miss whose `Range` starts further into the object than this is forwarded with its
+    /// `Range` and not stored, instead of fetching the whole object first (Squid's
+    /// `range_offset_limit`).
+    pub range_offset_limit: Size,
     /// Replacement policy of the memory tier.
     pub policy: String,
     /// Name in `Cache-Status` and `Via`, and what loop detection looks for: by default this
@@ -300,6 +304,7 @@ impl Default for CacheConfig {
             enabled: true,
             memory: Size(256 << 20),
             max_object: Size(64 << 20),
+            range_offset_limit: Size(4 << 20),
             policy: "lru".to_owned(),
             name: host_name(),
             heuristic_fraction: 0.1,

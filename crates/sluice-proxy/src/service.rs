@@ -259,8 +259,8 @@ async fn route(
             whole_for_body_editors(txn, &mut forward.client.headers, true);
             crate::cache_flow::serve(state, &conn.timers, txn, forward, key).await?
         }
-        Some(_) => within_deadline(state, &conn.timers, pass(state, txn, forward, body, Fwd::Bypass)).await?,
-        None => within_deadline(state, &conn.timers, pass(state, txn, forward, body, Fwd::Method)).await?,
+        Some(_) => within_deadline(state, &conn.timers, pass(state, txn, forward, body, Passed::HitForPass)).await?,
+        None => within_deadline(state, &conn.timers, pass(state, txn, forward, body, Passed::Method)).await?,
     };
     if reverse {
         // Cache tags are instructions to this cache (a CDN's), not to clients: like Fastly
@@ -460,16 +460,44 @@ pub fn origin_request(uri: &Uri, method: Method, headers: HeaderMap) -> Result<r
     Ok(parts)
 }
 
+/// Why the cache leaves a request to [`pass`], as `Cache-Status` tells it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Passed {
+    /// A method the cache does not answer (`fwd=method`).
+    Method,
+    /// The URL's last response could not be stored (`fwd=bypass; detail=hit-for-pass`).
+    HitForPass,
+    /// A miss for a range beyond `cache.range_offset_limit` (`fwd=bypass;
+    /// detail=range-offset`).
+    RangeOffset,
+}
+
+impl Passed {
+    fn fwd(self) -> Fwd {
+        match self {
+            Passed::Method => Fwd::Method,
+            Passed::HitForPass | Passed::RangeOffset => Fwd::Bypass,
+        }
+    }
+
+    fn detail(self) -> Option<&'static str> {
+        match self {
+            Passed::Method => None,
+            Passed::HitForPass => Some("hit-for-pass"),
+            Passed::RangeOffset => Some("range-offset"),
+        }
+    }
+}
+
 /// Forwards a request the cache does not handle, streaming both bodies, and invalidates
-/// stored responses after unsafe methods (RFC 9111 §4.4).
-/// `reason` is why the cache is not involved (`Cache-Status: fwd=`): the method, or a
-/// hit-for-pass bypass.
-async fn pass(
+/// stored responses after unsafe methods (RFC 9111 §4.4). `reason`: why the cache is not
+/// involved.
+pub async fn pass(
     state: &State,
     txn: &mut Txn,
     mut forward: Forward,
     body: OutBody,
-    reason: Fwd,
+    reason: Passed,
 ) -> Result<Response<ProxyBody>, ProxyError> {
     let esi_route = forward.client.extensions.get::<crate::esi::EsiRoute>().is_some();
     whole_for_body_editors(txn, &mut forward.client.headers, false);
@@ -523,9 +551,9 @@ async fn pass(
     }
     if state.config.headers.cache_status {
         let status = sluice_http::cache_status::CacheStatus {
-            fwd: Some(reason),
+            fwd: Some(reason.fwd()),
             fwd_status: Some(parts.status.as_u16()),
-            detail: (reason == Fwd::Bypass).then_some("hit-for-pass"),
+            detail: reason.detail(),
             ..Default::default()
         };
         parts.headers.append("cache-status", status.to_header_value(&state.name));

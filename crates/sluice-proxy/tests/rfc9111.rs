@@ -663,6 +663,34 @@ async fn rfc9110_14_2_ranges_of_an_object_still_arriving_need_its_length() {
 }
 
 #[tokio::test]
+async fn rfc9110_14_a_range_miss_beyond_the_offset_limit_goes_to_the_origin_as_asked() {
+    let h = Harness::build(Mode::Forward, |c| c.cache.range_offset_limit = sluice_proxy::units::Size(4)).await;
+    // The origin answers the range itself (a scripted 206: the test origin ignores Range).
+    h.origin.on(
+        "/far",
+        Reply::status(206, "ghi").header("Content-Range", "bytes 6-8/10").header("Cache-Control", "max-age=600"),
+    );
+    let far = h.get_with("/far", &[("Range", "bytes=6-8")]).await;
+    assert_eq!(far.status, 206);
+    assert_eq!(far.text(), "ghi");
+    assert_eq!(h.origin.last_request("/far").unwrap().header("range"), Some("bytes=6-8"), "forwarded as asked");
+    assert!(cache_status(&far).contains("fwd=bypass; fwd-status=206; detail=range-offset"), "{}", cache_status(&far));
+    let suffix = h.get_with("/far", &[("Range", "bytes=-3")]).await;
+    assert_eq!(suffix.status, 206, "a suffix range reaches back from an end not known yet: forwarded too");
+    assert_eq!(h.origin.hits("/far"), 2, "nothing was stored");
+    // Within the limit: the whole object is fetched and stored, the range streams from it.
+    h.origin.on("/near", Reply::ok("abcdefghij").header("Cache-Control", "max-age=600"));
+    let near = h.get_with("/near", &[("Range", "bytes=4-5")]).await;
+    assert_eq!(near.status, 206);
+    assert_eq!(near.text(), "ef");
+    assert_eq!(h.origin.last_request("/near").unwrap().header("range"), None);
+    // Once stored, a range anywhere is a hit.
+    let hit = h.get_with("/near", &[("Range", "bytes=8-")]).await;
+    assert_eq!(hit.text(), "ij");
+    assert_eq!(h.origin.hits("/near"), 1);
+}
+
+#[tokio::test]
 async fn rfc9110_9_3_2_head_is_answered_from_a_stored_get() {
     let h = Harness::forward().await;
     h.origin.on("/head", Reply::ok("twelve bytes").header("Cache-Control", "max-age=600"));

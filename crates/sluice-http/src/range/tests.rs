@@ -213,3 +213,22 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn first_offset_is_the_smallest_first_pos_and_unknown_for_suffixes() {
+    let with = |range: &str| {
+        let mut headers = HeaderMap::new();
+        headers.insert(RANGE, range.parse().unwrap());
+        first_offset(&Method::GET, &headers)
+    };
+    assert_eq!(with("bytes=500-999"), Some(500));
+    assert_eq!(with("bytes=700-, 20-30"), Some(20));
+    assert_eq!(with("bytes=-100"), Some(u64::MAX));
+    assert_eq!(with("bytes=10-20, -100"), Some(10));
+    assert_eq!(with("items=0-5"), None, "not bytes: ignored");
+    assert_eq!(with("bytes=5-1"), None, "invalid: ignored");
+    assert_eq!(first_offset(&Method::GET, &HeaderMap::new()), None);
+    let mut headers = HeaderMap::new();
+    headers.insert(RANGE, "bytes=9-".parse().unwrap());
+    assert_eq!(first_offset(&Method::HEAD, &headers), None);
+}
