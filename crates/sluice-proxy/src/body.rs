@@ -152,6 +152,30 @@ impl BodyPhases {
     }
 }
 
+/// Keeps a body's announced length while modules that declared no length change see it
+/// piece by piece. They may hold bytes back and give them with a later piece (a Proxy-Wasm
+/// plugin that pauses), but never give more than they got so far, and by the end exactly
+/// as much: the `Content-Length` sent before the body stays true.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct SameLength {
+    /// Bytes the modules got and have not given yet.
+    held: u64,
+}
+
+impl SameLength {
+    /// Accounts for one piece: the modules got `got` bytes and gave `gave`; `end` when it
+    /// was the last. False when they changed the body's length.
+    pub fn keeps(&mut self, got: usize, gave: usize, end: bool) -> bool {
+        let available = self.held + got as u64;
+        let gave = gave as u64;
+        if gave > available || (end && gave != available) {
+            return false;
+        }
+        self.held = available - gave;
+        true
+    }
+}
+
 /// A response body towards a client.
 pub struct ProxyBody {
     source: Source,
@@ -160,6 +184,8 @@ pub struct ProxyBody {
     phases: BodyPhases,
     /// The modules have seen the last piece of the body.
     phases_ended: bool,
+    /// The announced length kept through the phases (unless they may change it).
+    length: SameLength,
 }
 
 impl std::fmt::Debug for ProxyBody {
@@ -170,7 +196,14 @@ impl std::fmt::Debug for ProxyBody {
 
 impl ProxyBody {
     fn of(source: Source) -> Self {
-        Self { source, sent: 0, txn: None, phases: BodyPhases::default(), phases_ended: false }
+        Self {
+            source,
+            sent: 0,
+            txn: None,
+            phases: BodyPhases::default(),
+            phases_ended: false,
+            length: SameLength::default(),
+        }
     }
 
     /// No body.
@@ -325,7 +358,7 @@ impl ProxyBody {
         if phases.client {
             txn.body_phase(&mut chunk, |m, info, c| m.client_resp_body(info, c))?;
         }
-        if !phases.may_change && chunk.data().len() != announced {
+        if !phases.may_change && !self.length.keeps(announced, chunk.data().len(), end) {
             // The length was announced; a longer or shorter body would be cut or overrun.
             return Err("a module changed a response body's length without declaring it in edits_body".into());
         }
@@ -426,5 +459,30 @@ impl Drop for ProxyBody {
             let _ = self.run_phases(Bytes::new(), true);
         }
         self.done(completed);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::SameLength;
+
+    #[test]
+    fn bytes_held_back_and_given_later_keep_the_length() {
+        let mut length = SameLength::default();
+        assert!(length.keeps(10, 0, false), "all of a piece held");
+        assert!(length.keeps(10, 5, false), "some given");
+        assert!(length.keeps(10, 25, true), "the rest with the last piece");
+        let mut length = SameLength::default();
+        assert!(length.keeps(10, 10, false));
+        assert!(length.keeps(0, 0, true), "an empty last piece");
+    }
+
+    #[test]
+    fn giving_more_than_got_or_less_by_the_end_changes_the_length() {
+        assert!(!SameLength::default().keeps(10, 11, false), "more than got so far");
+        let mut length = SameLength::default();
+        assert!(length.keeps(10, 0, false));
+        assert!(!length.keeps(10, 19, true), "less by the end");
+        assert!(!SameLength::default().keeps(5, 4, true));
     }
 }

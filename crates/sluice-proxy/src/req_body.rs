@@ -3,7 +3,7 @@
 //! when a module asked to buffer it at `req_headers` ([`buffer`], before anything is sent,
 //! so that the module may still answer locally or defer).
 
-use crate::body::{BoxError, OutBody, PrefixedBody};
+use crate::body::{BoxError, OutBody, PrefixedBody, SameLength};
 use crate::chain::{BufferSide, SharedChain};
 use crate::error::ProxyError;
 use crate::txn::{module_phase, Txn};
@@ -32,6 +32,8 @@ pub struct PhasedRequestBody {
     may_change: bool,
     /// The modules have seen the last piece.
     ended: bool,
+    /// The announced length kept through the phase (unless it may change).
+    length: SameLength,
 }
 
 impl std::fmt::Debug for PhasedRequestBody {
@@ -51,6 +53,7 @@ impl PhasedRequestBody {
                 info: txn.info.clone(),
                 may_change: edits.request,
                 ended: false,
+                length: SameLength::default(),
             }),
             None => Err(body),
         }
@@ -61,7 +64,7 @@ impl PhasedRequestBody {
         let mut chunk = BodyChunk::new(data, end);
         let info = &self.info;
         self.chain.body_phase(&mut chunk, |m, c| m.req_body(info, c)).map_err(|e| ModuleBodyError(e.to_string()))?;
-        if !self.may_change && chunk.data().len() != announced {
+        if !self.may_change && !self.length.keeps(announced, chunk.data().len(), end) {
             return Err(ModuleBodyError(
                 "a module changed a request body's length without declaring it in edits_body".into(),
             ));

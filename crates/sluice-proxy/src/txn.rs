@@ -192,6 +192,7 @@ impl Txn {
             chain: self.modules.share(),
             info: self.info.clone(),
             may_change: edits.origin_response,
+            length: crate::body::SameLength::default(),
         })
     }
 
@@ -214,6 +215,8 @@ pub struct OriginBodyPhase {
     /// ([`sluice_module::BodyEdits::origin_response`]): readers of the fill get it without the
     /// origin's length. Otherwise the length stays, and a module changing it fails the fill.
     pub may_change: bool,
+    /// The announced length kept through the phase (unless it may change).
+    pub length: crate::body::SameLength,
 }
 
 impl OriginBodyPhase {
@@ -223,7 +226,7 @@ impl OriginBodyPhase {
         let mut chunk = sluice_module::BodyChunk::new(data, end);
         let info = &self.info;
         self.chain.body_phase(&mut chunk, |m, c| m.origin_resp_body(info, c)).map_err(|e| e.to_string())?;
-        if !self.may_change && chunk.data().len() != announced {
+        if !self.may_change && !self.length.keeps(announced, chunk.data().len(), end) {
             return Err("a module changed a stored body's length without declaring it in edits_body".into());
         }
         Ok(chunk.into_data())

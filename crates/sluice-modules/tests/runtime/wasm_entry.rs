@@ -95,3 +95,26 @@ async fn a_request_under_way_finishes_on_the_plugin_it_started_with() {
     let reply = slow.await.unwrap();
     assert_eq!((reply.text().as_str(), reply.header("x-wasm-1")), ("slow", "one"), "the old request kept it");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plugin_that_holds_bodies_back_unchanged_needs_no_declared_edits() {
+    // The Rust SDK's http_body example pauses every body until its end; a body it has
+    // nothing to redact keeps its length and its Content-Length.
+    let entry = format!(
+        "[[module]]\nname = \"hold\"\nkind = \"wasm\"\n[module.settings]\npath = {:?}\nplugin_config = \"hold\"\n",
+        plugin("body_transform").display().to_string()
+    );
+    let proxy = Proxy::start(&entry).await;
+    let body: String = (0..300_000u32).map(|i| char::from(b'a' + (i % 26) as u8)).collect();
+    proxy.origin.on("/large", Reply::ok(body.clone()).header("cache-control", "no-store"));
+    let reply = proxy.get("/large").await;
+    assert_eq!(reply.status, StatusCode::OK);
+    assert_eq!(reply.header("content-length"), "300000");
+    assert!(reply.text() == body, "the whole body, unchanged");
+    // A request body held back the same way reaches the origin whole.
+    proxy.origin.on("/upload", Reply::ok("stored"));
+    let target = proxy.origin.url("/upload");
+    let sent = sluice_testkit::client::send(proxy.addr(), "POST", &target, &[], Some(&body)).await;
+    assert_eq!(sent.status, StatusCode::OK, "{}", sent.text());
+    assert_eq!(proxy.origin.last_request("/upload").unwrap().body.len(), 300_000);
+}

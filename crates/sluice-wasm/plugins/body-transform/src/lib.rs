@@ -6,6 +6,9 @@
 //!   benchmark plugin).
 //! - `buffer`: pauses (StopIterationAndBuffer) until the whole body is there, then
 //!   upper-cases it at once and appends `<!--wasm:N-->` with the number of calls it saw.
+//! - `hold`: pauses until the whole body is there, then lets it through unchanged (as the
+//!   Rust SDK's `http_body` example does with bodies it has nothing to redact): the length
+//!   never changes, so no `edits_*_body` is needed.
 
 use proxy_wasm::traits::{Context, HttpContext, RootContext};
 use proxy_wasm::types::{Action, ContextType, LogLevel};
@@ -20,6 +23,7 @@ enum Mode {
     Upper,
     Copy,
     Buffer,
+    Hold,
 }
 
 struct Root {
@@ -34,6 +38,7 @@ impl RootContext for Root {
         self.mode = match config.as_slice() {
             b"copy" => Mode::Copy,
             b"buffer" => Mode::Buffer,
+            b"hold" => Mode::Hold,
             _ => Mode::Upper,
         };
         true
@@ -92,6 +97,8 @@ impl Transform {
                 }
                 Action::Continue
             }
+            Mode::Hold if !end_of_stream => Action::Pause,
+            Mode::Hold => Action::Continue,
             Mode::Buffer => {
                 if !end_of_stream {
                     return Action::Pause;
