@@ -139,9 +139,11 @@ pub(crate) struct Callout {
     grpc: bool,
 }
 
-/// What a call got. An HTTP call: the response head (`None` when the call failed: the plugin
-/// then sees no headers, as from Envoy) and body. A gRPC call: no head, the answer's message
-/// (empty unless the call succeeded) and how the call ended.
+/// What a call got. An HTTP call: the response head and body; for a call that got no head,
+/// the answer Envoy's HTTP client makes up ([`CallResponse::local`]); `None` for a call that
+/// failed after its head (the plugin then sees no headers, as from Envoy when a call's stream
+/// is reset). A gRPC call: no head, the answer's message (empty unless the call succeeded)
+/// and how the call ended.
 #[derive(Debug, Default)]
 pub(crate) struct CallResponse {
     pub head: Option<response::Parts>,
@@ -151,6 +153,18 @@ pub(crate) struct CallResponse {
 }
 
 impl CallResponse {
+    /// The answer Envoy's HTTP client gives a plugin for a call the upstream did not answer,
+    /// with its own status and text: `503` when the upstream could not be reached or reset the
+    /// call before a response head ([`UNREACHABLE`]), `504` when the call timed out
+    /// ([`TIMED_OUT`]). Plugins written for Envoy read `:status` and expect one.
+    fn local(status: http::StatusCode, text: &'static str) -> Self {
+        let (mut head, ()) = http::Response::new(()).into_parts();
+        head.status = status;
+        head.headers.insert(header::CONTENT_LENGTH, HeaderValue::from(text.len()));
+        head.headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain"));
+        Self { head: Some(head), body: Bytes::from_static(text.as_bytes()), grpc: None }
+    }
+
     /// The callback that hands this answer to the plugin, for the call `token`.
     pub(crate) fn callback(&self, token: u32) -> Callback {
         match &self.grpc {
@@ -222,8 +236,10 @@ impl Callout {
     }
 
     /// Makes the call through `client` (from [`CallClients::for_call`]): sends, reads the
-    /// response (its body at most `max_body` bytes). Any failure, the timeout included, gives
-    /// an HTTP call an empty [`CallResponse`], a gRPC call the status of the failure.
+    /// response (its body at most `max_body` bytes). An HTTP call that gets no response head
+    /// gets Envoy's made-up answer instead ([`CallResponse::local`]); one that fails after it
+    /// (a body over `max_body`, a connection cut) an empty [`CallResponse`]. A gRPC call gets
+    /// the status of the failure.
     pub(crate) async fn perform(self, client: CallClient, max_body: usize) -> CallResponse {
         let Self { request, timeout, grpc, .. } = self;
         if grpc {
@@ -232,22 +248,46 @@ impl Callout {
         let uri = request.uri().clone();
         match tokio::time::timeout(timeout, exchange(&client, request, max_body)).await {
             Ok(Ok(response)) => response,
-            Ok(Err(err)) => {
+            Ok(Err(CallFailure::BeforeHead(err))) => {
+                tracing::debug!("plugin http call to {uri} failed: {err}");
+                CallResponse::local(http::StatusCode::SERVICE_UNAVAILABLE, UNREACHABLE)
+            }
+            Ok(Err(CallFailure::AfterHead(err))) => {
                 tracing::debug!("plugin http call to {uri} failed: {err}");
                 CallResponse::default()
             }
             Err(_) => {
                 tracing::debug!("plugin http call to {uri} timed out after {timeout:?}");
-                CallResponse::default()
+                CallResponse::local(http::StatusCode::GATEWAY_TIMEOUT, TIMED_OUT)
             }
         }
     }
 }
 
-async fn exchange(client: &CallClient, request: Request<Bytes>, max_body: usize) -> Result<CallResponse, String> {
-    let response = client.request(request.map(whole)).await.map_err(|e| describe(&e))?;
+/// The body of Envoy's `503` for a call whose upstream could not be reached or reset it
+/// before a response head.
+pub(crate) const UNREACHABLE: &str =
+    "upstream connect error or disconnect/reset before headers. reset reason: connection failure";
+
+/// The body of Envoy's `504` for a call that timed out.
+pub(crate) const TIMED_OUT: &str = "upstream request timeout";
+
+/// How an HTTP call failed.
+enum CallFailure {
+    /// No response head came.
+    BeforeHead(String),
+    /// The head came, the body did not (whole, or within the limit).
+    AfterHead(String),
+}
+
+async fn exchange(client: &CallClient, request: Request<Bytes>, max_body: usize) -> Result<CallResponse, CallFailure> {
+    let response = client.request(request.map(whole)).await.map_err(|e| CallFailure::BeforeHead(describe(&e)))?;
     let (head, body) = response.into_parts();
-    let body = Limited::new(body, max_body).collect().await.map_err(|e| format!("body: {e}"))?.to_bytes();
+    let body = Limited::new(body, max_body)
+        .collect()
+        .await
+        .map_err(|e| CallFailure::AfterHead(format!("body: {e}")))?
+        .to_bytes();
     Ok(CallResponse { head: Some(head), body, grpc: None })
 }
 
@@ -263,6 +303,31 @@ mod tests {
         assert_eq!(cluster("http://auth.internal/").unwrap().address, "auth.internal:80");
         assert!(cluster("https://auth.internal").unwrap_err().contains("only http://"));
         assert!(cluster("not a host").is_err());
+    }
+
+    #[tokio::test]
+    async fn calls_without_an_answer_get_envoys_503_or_504() {
+        let pairs: WirePairs<'static> = vec![(b":method", b"GET"), (b":path", b"/"), (b":authority", b"a")];
+        // Nothing listens: 503.
+        let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+        let cluster = Cluster::try_from(closed.to_string()).unwrap();
+        let call = Callout::http(1, &cluster, &pairs, b"", Duration::from_secs(5)).unwrap();
+        let clients = CallClients::default();
+        let client = clients.for_call(&call);
+        let answer = call.perform(client, 1024).await;
+        let head = answer.head.expect("a made-up head");
+        assert_eq!(head.status, 503);
+        assert_eq!(answer.body, UNREACHABLE);
+        assert_eq!(head.headers["content-length"], UNREACHABLE.len().to_string().as_str());
+        // Accepted, never answered: 504 once the call's timeout passes.
+        let silent = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let cluster = Cluster::try_from(silent.local_addr().unwrap().to_string()).unwrap();
+        let call = Callout::http(2, &cluster, &pairs, b"", Duration::from_millis(50)).unwrap();
+        let client = clients.for_call(&call);
+        let answer = call.perform(client, 1024).await;
+        assert_eq!(answer.head.expect("a made-up head").status, 504);
+        assert_eq!(answer.body, TIMED_OUT);
+        drop(silent);
     }
 
     #[test]

@@ -67,14 +67,18 @@ async fn a_plugin_waits_for_its_http_call_and_acts_on_the_answer() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_failed_call_gets_an_empty_answer_and_an_unknown_cluster_an_error() {
-    // Nothing listens on the cluster's port: the plugin gets no headers, and answers 503.
+async fn a_call_nobody_answers_gets_envoys_503_and_an_unknown_cluster_an_error() {
+    // Nothing listens on the cluster's port: the plugin gets the 503 Envoy's HTTP client
+    // makes up (plugins written for Envoy read its `:status`), and denies the request.
     let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
     let proxy = Proxy::start(&entry(Some(&format!("http://{closed}")))).await;
     proxy.origin.on("/page", Reply::ok("page"));
     let reply = get(&proxy, "/page", &[("x-user", "ann")]).await;
-    assert_eq!(reply.status, StatusCode::SERVICE_UNAVAILABLE);
-    assert_eq!((reply.text().as_str(), reply.header("x-auth-error")), ("auth unreachable", "unreachable"));
+    assert_eq!(reply.status, StatusCode::FORBIDDEN);
+    assert_eq!(
+        reply.text(),
+        "denied: upstream connect error or disconnect/reset before headers. reset reason: connection failure"
+    );
     assert_eq!(proxy.origin.hits("/page"), 0);
 
     // No cluster `auth`: dispatch_http_call fails at once (the SDK gives BadArgument).

@@ -3,7 +3,8 @@
 //! - a request with `x-user: NAME` waits for `GET /check/NAME` (`x-asked-by: wasm`): a `200`
 //!   lets it through with `x-auth: <the answer's body>`, unless that body is `again`: then
 //!   it asks `GET /check/NAME-again` too, and that answer decides; another status answers
-//!   `403` (`denied: <body>`); no answer (the call failed) answers `503` (`auth unreachable`);
+//!   `403` (`denied: <body>`), the host's made-up `503` for an unreachable cluster included;
+//!   no headers at all (the call failed after its head) answers `503` (`auth unreachable`);
 //! - a response with `x-annotate: KEY` waits for `GET /annotate/KEY` and gets its body as
 //!   `x-annotation`.
 
