@@ -20,9 +20,10 @@
 //! headers callback; `proxy_on_done`, `proxy_on_log` and `proxy_on_delete` are one call too
 //! (`crate::joined`).
 //!
-//! A call (`proxy_http_call` or `proxy_grpc_call`, from a headers callback or the callback
-//! with a call's answer) gives `Flow::Defer` on the call; the answer goes to the plugin when
-//! the host resumes the phase, with the phase's head live again (`crate::callout`).
+//! Calls (`proxy_http_call`, `proxy_grpc_call`, from a headers callback or the callback with
+//! a call's answer) give one `Flow::Defer` on all of them, made at once; the answers go to
+//! the plugin in the order the calls were asked for when the host resumes the phase, with
+//! the phase's head live again (`crate::callout`).
 //!
 //! Verdicts: a local response (`proxy_send_local_response`) gives `Flow::Respond` (which the
 //! host honours in request phases); `sluice.no_more_callbacks` gives `Flow::Done`; `Pause`
@@ -136,8 +137,9 @@ pub(crate) struct WasmTxn {
     /// Body data held back while the plugin pauses, per direction.
     held_request: Option<Vec<u8>>,
     held_response: Option<Vec<u8>>,
-    /// The call the transaction waits for (`proxy_http_call` or `proxy_grpc_call` from a headers callback).
-    call: Option<PendingCall>,
+    /// The calls the transaction waits for (`proxy_http_call`, `proxy_grpc_call` from a
+    /// headers callback or the answer to a call), in the order they were asked for.
+    calls: Vec<PendingCall>,
 }
 
 impl WasmTxn {
@@ -170,7 +172,7 @@ impl WasmTxn {
             head_request: false,
             held_request: None,
             held_response: None,
-            call: None,
+            calls: Vec::new(),
         }
     }
 
@@ -326,38 +328,35 @@ impl WasmTxn {
             self.state = State::Quiet;
             return Flow::Done;
         }
-        match rare.callout {
-            Some(callout) => self.defer_call(callout),
-            None => Flow::Continue,
-        }
+        self.defer_calls(rare.callouts)
     }
 
-    /// Waits for `callout` (`Flow::Defer`); `resumed` then hands its response to the plugin.
-    fn defer_call(&mut self, callout: Callout) -> Flow {
-        let slot = Arc::new(parking_lot::Mutex::new(None));
-        self.call = Some((callout.token, Arc::clone(&slot)));
+    /// Waits for `callouts`, made all at once (`Flow::Defer`); `resumed` then hands their
+    /// responses to the plugin. `Continue` when there are none.
+    fn defer_calls(&mut self, callouts: Vec<Callout>) -> Flow {
+        if callouts.is_empty() {
+            return Flow::Continue;
+        }
         let max_body = self.core.config().limits.max_buffer_bytes;
-        let client = self.core.shared().call_clients.for_call(&callout);
-        // The call times itself out first (the plugin's timeout): the plugin then gets an
-        // empty response, as from Envoy; the host's deadline is a backstop.
-        let deadline = callout.timeout() + Duration::from_secs(1);
-        Flow::Defer {
-            work: Box::pin(async move {
+        // Each call times itself out first (the plugin's timeout, then the answer Envoy makes
+        // up); the host's deadline is a backstop.
+        let deadline = callouts.iter().map(Callout::timeout).max().unwrap_or_default() + Duration::from_secs(1);
+        let mut work = Vec::with_capacity(callouts.len());
+        for callout in callouts {
+            let slot = Arc::new(parking_lot::Mutex::new(None));
+            self.calls.push((callout.token, Arc::clone(&slot)));
+            let client = self.core.shared().call_clients.for_call(&callout);
+            work.push(async move {
                 let response = callout.perform(client, max_body).await;
                 *slot.lock() = Some(response);
+            });
+        }
+        Flow::Defer {
+            work: Box::pin(async move {
+                futures_util::future::join_all(work).await;
                 Flow::Continue
             }),
             deadline,
-        }
-    }
-
-    /// The verdict after `proxy_on_http_call_response` (`result`, `signals`): the transaction
-    /// goes on whether or not the plugin resumed the stream, unless it answered locally, asked
-    /// for no more callbacks or for another call.
-    fn after_call(&mut self, result: Result<i32, Option<Fault>>, signals: Signals, side: Side) -> Flow {
-        match result {
-            Ok(_) => self.verdict(Action::Continue, signals, true, false),
-            Err(fault) => self.fail(side, &Self::failure_reason(fault)),
         }
     }
 
@@ -492,49 +491,70 @@ impl Txn for WasmTxn {
         self.body_phase(BodyKind::Response, chunk)
     }
 
-    /// The call the transaction waited for is done: `proxy_on_http_call_response` (or
+    /// The calls the transaction waited for are done: each answer goes to the plugin, in the
+    /// order the calls were asked for (`proxy_on_http_call_response`, or
     /// `proxy_on_grpc_receive`, `proxy_on_grpc_close`), with the phase's head live again.
-    fn resumed(&mut self, _info: &TxnInfo, subject: Subject<'_>, deferred: Flow) -> Flow {
-        let Some((token, slot)) = self.call.take() else { return deferred };
-        let mut response = slot.lock().take().unwrap_or_default();
-        if self.state != State::Active {
+    /// The transaction then goes on whether or not the plugin resumed the stream, unless a
+    /// callback answered locally or asked for no more callbacks (the answers not given yet
+    /// are then dropped), or the callbacks asked for more calls (made all at once).
+    fn resumed(&mut self, _info: &TxnInfo, mut subject: Subject<'_>, deferred: Flow) -> Flow {
+        if self.calls.is_empty() {
             return deferred;
         }
-        let callback = response.callback(token);
-        match subject {
-            Subject::Request(req) => {
-                let mut lend = self
-                    .lend()
-                    .with_request(Some(RequestHead::Live(&mut *req)))
-                    .with_call_response(&mut response)
-                    .allowing_calls();
-                let result = self.run(callback, &mut lend);
-                let signals = Signals::take(&mut lend);
-                let flow = self.after_call(result, signals, Side::Request);
-                // The kept copy follows what the plugin made of the head.
-                if self.request.kept().is_some() {
-                    self.request.keep(req);
-                }
-                flow
+        let mut more = Vec::new();
+        for (token, slot) in std::mem::take(&mut self.calls) {
+            if self.state != State::Active {
+                return deferred;
             }
-            Subject::Response(resp) => {
-                let mut lend = self
-                    .lend()
-                    .with_request(self.kept_request())
-                    .with_response(Some(ResponseHead::Live(&mut *resp)))
-                    .with_call_response(&mut response)
-                    .allowing_calls();
-                let result = self.run(callback, &mut lend);
-                let signals = Signals::take(&mut lend);
-                let flow = self.after_call(result, signals, Side::Response);
-                if self.response.kept().is_some() {
-                    self.response.keep(resp);
+            let mut response = slot.lock().take().unwrap_or_default();
+            let callback = response.callback(token);
+            let (result, signals, side) = match &mut subject {
+                Subject::Request(req) => {
+                    let mut lend = self
+                        .lend()
+                        .with_request(Some(RequestHead::Live(req)))
+                        .with_call_response(&mut response)
+                        .allowing_calls();
+                    let result = self.run(callback, &mut lend);
+                    let signals = Signals::take(&mut lend);
+                    // The kept copy follows what the plugin made of the head.
+                    if self.request.kept().is_some() {
+                        self.request.keep(req);
+                    }
+                    (result, signals, Side::Request)
                 }
-                flow
+                Subject::Response(resp) => {
+                    let mut lend = self
+                        .lend()
+                        .with_request(self.kept_request())
+                        .with_response(Some(ResponseHead::Live(resp)))
+                        .with_call_response(&mut response)
+                        .allowing_calls();
+                    let result = self.run(callback, &mut lend);
+                    let signals = Signals::take(&mut lend);
+                    if self.response.kept().is_some() {
+                        self.response.keep(resp);
+                    }
+                    (result, signals, Side::Response)
+                }
+                // Calls are made from headers callbacks only.
+                _ => return deferred,
+            };
+            if let Err(fault) = result {
+                return self.fail(side, &Self::failure_reason(fault));
             }
-            // Calls are made from headers callbacks only.
-            _ => deferred,
+            if let Some(rare) = signals.rare {
+                if let Some(response) = rare.local_response {
+                    return Flow::Respond(response);
+                }
+                more.extend(rare.callouts);
+            }
+            if signals.no_more_callbacks {
+                self.state = State::Quiet;
+                return Flow::Done;
+            }
         }
+        self.defer_calls(more)
     }
 
     /// Nothing yet: `proxy_on_done` runs from `log`, which follows at once, in one call with

@@ -87,3 +87,25 @@ async fn a_call_nobody_answers_gets_envoys_503_and_an_unknown_cluster_an_error()
     let reply = get(&proxy, "/page", &[("x-user", "ann")]).await;
     assert_eq!((reply.status, reply.text().as_str()), (StatusCode::INTERNAL_SERVER_ERROR, "call failed: BadArgument"));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_asked_for_together_are_made_at_once_and_answered_in_turn() {
+    let clock = ManualClock::default();
+    let auth = Origin::start(move || clock.now()).await;
+    // The first answer is the slowest: the calls run at the same time, and the answers still
+    // come to the plugin in the order it asked.
+    auth.on("/check/ann", Reply::ok("ann-ok").delay(std::time::Duration::from_millis(300)));
+    auth.on("/check/cy", Reply::ok("cy-ok"));
+    auth.on("/check/dee", Reply::ok("dee-ok"));
+    auth.on("/check/bob", Reply::status(401, "unknown user"));
+    let proxy = Proxy::start(&entry(Some(&auth.url("")))).await;
+    proxy.origin.on("/page", Reply::ok("page"));
+    let reply = get(&proxy, "/page", &[("x-users", "ann,cy,dee")]).await;
+    assert_eq!((reply.status, reply.text().as_str()), (StatusCode::OK, "page"));
+    assert_eq!(proxy.origin.last_request("/page").unwrap().header("x-auth"), Some("ann-ok,cy-ok,dee-ok"));
+    assert_eq!(auth.connections(), 3, "three calls at once, on three connections");
+    // One refused: answered locally once every answer is in.
+    let reply = get(&proxy, "/page", &[("x-users", "cy,bob")]).await;
+    assert_eq!((reply.status, reply.text().as_str()), (StatusCode::FORBIDDEN, "denied: bob"));
+    assert_eq!(proxy.origin.hits("/page"), 1);
+}

@@ -6,10 +6,13 @@
 //!
 //! The plugin's timeout bounds the call (0, or more than a minute: a minute).
 //!
+//! A callback may ask for several calls (up to `lend::MAX_CALLS`): they are made at once, and
+//! their answers come back one callback each, in the order they were asked for.
+//!
 //! Statuses of `proxy_http_call`: `BadArgument` for an unknown cluster, a request without
 //! `:method`, `:path` or `:authority`, or a callback that cannot wait for a call (outside the
-//! request and response headers callbacks and the answer to a call, or a second call from
-//! one callback); `ParseFailure` for malformed header pairs.
+//! request and response headers callbacks and the answer to a call, or past
+//! `lend::MAX_CALLS` calls from one callback); `ParseFailure` for malformed header pairs.
 //!
 //! `proxy_grpc_call` answers only with the statuses the Rust SDK hands back to the plugin
 //! (any other makes it panic): `ParseFailure` for service or method names that do not make a
@@ -67,7 +70,7 @@ fn record(
 ) -> Result<Status, Status> {
     let token = callout.token;
     let lend = state.call.lend().filter(|lend| lend.may_call()).ok_or(refused)?;
-    lend.asked().callout = Some(callout);
+    lend.asked().callouts.push(callout);
     state.next_call_token = token.wrapping_add(1);
     memory::write_u32(mem, token_ptr, token)?;
     Ok(Status::Ok)
@@ -134,7 +137,10 @@ fn grpc_cancel(mut caller: Caller<'_, HostState>, token: i32) -> i32 {
     let token = token as u32;
     let state = caller.data_mut();
     let asked = state.call.lend().and_then(|lend| lend.asked.as_mut());
-    let call = asked.and_then(|asked| asked.callout.take_if(|call| call.is_grpc() && call.token == token));
+    let call = asked.and_then(|asked| {
+        let at = asked.callouts.iter().position(|call| call.is_grpc() && call.token == token)?;
+        Some(asked.callouts.remove(at))
+    });
     let cancelled = call.is_some() || state.shared.grpc_streams.cancel(state.instance, token);
     if cancelled { Status::Ok } else { Status::NotFound }.code()
 }

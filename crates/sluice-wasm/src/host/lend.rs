@@ -79,10 +79,14 @@ pub(crate) struct Lend<'a> {
 pub(crate) struct Asked {
     /// Set by `proxy_send_local_response`.
     pub local_response: Option<LocalResponse>,
-    /// Set by `proxy_http_call` or `proxy_grpc_call`: the call to make before the
-    /// transaction goes on.
-    pub callout: Option<Callout>,
+    /// Set by `proxy_http_call` and `proxy_grpc_call`: the calls to make, all at once, before
+    /// the transaction goes on (at most [`MAX_CALLS`]).
+    pub callouts: Vec<Callout>,
 }
+
+/// The most calls one callback may ask for (Envoy sets no limit; the Rust SDK's
+/// `http_parallel_call` example makes two).
+pub(crate) const MAX_CALLS: usize = 16;
 
 impl<'a> Lend<'a> {
     /// A lend of the transaction's facts only (no heads, no body).
@@ -130,7 +134,7 @@ impl<'a> Lend<'a> {
     /// Whether the callback may ask for a call now: it runs where the transaction can
     /// wait, and has not asked for one yet.
     pub(crate) fn may_call(&self) -> bool {
-        self.calls_allowed && self.asked.as_ref().is_none_or(|asked| asked.callout.is_none())
+        self.calls_allowed && self.asked.as_ref().is_none_or(|asked| asked.callouts.len() < MAX_CALLS)
     }
 
     /// Where the callback's rare requests go (made on first use).
