@@ -35,7 +35,8 @@ pub(super) fn add(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
 }
 
 /// `proxy_send_local_response`: the transaction is answered with this response when the
-/// callback returns (in request phases; see `txn.rs`).
+/// callback returns (in request phases; see `txn.rs`). A body comes with `content-type:
+/// text/plain` unless the plugin gives one, as from Envoy.
 #[allow(clippy::too_many_arguments)]
 fn send_local_response(
     mut caller: Caller<'_, HostState>,
@@ -62,6 +63,10 @@ fn send_local_response(
             let name = HeaderName::from_bytes(name).map_err(|_| Status::BadArgument)?;
             let value = HeaderValue::from_bytes(value).map_err(|_| Status::BadArgument)?;
             headers.append(name, value);
+        }
+        // As Envoy's local replies: a body is plain text unless the plugin says otherwise.
+        if !body.is_empty() && !headers.contains_key(http::header::CONTENT_TYPE) {
+            headers.insert(http::header::CONTENT_TYPE, HeaderValue::from_static("text/plain"));
         }
         let lend = state.call.lend().ok_or(Status::BadArgument)?;
         lend.asked().local_response = Some(LocalResponse { status, headers, body });

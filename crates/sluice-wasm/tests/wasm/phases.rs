@@ -232,6 +232,7 @@ fn a_local_response_answers_the_request() {
     let response = run.responded.expect("a local response");
     assert_eq!(response.status, StatusCode::FORBIDDEN);
     assert_eq!(response.headers["x-blocked-by"], "wasm");
+    assert_eq!(response.headers["content-type"], "text/plain", "as Envoy's local replies");
     assert_eq!(response.body.as_ref(), b"blocked by plugin");
     assert_eq!(run.flows, ["req_headers:Respond(403 Forbidden)"]);
 
