@@ -132,7 +132,7 @@ impl<'a> Lend<'a> {
     }
 
     /// Whether the callback may ask for a call now: it runs where the transaction can
-    /// wait, and has not asked for one yet.
+    /// wait, and has asked for fewer than [`MAX_CALLS`].
     pub(crate) fn may_call(&self) -> bool {
         self.calls_allowed && self.asked.as_ref().is_none_or(|asked| asked.callouts.len() < MAX_CALLS)
     }
