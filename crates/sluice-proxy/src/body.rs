@@ -113,6 +113,46 @@ enum Source {
     /// What was read of a body, then the rest of it (a response held for a buffering module
     /// that failed open). Boxed: rare, and it would make every body larger.
     Resumed(Box<Resumed>),
+    /// One range of an origin body passed through (a `206` for a response not stored).
+    /// Boxed, as [`Source::Resumed`].
+    OriginRange(Box<OriginRange>),
+}
+
+/// See [`Source::OriginRange`].
+struct OriginRange {
+    body: SourceBody,
+    /// Bytes still to pass over before the first one given.
+    skip: u64,
+    /// Bytes still to give; the origin body is dropped (and its connection closed) once they
+    /// are given, whatever follows them.
+    remaining: u64,
+}
+
+impl OriginRange {
+    fn poll(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        loop {
+            if self.remaining == 0 {
+                return Poll::Ready(None);
+            }
+            let frame = match std::task::ready!(Pin::new(&mut self.body).poll_frame(cx)) {
+                None => return Poll::Ready(None),
+                Some(Err(e)) => return Poll::Ready(Some(Err(e))),
+                Some(Ok(frame)) => frame,
+            };
+            let Ok(mut data) = frame.into_data() else { continue };
+            let len = data.len() as u64;
+            if len <= self.skip {
+                self.skip -= len;
+                continue;
+            }
+            // `skip < len`, and the end is cut to what remains: both fit the chunk.
+            let end = len.min(self.skip + self.remaining);
+            data = data.slice(self.skip as usize..end as usize);
+            self.skip = 0;
+            self.remaining -= data.len() as u64;
+            return Poll::Ready(Some(Ok(Frame::data(data))));
+        }
+    }
 }
 
 /// See [`Source::Resumed`].
@@ -257,6 +297,13 @@ impl ProxyBody {
         Self::of(Source::Resumed(Box::new(Resumed { read: Some(read), rest })))
     }
 
+    /// The bytes of `range` of an origin body, passed through: a `206` for a response the
+    /// cache does not store. No module phase may run on it (it would see only the range).
+    pub fn origin_range(body: SourceBody, range: std::ops::Range<u64>) -> Self {
+        let remaining = range.end.saturating_sub(range.start);
+        Self::of(Source::OriginRange(Box::new(OriginRange { body, skip: range.start, remaining })))
+    }
+
     /// An ESI template's assembled body (length unknown).
     pub fn esi(assembler: crate::esi::Assembler) -> Self {
         Self::of(Source::Esi(Box::new(assembler)))
@@ -297,6 +344,7 @@ impl ProxyBody {
             Source::ZeroCopy { body, queued, .. } => return *queued == body.len(),
             Source::Esi(body) => body.size_hint(),
             Source::Resumed(body) => body.size_hint(),
+            Source::OriginRange(range) => return range.remaining == 0,
         };
         hint.exact() == Some(0)
     }
@@ -312,6 +360,7 @@ impl ProxyBody {
             Source::ZeroCopy { body, queued, .. } => *queued == body.len(),
             Source::Esi(body) => body.is_end_stream(),
             Source::Resumed(body) => body.read.is_none() && body.rest.is_end_stream(),
+            Source::OriginRange(range) => range.remaining == 0,
         }
     }
 
@@ -342,6 +391,7 @@ impl ProxyBody {
                 Some(read) => Poll::Ready(Some(Ok(Frame::data(read)))),
                 None => Pin::new(&mut body.rest).poll_frame(cx),
             },
+            Source::OriginRange(range) => range.poll(cx),
         }
     }
 
@@ -444,6 +494,7 @@ impl Body for ProxyBody {
             Source::ZeroCopy { body, queued, .. } => SizeHint::with_exact(body.len() - queued),
             Source::Esi(body) => body.size_hint(),
             Source::Resumed(body) => body.size_hint(),
+            Source::OriginRange(range) => SizeHint::with_exact(range.remaining),
         }
     }
 }

@@ -334,9 +334,10 @@ pub async fn serve(
                 };
                 parts.headers.append(cache_status::field_name(), cs.to_header_value(&state.name));
             }
-            // The client's own conditionals were not sent; answer them from this response
-            // (unless it is an ESI template, assembled on the way out).
-            let pre = if crate::esi::skips_conditionals(&forward.client, &parts.headers, &state.name) {
+            // The client's own conditionals and range were not sent; answer them from this
+            // response (unless it is an ESI template, assembled on the way out).
+            let esi = crate::esi::skips_conditionals(&forward.client, &parts.headers, &state.name);
+            let pre = if esi {
                 Precondition::Proceed
             } else {
                 sluice_http::conditional::evaluate(
@@ -356,7 +357,13 @@ pub async fn serve(
                 parts.headers = headers;
                 return Ok(Response::from_parts(parts, ProxyBody::empty()));
             }
-            let body = if forward.client.method == Method::HEAD { ProxyBody::empty() } else { ProxyBody::origin(body) };
+            let body = if forward.client.method == Method::HEAD {
+                ProxyBody::empty()
+            } else if esi || !txn.modules.is_empty() {
+                ProxyBody::origin(body)
+            } else {
+                respond::passed_body(&forward.client, &mut parts, body)
+            };
             Ok(Response::from_parts(parts, body))
         }
     }

@@ -4,11 +4,12 @@
 use crate::body::{BodyPhases, ProxyBody};
 use crate::chain::BufferSide;
 use crate::error::{Kind, ProxyError};
+use crate::source::SourceBody;
 use crate::state::State;
 use crate::txn::{module_phase, Txn};
 use bytes::Bytes;
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
-use http::{request, Method, Response, StatusCode, Version};
+use http::{request, response, Method, Response, StatusCode, Version};
 use sluice_http::cache_status::{self, CacheStatus};
 use sluice_http::conditional::{self, Precondition};
 use sluice_http::range::{self, RangeOutcome};
@@ -367,6 +368,31 @@ fn filling_body(
             (StatusCode::PARTIAL_CONTENT, ProxyBody::fill(fill.range_reader(r)))
         }
         RangeOutcome::Full | RangeOutcome::Partial(_) => (meta.status, ProxyBody::fill(fill.reader())),
+    }
+}
+
+/// The body of a response passed on from the origin, not stored, honouring a single `Range`
+/// of the client's (which the cache did not send: it asked for the whole response, to store
+/// it) on a 200 whose length the origin announced: a `206` streams that range of it, a `416`
+/// answers one beyond it. Anything else passes whole, which RFC 9110 §14.2 allows. For a
+/// transaction no module takes part in (a body phase would see only the range).
+pub fn passed_body(client: &request::Parts, parts: &mut response::Parts, body: SourceBody) -> ProxyBody {
+    let announced = parts.headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.parse().ok());
+    let Some(len) = announced.filter(|_| parts.status == StatusCode::OK) else {
+        return ProxyBody::origin(body);
+    };
+    match range::evaluate(&client.method, &client.headers, &parts.headers, len) {
+        RangeOutcome::Partial(ranges) if ranges.len() == 1 => {
+            let r = single_range(&mut parts.headers, &ranges[0], len);
+            parts.status = StatusCode::PARTIAL_CONTENT;
+            ProxyBody::origin_range(body, r)
+        }
+        RangeOutcome::Unsatisfiable => {
+            let (status, empty) = unsatisfiable(&mut parts.headers, len);
+            parts.status = status;
+            empty
+        }
+        RangeOutcome::Full | RangeOutcome::Partial(_) => ProxyBody::origin(body),
     }
 }
 

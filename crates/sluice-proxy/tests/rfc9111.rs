@@ -691,6 +691,32 @@ async fn rfc9110_14_a_range_miss_beyond_the_offset_limit_goes_to_the_origin_as_a
 }
 
 #[tokio::test]
+async fn rfc9110_14_a_range_of_a_response_that_is_not_stored_is_cut_from_it() {
+    let h = Harness::build(Mode::Forward, |c| c.cache.max_object = sluice_proxy::units::Size(8)).await;
+    h.origin.on("/large", Reply::ok("abcdefghij").header("Cache-Control", "max-age=600"));
+    h.origin.on("/private", Reply::ok("0123456789").header("Cache-Control", "no-store"));
+    let large = h.get_with("/large", &[("Range", "bytes=2-4")]).await;
+    assert_eq!(large.status, 206, "too large to store: the range is cut from the pass");
+    assert_eq!(large.header("content-range"), "bytes 2-4/10");
+    assert_eq!(large.text(), "cde");
+    assert_eq!(h.origin.last_request("/large").unwrap().header("range"), None, "the whole was asked for");
+    let open_ended = h.get_with("/private", &[("Range", "bytes=0-")]).await;
+    assert_eq!(open_ended.status, 206, "a player's first `bytes=0-` learns that ranges work");
+    assert_eq!(open_ended.header("content-range"), "bytes 0-9/10");
+    assert_eq!(open_ended.text(), "0123456789");
+    // A range across many reads of a larger body.
+    let body: String = (0..200_000u32).map(|i| char::from(b'a' + (i % 26) as u8)).collect();
+    h.origin.on("/private-large", Reply::ok(body.clone()).header("Cache-Control", "no-store"));
+    let middle = h.get_with("/private-large", &[("Range", "bytes=70000-150000")]).await;
+    assert_eq!(middle.status, 206);
+    assert!(middle.text() == body[70_000..=150_000], "the bytes of the range");
+    h.origin.on("/private-2", Reply::ok("0123456789").header("Cache-Control", "no-store"));
+    let beyond = h.get_with("/private-2", &[("Range", "bytes=10-")]).await;
+    assert_eq!(beyond.status, 416);
+    assert_eq!(beyond.header("content-range"), "bytes */10");
+}
+
+#[tokio::test]
 async fn rfc9110_9_3_2_head_is_answered_from_a_stored_get() {
     let h = Harness::forward().await;
     h.origin.on("/head", Reply::ok("twelve bytes").header("Cache-Control", "max-age=600"));
