@@ -14,6 +14,8 @@
 //!   exactly where hyper will look for it.
 //! * Heads that `httparse` itself refuses, or that outgrow the limit, are handed to hyper
 //!   unchanged (hyper answers 400 or 431 with the same parser and limit) and nothing after them.
+//! * The connection is held to the protocols it may speak ([`Speaks`]: the listener's `h2c`,
+//!   TLS's ALPN), which hyper would otherwise guess from the first bytes.
 //! * The HTTP/2 preface at the start of the connection turns inspection off for good. So do
 //!   bytes that are not HTTP/1 after a request that may have switched protocols (`CONNECT`, or
 //!   `Upgrade` in HTTP/1.1): a tunnel, a WebSocket. If what follows such a request is another
@@ -37,6 +39,21 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 /// The HTTP/2 connection preface (RFC 9113 §3.4).
 const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+
+/// The protocols a client connection may speak, from its listener and what TLS negotiated
+/// (ALPN): hyper's server reads the protocol from the first bytes alone, so this guard, which
+/// sees them first, holds the connection to it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Speaks {
+    /// HTTP/1.x, or HTTP/2 with prior knowledge (a plain listener with `h2c`).
+    Either,
+    /// HTTP/1.x only (a plain listener without `h2c`; TLS that did not negotiate `h2`): the
+    /// HTTP/2 preface is refused like any head that is not HTTP/1 (400, closed).
+    Http1,
+    /// HTTP/2 only (TLS negotiated `h2`): anything but the preface is a connection error
+    /// (RFC 9113 §3.4), and the connection is closed without an answer.
+    Http2,
+}
 
 /// What hyper is given in place of a rejected head: a request line whose method is not a
 /// token. hyper's parser refuses it at the first byte (`400 Bad Request`, connection closed).
@@ -82,6 +99,12 @@ impl<IO> StrictHttp1<IO> {
     /// service (see [`crate::options_form`]).
     pub fn noting_options(mut self, forms: Arc<OptionsForms>) -> Self {
         self.scan.options = Some(forms);
+        self
+    }
+
+    /// Holds the connection to `speaks` ([`Speaks::Either`] unless set).
+    pub fn speaking(mut self, speaks: Speaks) -> Self {
+        self.scan.speaks = speaks;
         self
     }
 
@@ -263,6 +286,8 @@ struct Scanner {
     max_head: usize,
     /// Nothing looked at yet: the HTTP/2 preface may still come.
     at_start: bool,
+    /// What the connection may speak.
+    speaks: Speaks,
     /// The last request may have switched protocols (CONNECT, or Upgrade in HTTP/1.1): a
     /// next "head" that is not HTTP/1 at all turns the checks off rather than being refused.
     after_switch: bool,
@@ -274,7 +299,15 @@ struct Scanner {
 
 impl Scanner {
     fn new(max_head: usize) -> Self {
-        Self { framing: Framing::Head, max_head, at_start: true, after_switch: false, checked: 0, options: None }
+        Self {
+            framing: Framing::Head,
+            max_head,
+            at_start: true,
+            speaks: Speaks::Either,
+            after_switch: false,
+            checked: 0,
+            options: None,
+        }
     }
 
     /// Scans `data`, the next bytes from the client: how many of them hyper may have, and
@@ -330,8 +363,18 @@ impl Scanner {
                 if n < H2_PREFACE.len() {
                     return Step::Hold;
                 }
+                if self.speaks == Speaks::Http1 {
+                    tracing::debug!("HTTP/2 on a connection that speaks HTTP/1 only; refused");
+                    self.framing = Framing::Closed;
+                    return Step::Reject;
+                }
                 self.framing = Framing::PassThrough;
                 return Step::Pass(data.len());
+            }
+            if self.speaks == Speaks::Http2 {
+                tracing::debug!("a connection that negotiated h2 did not start with its preface; closed");
+                self.framing = Framing::Closed;
+                return Step::Discard;
             }
             self.at_start = false;
         }
@@ -631,6 +674,15 @@ mod tests {
         read_all(StrictHttp1::new(Client::new(chunks), MAX), read).await
     }
 
+    /// [`through`] on a connection held to `speaks`.
+    async fn through_speaking<C: AsRef<[u8]>>(
+        chunks: impl IntoIterator<Item = C>,
+        read: usize,
+        speaks: Speaks,
+    ) -> Vec<u8> {
+        read_all(StrictHttp1::new(Client::new(chunks), MAX).speaking(speaks), read).await
+    }
+
     /// Every way of delivering `input`: whole, byte by byte, split at every position; read
     /// with large, small (hyper-util's 24-byte version sniff) and one-byte buffers.
     async fn each_delivery(input: &[u8], expected: &[u8]) {
@@ -788,6 +840,19 @@ mod tests {
         // Nearly the preface is HTTP/1.
         let input = [b"PRX / HTTP/1.1\r\nHost: a\r\n\r\n".as_slice(), SMUGGLE].concat();
         assert_eq!(show(&through([&input], 8192).await), show(&rejected_after(b"PRX / HTTP/1.1\r\nHost: a\r\n\r\n")));
+    }
+
+    #[tokio::test]
+    async fn a_connection_held_to_one_protocol_refuses_the_other() {
+        let h2 = [H2_PREFACE, b"\x00\x00\x00\x04\x00\x00\x00\x00\x00"].concat();
+        let refused = through_speaking([&h2], 8192, Speaks::Http1).await;
+        assert_eq!(show(&refused), show(REJECTED_HEAD), "the preface is refused (400)");
+        assert_eq!(show(&through_speaking([GET], 8192, Speaks::Http1).await), show(GET));
+        assert_eq!(show(&through_speaking([&h2], 8192, Speaks::Http2).await), show(&h2));
+        let closed = through_speaking([GET], 8192, Speaks::Http2).await;
+        assert_eq!(show(&closed), "", "not the preface: closed, nothing for hyper");
+        // The preface arriving byte by byte is held until it is whole.
+        assert_eq!(show(&through_speaking(h2.chunks(1), 8192, Speaks::Http2).await), show(&h2));
     }
 
     #[tokio::test]

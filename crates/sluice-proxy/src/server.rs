@@ -3,7 +3,7 @@
 
 use crate::admin::Admin;
 use crate::config::{Config, ListenerConfig};
-use crate::framing::{StrictHttp1, HYPER_MAX_HEADERS};
+use crate::framing::{Speaks, StrictHttp1, HYPER_MAX_HEADERS};
 use crate::gated::Gated;
 use crate::idle::{Activity, Watched};
 use crate::options_form::OptionsForms;
@@ -128,7 +128,7 @@ fn max_head(state: &State) -> usize {
     state.config.client.max_header_bytes.0.max(8192) as usize
 }
 
-fn http_builder(state: &State, lc: &ListenerConfig, tls: bool) -> auto::Builder<TokioExecutor> {
+fn http_builder(state: &State) -> auto::Builder<TokioExecutor> {
     let mut builder = auto::Builder::new(TokioExecutor::new());
     builder
         .http1()
@@ -150,9 +150,9 @@ fn http_builder(state: &State, lc: &ListenerConfig, tls: bool) -> auto::Builder<
     // idle timer of its own in hyper: `serve` closes idle connections.
     let max_header_list = u32::try_from(state.config.client.max_header_bytes.0).unwrap_or(u32::MAX);
     builder.http2().timer(TokioTimer::new()).max_concurrent_streams(256).max_header_list_size(max_header_list);
-    if !tls && !lc.h2c {
-        builder = builder.http1_only();
-    }
+    // Which protocols a connection may speak is held by the framing guard (`Speaks`):
+    // `serve_connection_with_upgrades` reads it from the first bytes and ignores
+    // `http1_only`.
     builder
 }
 
@@ -165,7 +165,7 @@ async fn accept_loop(
 ) {
     // Every connection task holds a clone of `open`; the drain below ends when all are gone.
     let (open, mut closed) = mpsc::channel::<()>(1);
-    let builder = Arc::new(http_builder(&state, &lc, tls.is_some()));
+    let builder = Arc::new(http_builder(&state));
     let max_head = max_head(&state);
     let zero_copy = tls.is_none() && state.config.cache.disk.dir.is_some() && state.config.cache.disk.sendfile;
     loop {
@@ -201,7 +201,8 @@ async fn accept_loop(
         match &tls {
             None => {
                 let stream = ZeroCopyStream::new(stream, queue.unwrap_or_default());
-                let guarded = StrictHttp1::new(stream, max_head).noting_options(options_forms);
+                let speaks = if lc.h2c { Speaks::Either } else { Speaks::Http1 };
+                let guarded = StrictHttp1::new(stream, max_head).noting_options(options_forms).speaking(speaks);
                 tokio::spawn(serve(state, builder, shutdown, open, conn, guarded));
             }
             Some(acceptor) => {
@@ -210,7 +211,11 @@ async fn accept_loop(
                 tokio::spawn(async move {
                     match tokio::time::timeout(handshake_timeout, acceptor.accept(stream)).await {
                         Ok(Ok(tls)) => {
-                            let guarded = StrictHttp1::new(tls, max_head).noting_options(options_forms);
+                            // HTTP/2 over TLS only when ALPN chose it (RFC 9113 §3.3).
+                            let h2 = tls.get_ref().1.alpn_protocol() == Some(b"h2".as_slice());
+                            let speaks = if h2 { Speaks::Http2 } else { Speaks::Http1 };
+                            let guarded =
+                                StrictHttp1::new(tls, max_head).noting_options(options_forms).speaking(speaks);
                             serve(state, builder, shutdown, open, conn, guarded).await
                         }
                         Ok(Err(e)) => tracing::debug!("TLS handshake from {client}: {e}"),

@@ -73,6 +73,58 @@ async fn tls_listener_negotiates_h2_with_alpn() {
 }
 
 #[tokio::test]
+async fn h2c_off_refuses_http2_with_prior_knowledge() {
+    let h = Harness::build(Mode::Reverse, |c| c.listener[0].h2c = false).await;
+    h.origin.on("/h1", Reply::ok("over h1").header("Cache-Control", "max-age=60"));
+    let url = format!("http://{}/h1", h.addr());
+    let out = curl(&["--http2-prior-knowledge", "-w", " %{http_version}", &url]).await;
+    assert!(!out.contains("over h1"), "no HTTP/2 on this listener: {out:?}");
+    assert_eq!(curl(&["-w", " %{http_version}", &url]).await, "over h1 1.1");
+}
+
+/// Speaks TLS to `addr` offering ALPN `protocol`, writes `bytes`, and returns what comes back
+/// before the server closes (or 5 s pass).
+async fn over_tls(addr: std::net::SocketAddr, cert: &rcgen::Certificate, protocol: &[u8], bytes: &[u8]) -> Vec<u8> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(cert.der().clone()).unwrap();
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    let mut config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    config.alpn_protocols = vec![protocol.to_vec()];
+    let connector = tokio_rustls::TlsConnector::from(std::sync::Arc::new(config));
+    let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
+    let mut tls = connector.connect(name, tcp).await.unwrap();
+    tls.write_all(bytes).await.unwrap();
+    let mut answer = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(5), tls.read_to_end(&mut answer)).await;
+    answer
+}
+
+#[tokio::test]
+async fn rfc9113_3_3_tls_connections_speak_the_protocol_alpn_chose() {
+    let dir = tempfile::tempdir().unwrap();
+    let key = rcgen::generate_simple_self_signed(vec!["localhost".into()]).unwrap();
+    let cert = dir.path().join("cert.pem");
+    let pem = dir.path().join("key.pem");
+    std::fs::write(&cert, key.cert.pem()).unwrap();
+    std::fs::write(&pem, key.signing_key.serialize_pem()).unwrap();
+    let tls = TlsConfig { cert, key: pem };
+    let h = Harness::build(Mode::Reverse, move |c| c.listener[0].tls = Some(tls)).await;
+    // h2 negotiated, then HTTP/1: not the connection preface (RFC 9113 §3.4), closed unanswered.
+    let http1 = b"GET / HTTP/1.1\r\nHost: localhost\r\n\r\n";
+    assert_eq!(String::from_utf8_lossy(&over_tls(h.addr(), &key.cert, b"h2", http1).await), "");
+    // http/1.1 negotiated, then the HTTP/2 preface: refused as HTTP/1.
+    let preface = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+    let answer = over_tls(h.addr(), &key.cert, b"http/1.1", preface).await;
+    assert!(answer.starts_with(b"HTTP/1.1 400"), "{}", String::from_utf8_lossy(&answer));
+}
+
+#[tokio::test]
 async fn pipelined_requests_are_answered_in_order() {
     let h = Harness::forward().await;
     h.origin.on("/one", Reply::ok("first").header("Cache-Control", "max-age=60"));
