@@ -51,8 +51,9 @@ async fn h2c_prior_knowledge_is_served() {
     assert_eq!(out, "over h2 2");
 }
 
-#[tokio::test]
-async fn tls_listener_negotiates_h2_with_alpn() {
+/// A reverse proxy whose listener serves TLS with a new self-signed certificate for
+/// `localhost`; the certificate, and the directory holding its files (kept while it lives).
+async fn tls_reverse_proxy() -> (Harness, rcgen::CertifiedKey<rcgen::KeyPair>, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
     let key = rcgen::generate_simple_self_signed(vec!["localhost".into()]).unwrap();
     let cert = dir.path().join("cert.pem");
@@ -61,6 +62,12 @@ async fn tls_listener_negotiates_h2_with_alpn() {
     std::fs::write(&pem, key.signing_key.serialize_pem()).unwrap();
     let tls = TlsConfig { cert, key: pem };
     let h = Harness::build(Mode::Reverse, move |c| c.listener[0].tls = Some(tls)).await;
+    (h, key, dir)
+}
+
+#[tokio::test]
+async fn tls_listener_negotiates_h2_with_alpn() {
+    let (h, key, _dir) = tls_reverse_proxy().await;
     h.origin.on("/tls", Reply::ok("secure").header("Cache-Control", "max-age=60"));
     let url = format!("https://localhost:{}/tls", h.addr().port());
     let resolve = format!("localhost:{}:127.0.0.1", h.addr().port());
@@ -107,14 +114,7 @@ async fn over_tls(addr: std::net::SocketAddr, cert: &rcgen::Certificate, protoco
 
 #[tokio::test]
 async fn rfc9113_3_3_tls_connections_speak_the_protocol_alpn_chose() {
-    let dir = tempfile::tempdir().unwrap();
-    let key = rcgen::generate_simple_self_signed(vec!["localhost".into()]).unwrap();
-    let cert = dir.path().join("cert.pem");
-    let pem = dir.path().join("key.pem");
-    std::fs::write(&cert, key.cert.pem()).unwrap();
-    std::fs::write(&pem, key.signing_key.serialize_pem()).unwrap();
-    let tls = TlsConfig { cert, key: pem };
-    let h = Harness::build(Mode::Reverse, move |c| c.listener[0].tls = Some(tls)).await;
+    let (h, key, _dir) = tls_reverse_proxy().await;
     // h2 negotiated, then HTTP/1: not the connection preface (RFC 9113 §3.4), closed unanswered.
     let http1 = b"GET / HTTP/1.1\r\nHost: localhost\r\n\r\n";
     assert_eq!(String::from_utf8_lossy(&over_tls(h.addr(), &key.cert, b"h2", http1).await), "");
