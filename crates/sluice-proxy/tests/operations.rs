@@ -67,7 +67,7 @@ async fn tls_reverse_proxy() -> (Harness, rcgen::CertifiedKey<rcgen::KeyPair>, t
 
 #[tokio::test]
 async fn tls_listener_negotiates_h2_with_alpn() {
-    let (h, key, _dir) = tls_reverse_proxy().await;
+    let (h, _key, _dir) = tls_reverse_proxy().await;
     h.origin.on("/tls", Reply::ok("secure").header("Cache-Control", "max-age=60"));
     let url = format!("https://localhost:{}/tls", h.addr().port());
     let resolve = format!("localhost:{}:127.0.0.1", h.addr().port());
