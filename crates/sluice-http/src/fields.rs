@@ -23,6 +23,11 @@ pub fn has_any(headers: &HeaderMap, names: &[HeaderName]) -> bool {
     }
 }
 
+/// The `Content-Length` a message announces, when it is one valid number.
+pub fn content_length(headers: &HeaderMap) -> Option<u64> {
+    headers.get(http::header::CONTENT_LENGTH)?.to_str().ok()?.parse().ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -16,7 +16,7 @@ use http_body::{Body, Frame, SizeHint};
 use hyper::body::Incoming;
 use sluice_module::BodyChunk;
 use sluice_store::disk::{DiskBody, DiskBodyStream};
-use sluice_store::{BodyChunks, FillReader};
+use sluice_store::{BodyChunks, FillReader, RangeCut};
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
@@ -121,37 +121,29 @@ enum Source {
 /// See [`Source::OriginRange`].
 struct OriginRange {
     body: SourceBody,
-    /// Bytes still to pass over before the first one given.
-    skip: u64,
-    /// Bytes still to give; the origin body is dropped (and its connection closed) once they
-    /// are given, whatever follows them.
-    remaining: u64,
+    /// The range; the origin body is dropped (and its connection closed) once it is given,
+    /// whatever follows it.
+    cut: RangeCut,
 }
 
 impl OriginRange {
     fn poll(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
-        loop {
-            if self.remaining == 0 {
-                return Poll::Ready(None);
-            }
+        while !self.cut.is_done() {
             let frame = match std::task::ready!(Pin::new(&mut self.body).poll_frame(cx)) {
                 None => return Poll::Ready(None),
                 Some(Err(e)) => return Poll::Ready(Some(Err(e))),
                 Some(Ok(frame)) => frame,
             };
-            let Ok(mut data) = frame.into_data() else { continue };
-            let len = data.len() as u64;
-            if len <= self.skip {
-                self.skip -= len;
-                continue;
+            if let Some(part) = frame.into_data().ok().and_then(|data| self.cut.cut(&data)) {
+                return Poll::Ready(Some(Ok(Frame::data(part))));
             }
-            // `skip < len`, and the end is cut to what remains: both fit the chunk.
-            let end = len.min(self.skip + self.remaining);
-            data = data.slice(self.skip as usize..end as usize);
-            self.skip = 0;
-            self.remaining -= data.len() as u64;
-            return Poll::Ready(Some(Ok(Frame::data(data))));
         }
+        Poll::Ready(None)
+    }
+
+    /// Bytes still to give.
+    fn remaining(&self) -> u64 {
+        self.cut.remaining().unwrap_or(0)
     }
 }
 
@@ -300,8 +292,7 @@ impl ProxyBody {
     /// The bytes of `range` of an origin body, passed through: a `206` for a response the
     /// cache does not store. No module phase may run on it (it would see only the range).
     pub fn origin_range(body: SourceBody, range: std::ops::Range<u64>) -> Self {
-        let remaining = range.end.saturating_sub(range.start);
-        Self::of(Source::OriginRange(Box::new(OriginRange { body, skip: range.start, remaining })))
+        Self::of(Source::OriginRange(Box::new(OriginRange { body, cut: RangeCut::range(range) })))
     }
 
     /// An ESI template's assembled body (length unknown).
@@ -344,7 +335,7 @@ impl ProxyBody {
             Source::ZeroCopy { body, queued, .. } => return *queued == body.len(),
             Source::Esi(body) => body.size_hint(),
             Source::Resumed(body) => body.size_hint(),
-            Source::OriginRange(range) => return range.remaining == 0,
+            Source::OriginRange(range) => return range.cut.is_done(),
         };
         hint.exact() == Some(0)
     }
@@ -360,7 +351,7 @@ impl ProxyBody {
             Source::ZeroCopy { body, queued, .. } => *queued == body.len(),
             Source::Esi(body) => body.is_end_stream(),
             Source::Resumed(body) => body.read.is_none() && body.rest.is_end_stream(),
-            Source::OriginRange(range) => range.remaining == 0,
+            Source::OriginRange(range) => range.cut.is_done(),
         }
     }
 
@@ -494,7 +485,7 @@ impl Body for ProxyBody {
             Source::ZeroCopy { body, queued, .. } => SizeHint::with_exact(body.len() - queued),
             Source::Esi(body) => body.size_hint(),
             Source::Resumed(body) => body.size_hint(),
-            Source::OriginRange(range) => SizeHint::with_exact(range.remaining),
+            Source::OriginRange(range) => SizeHint::with_exact(range.remaining()),
         }
     }
 }

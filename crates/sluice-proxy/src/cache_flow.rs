@@ -18,7 +18,7 @@ use crate::deadline::TimerSlot;
 use crate::error::{Kind, ProxyError, Side};
 use crate::meta::{Directives, Received};
 use crate::outcome::ResultCode;
-use crate::resolve::Resolved;
+use crate::resolve::{Connect, Resolved};
 use crate::respond::{self, ObjectBody};
 use crate::service::{origin_request, within_deadline, Forward, Passed};
 use crate::source::{Dest, SourceBody};
@@ -541,17 +541,12 @@ async fn fetch(
     mut leader: Option<Leader>,
     mut txn: Option<&mut Txn>,
 ) -> Result<Fetched, ProxyError> {
-    let pinned;
     let target = match txn.as_mut() {
         Some(txn) => match crate::resolve::resolve(txn, &spec.target).await? {
-            Resolved::Unchanged => &spec.target,
-            Resolved::Pinned(dest) => {
-                pinned = dest;
-                &pinned
-            }
+            Resolved::Connect(target) => target,
             Resolved::Respond(local) => return Ok(Fetched::Local(local)),
         },
-        None => &spec.target,
+        None => Connect::Given(&spec.target),
     };
     // A 304 that does not select the stored response (RFC 9111 §4.3.4) leaves nothing to
     // serve: ask again, unconditionally.
@@ -574,7 +569,7 @@ async fn fetch(
             }
         }
         let request_time = state.clock.now();
-        let origin = match crate::source::send(state, target, Request::from_parts(parts, OutBody::Empty)).await {
+        let origin = match crate::source::send(state, &target, Request::from_parts(parts, OutBody::Empty)).await {
             Ok(origin) => origin,
             Err(err) => {
                 if let Some(object) = stale.and_then(Stale::object) {
@@ -656,7 +651,7 @@ async fn fetch(
     });
     match verdict {
         Ok(meta) => {
-            let fill = Fill::new(if may_change { None } else { content_length(&parts.headers) });
+            let fill = Fill::new(if may_change { None } else { sluice_http::fields::content_length(&parts.headers) });
             if let Some(leader) = leader.as_mut() {
                 leader.publish(Outcome::Filling { meta: Arc::clone(&meta), fill: Arc::clone(&fill) });
             }
@@ -718,14 +713,10 @@ fn storability(
     if !state.config.cache.store_set_cookie && parts.headers.contains_key(header::SET_COOKIE) {
         return Err("set-cookie");
     }
-    if content_length(&parts.headers).is_some_and(|len| len > state.store.max_object()) {
+    if sluice_http::fields::content_length(&parts.headers).is_some_and(|len| len > state.store.max_object()) {
         return Err("too-large");
     }
     Ok(())
-}
-
-fn content_length(headers: &HeaderMap) -> Option<u64> {
-    headers.get(header::CONTENT_LENGTH)?.to_str().ok()?.parse().ok()
 }
 
 fn directives(state: &State, spec: &FetchSpec) -> Directives {

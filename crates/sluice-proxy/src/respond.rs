@@ -377,7 +377,7 @@ fn filling_body(
 /// answers one beyond it. Anything else passes whole, which RFC 9110 §14.2 allows. For a
 /// transaction no module takes part in (a body phase would see only the range).
 pub fn passed_body(client: &request::Parts, parts: &mut response::Parts, body: SourceBody) -> ProxyBody {
-    let announced = parts.headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.parse().ok());
+    let announced = sluice_http::fields::content_length(&parts.headers);
     let Some(len) = announced.filter(|_| parts.status == StatusCode::OK) else {
         return ProxyBody::origin(body);
     };

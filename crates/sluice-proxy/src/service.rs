@@ -509,13 +509,8 @@ pub async fn pass(
             headers.remove(name);
         }
     }
-    let pinned;
     let target = match crate::resolve::resolve(txn, &forward.target).await? {
-        crate::resolve::Resolved::Unchanged => &forward.target,
-        crate::resolve::Resolved::Pinned(dest) => {
-            pinned = dest;
-            &pinned
-        }
+        crate::resolve::Resolved::Connect(target) => target,
         crate::resolve::Resolved::Respond(local) => return Ok(respond::local(state, *local)),
     };
     let mut parts = origin_request(&forward.uri, forward.client.method.clone(), headers)?;
@@ -537,7 +532,7 @@ pub async fn pass(
         }
         body => body,
     };
-    let origin = crate::source::send(state, target, Request::from_parts(parts, out_body)).await?;
+    let origin = crate::source::send(state, &target, Request::from_parts(parts, out_body)).await?;
     txn.peer = origin.peer;
     txn.code = ResultCode::Miss;
     let (mut parts, body) = origin.response.into_parts();

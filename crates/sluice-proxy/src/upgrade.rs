@@ -93,16 +93,11 @@ pub async fn open(state: &State, txn: &mut Txn, mut forward: Forward) -> Result<
     let offers: Vec<HeaderValue> = forward.client.headers.get_all(UPGRADE).iter().cloned().collect();
     let mut headers = forward.take_origin_headers(state);
     restore_upgrade(&mut headers, offers);
-    let pinned;
     let dest = match crate::resolve::resolve(txn, &forward.target).await? {
-        crate::resolve::Resolved::Unchanged => &forward.target,
-        crate::resolve::Resolved::Pinned(dest) => {
-            pinned = dest;
-            &pinned
-        }
+        crate::resolve::Resolved::Connect(dest) => dest,
         crate::resolve::Resolved::Respond(local) => return Ok(Routed::Response(respond::local(state, *local))),
     };
-    let Dest::Origin(target) = dest else {
+    let Dest::Origin(target) = &*dest else {
         return Err(ProxyError::bad_gateway("a protocol switch needs an HTTP origin"));
     };
     let mut parts = origin_request(&forward.uri, forward.client.method.clone(), headers)?;

@@ -65,6 +65,57 @@ impl StoredBody {
     }
 }
 
+/// Cuts one byte range out of a body that arrives in chunks, chunk by chunk, without copying:
+/// what a range reader of a fill, or of an origin body passed through, gives.
+#[derive(Debug, Clone, Copy)]
+pub struct RangeCut {
+    /// Bytes still to pass over before the first one given.
+    skip: u64,
+    /// Bytes still to give (`None`: up to the end of the body).
+    remaining: Option<u64>,
+}
+
+impl RangeCut {
+    /// The whole body.
+    pub fn whole() -> Self {
+        Self { skip: 0, remaining: None }
+    }
+
+    /// The bytes of `range` (half-open).
+    pub fn range(range: Range<u64>) -> Self {
+        Self { skip: range.start, remaining: Some(range.end.saturating_sub(range.start)) }
+    }
+
+    /// The part of the next chunk that falls in the range; `None` when none of it does (it
+    /// lies before the range, or the range is all given).
+    pub fn cut(&mut self, chunk: &Bytes) -> Option<Bytes> {
+        let len = chunk.len() as u64;
+        if len <= self.skip || self.is_done() {
+            self.skip = self.skip.saturating_sub(len);
+            return None;
+        }
+        // `skip < len`, and the end is cut to what remains: both fit the chunk.
+        let end = self.remaining.map_or(len, |remaining| len.min(self.skip + remaining));
+        let part =
+            if self.skip == 0 && end == len { chunk.clone() } else { chunk.slice(self.skip as usize..end as usize) };
+        self.skip = 0;
+        if let Some(remaining) = self.remaining.as_mut() {
+            *remaining -= part.len() as u64;
+        }
+        Some(part)
+    }
+
+    /// The range is all given (never, for the whole body).
+    pub fn is_done(&self) -> bool {
+        self.remaining == Some(0)
+    }
+
+    /// Bytes still to give, when the range has an end.
+    pub fn remaining(&self) -> Option<u64> {
+        self.remaining
+    }
+}
+
 /// An iterator-like cursor over chunks to send, used by response bodies.
 #[derive(Debug, Default)]
 pub struct BodyChunks {
@@ -112,5 +163,21 @@ mod tests {
         let parts = body.slice(COALESCE_LIMIT as u64 - 2..COALESCE_LIMIT as u64 + 3);
         let flat: Vec<u8> = parts.iter().flat_map(|b| b.iter().copied()).collect();
         assert_eq!(flat, vec![1, 1, 2, 2, 2]);
+    }
+
+    #[test]
+    fn a_range_cut_gives_the_range_across_chunks_and_nothing_after() {
+        let chunks = [Bytes::from_static(b"abc"), Bytes::from_static(b"defg"), Bytes::from_static(b"hij")];
+        let run = |mut cut: RangeCut| -> Vec<String> {
+            chunks.iter().filter_map(|c| cut.cut(c)).map(|b| String::from_utf8(b.to_vec()).unwrap()).collect()
+        };
+        assert_eq!(run(RangeCut::whole()), ["abc", "defg", "hij"]);
+        assert_eq!(run(RangeCut::range(2..8)), ["c", "defg", "h"]);
+        assert_eq!(run(RangeCut::range(4..5)), ["e"]);
+        assert_eq!(run(RangeCut::range(3..7)), ["defg"], "a chunk exactly is not copied or cut");
+        let mut cut = RangeCut::range(0..3);
+        assert_eq!(cut.cut(&chunks[0]).as_deref(), Some(&b"abc"[..]));
+        assert!(cut.is_done());
+        assert_eq!(cut.remaining(), Some(0));
     }
 }

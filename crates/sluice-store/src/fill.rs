@@ -5,7 +5,7 @@
 //! body as complete: a failed fill ends every reader with [`FillError`], so the client's
 //! connection is cut rather than handed a truncated response that looks whole.
 
-use crate::StoredBody;
+use crate::{RangeCut, StoredBody};
 use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
 use parking_lot::Mutex;
@@ -110,15 +110,14 @@ impl Fill {
 
     /// A reader positioned at the start of the body.
     pub fn reader(self: &Arc<Self>) -> FillReader {
-        FillReader { fill: Arc::clone(self), next: 0, sent: 0, skip: 0, remaining: None }
+        FillReader { fill: Arc::clone(self), next: 0, sent: 0, cut: RangeCut::whole() }
     }
 
     /// A reader of the bytes in `range` only, as they arrive (a `206` for a body still
     /// arriving). It ends once it has given the range's last byte, whether or not the fill
     /// has ended; a fill that fails before then ends it with [`FillError`].
     pub fn range_reader(self: &Arc<Self>, range: std::ops::Range<u64>) -> FillReader {
-        let remaining = Some(range.end.saturating_sub(range.start));
-        FillReader { fill: Arc::clone(self), next: 0, sent: 0, skip: range.start, remaining }
+        FillReader { fill: Arc::clone(self), next: 0, sent: 0, cut: RangeCut::range(range) }
     }
 }
 
@@ -131,10 +130,8 @@ pub struct FillReader {
     next: usize,
     /// Bytes given so far.
     sent: u64,
-    /// Bytes still to pass over before the first one given.
-    skip: u64,
-    /// Bytes still to give (`None`: up to the end of the body).
-    remaining: Option<u64>,
+    /// What of the body it gives.
+    cut: RangeCut,
 }
 
 impl Body for FillReader {
@@ -143,32 +140,17 @@ impl Body for FillReader {
 
     fn poll_frame(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, FillError>>> {
         let this = self.get_mut();
-        if this.remaining == Some(0) {
+        if this.cut.is_done() {
             return Poll::Ready(None);
         }
         let mut st = this.fill.state.lock();
         while let Some(chunk) = st.chunks.get(this.next) {
             this.next += 1;
-            let len = chunk.len() as u64;
-            if len <= this.skip {
-                this.skip -= len;
-                continue;
+            if let Some(part) = this.cut.cut(chunk) {
+                drop(st);
+                this.sent += part.len() as u64;
+                return Poll::Ready(Some(Ok(Frame::data(part))));
             }
-            // Both bounds are within the chunk: `skip < len`, and the end is cut to `len`.
-            let end = this.remaining.map_or(len, |remaining| len.min(this.skip + remaining));
-            let chunk = if this.skip == 0 && end == len {
-                chunk.clone()
-            } else {
-                chunk.slice(this.skip as usize..end as usize)
-            };
-            drop(st);
-            this.skip = 0;
-            let given = chunk.len() as u64;
-            this.sent += given;
-            if let Some(remaining) = this.remaining.as_mut() {
-                *remaining -= given;
-            }
-            return Poll::Ready(Some(Ok(Frame::data(chunk))));
         }
         match &st.end {
             Some(Ok(())) => Poll::Ready(None),
@@ -181,7 +163,7 @@ impl Body for FillReader {
     }
 
     fn is_end_stream(&self) -> bool {
-        if self.remaining == Some(0) {
+        if self.cut.is_done() {
             return true;
         }
         let st = self.fill.state.lock();
@@ -189,7 +171,7 @@ impl Body for FillReader {
     }
 
     fn size_hint(&self) -> SizeHint {
-        match (self.remaining, self.fill.expected_len) {
+        match (self.cut.remaining(), self.fill.expected_len) {
             (Some(remaining), _) => SizeHint::with_exact(remaining),
             (None, Some(len)) => SizeHint::with_exact(len.saturating_sub(self.sent)),
             (None, None) => SizeHint::default(),
@@ -228,7 +210,7 @@ mod tests {
         let readers = [(0..12, "hello world!"), (3..8, "lo wo"), (6..7, "w"), (11..12, "!"), (0..6, "hello ")];
         let readers: Vec<_> = readers.into_iter().map(|(range, want)| (fill.range_reader(range), want)).collect();
         for (reader, _) in &readers {
-            assert_eq!(reader.size_hint().exact(), Some(reader.remaining.unwrap()));
+            assert_eq!(reader.size_hint().exact(), reader.cut.remaining());
         }
         fill.push(Bytes::from_static(b"hel"));
         fill.push(Bytes::from_static(b"lo "));

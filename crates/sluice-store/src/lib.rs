@@ -22,7 +22,7 @@ mod suspend;
 mod sweep;
 
 pub use admission::AdmissionRule;
-pub use body::{BodyChunks, StoredBody};
+pub use body::{BodyChunks, RangeCut, StoredBody};
 pub use collapse::{Collapser, Join, Leader, Outcome, Pending};
 pub use disk::DiskTier;
 pub use fill::{Fill, FillError, FillReader};

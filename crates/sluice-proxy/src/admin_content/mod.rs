@@ -206,7 +206,7 @@ async fn push(state: &State, query: &Query, req: Request<Incoming>) -> Answer {
         ),
     };
     let max = state.store.max_object();
-    let declared = req.headers().get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
+    let declared = sluice_http::fields::content_length(req.headers());
     if let Some(size) = declared.filter(|size| *size > max) {
         return Err(failure(CacheError::TooLarge { size, max }));
     }
