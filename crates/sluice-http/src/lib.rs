@@ -15,6 +15,7 @@
 //! | [`range`] | RFC 9110 §14 |
 //! | [`invalidation`] | RFC 9111 §4.4 |
 //! | [`cache_status`] | RFC 9211 |
+//! | [`surrogate`] | `Surrogate-Control`, `Surrogate-Capability` (W3C Edge Architecture 1.0) |
 //! | [`hop`] | RFC 9110 §7.6.1 |
 //! | [`key`] | cache keys |
 //! | [`fields`] | field lookups shared by the others |
@@ -32,6 +33,7 @@ pub mod key;
 pub mod range;
 pub mod reuse;
 pub mod storable;
+pub mod surrogate;
 pub mod tags;
 pub mod validation;
 pub mod vary;

@@ -68,15 +68,17 @@ pub fn not_modified_selects(stored: &HeaderMap, not_modified: &HeaderMap, only_c
 }
 
 /// Freshens stored header fields from a 304 (§3.2, §4.3.4): every field in `not_modified`
-/// replaces the stored field of that name, except hop-by-hop fields, `Content-Length`,
-/// `Content-Encoding`, `Content-Type`, `Content-Range`, `Transfer-Encoding` and `ETag` of a
-/// different strength (the stored body's description stays the stored body's). An `ETag`
-/// that is not a valid entity tag is not copied either.
-pub fn freshen_from_304(stored: &mut HeaderMap, not_modified: &HeaderMap) {
+/// replaces the stored field of that name, except hop-by-hop fields, the fields describing
+/// the stored bytes themselves (`Content-Length`, `Content-Encoding`, `Content-Range`,
+/// `Content-MD5`, `Transfer-Encoding`), and an `ETag` of a different strength or not a valid
+/// entity tag. `Content-Type` is replaced too, unless `body_reshaped`: the stored body is not
+/// the origin's bytes (a module rewrote it) and its type may be the module's, a field the
+/// stored processing depends on, which §3.2 lets a cache keep.
+pub fn freshen_from_304(stored: &mut HeaderMap, not_modified: &HeaderMap, body_reshaped: bool) {
     let listed = connection_listed(not_modified);
     let stored_weak = etag::stored(stored).map(|t| t.weak);
     for name in not_modified.keys() {
-        if is_hop_by_hop(name, &listed) || describes_stored_body(name) {
+        if is_hop_by_hop(name, &listed) || describes_stored_bytes(name) || (body_reshaped && name == CONTENT_TYPE) {
             continue;
         }
         if name == ETAG {
@@ -92,9 +94,12 @@ pub fn freshen_from_304(stored: &mut HeaderMap, not_modified: &HeaderMap) {
     }
 }
 
-/// Fields describing the stored content itself, which a 304 must not rewrite.
-fn describes_stored_body(name: &HeaderName) -> bool {
-    [CONTENT_LENGTH, CONTENT_ENCODING, CONTENT_TYPE, CONTENT_RANGE, TRANSFER_ENCODING].contains(name)
+/// `Content-MD5` (RFC 1864, obsolete but still sent): a digest of the stored bytes.
+const CONTENT_MD5: HeaderName = HeaderName::from_static("content-md5");
+
+/// Fields describing the stored bytes themselves, which a 304 must not rewrite.
+fn describes_stored_bytes(name: &HeaderName) -> bool {
+    [CONTENT_LENGTH, CONTENT_ENCODING, CONTENT_RANGE, CONTENT_MD5, TRANSFER_ENCODING].contains(name)
 }
 
 #[cfg(test)]

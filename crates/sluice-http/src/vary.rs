@@ -1,7 +1,7 @@
 //! Secondary cache keys from `Vary`, RFC 9111 §4.1.
 
 use crate::parse::{list_members, trim_ows};
-use http::header::{HeaderMap, HeaderName, VARY};
+use http::header::{HeaderMap, HeaderName, ACCEPT_ENCODING, ACCEPT_LANGUAGE, VARY};
 
 /// A response's `Vary`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -41,7 +41,10 @@ impl Vary {
 
 /// The normalised values, in `fields` order, of the request fields a response varies on:
 /// `None` for an absent field; present lines joined with `,` and whitespace around commas
-/// and at the ends removed. Two requests match a stored response when their keys are equal.
+/// and at the ends removed; `Accept-Language` and `Accept-Encoding`, whose language ranges
+/// and content codings are case-insensitive (RFC 4647 §2, RFC 9110 §8.4.1), lowercased (the
+/// case normalisation §4.1 allows). Other values keep their case. Two requests match a
+/// stored response when their keys are equal.
 ///
 /// Bytes that are not printable ASCII (obs-text, HTAB inside a value) and the backslash are
 /// escaped as `\xNN` / `\\`, so that distinct field values always give distinct keys.
@@ -61,6 +64,9 @@ fn normalised_value(request: &HeaderMap, name: &HeaderName) -> Option<String> {
             joined.push(b',');
         }
         joined.extend_from_slice(line.as_bytes());
+    }
+    if name == ACCEPT_LANGUAGE || name == ACCEPT_ENCODING {
+        joined.make_ascii_lowercase();
     }
     let mut out = String::with_capacity(joined.len());
     for (i, piece) in joined.split(|&b| b == b',').enumerate() {

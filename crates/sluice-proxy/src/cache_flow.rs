@@ -608,7 +608,9 @@ async fn fetch(
     if let Some(validated) = validating {
         if parts.status == StatusCode::NOT_MODIFIED {
             let mut headers = validated.meta().headers.clone();
-            sluice_http::validation::freshen_from_304(&mut headers, &parts.headers);
+            // A module that may rewrite origin bodies may have given the stored one its type.
+            let reshaped = txn.as_mut().and_then(|txn| txn.modules.edits()).is_some_and(|e| e.origin_response);
+            sluice_http::validation::freshen_from_304(&mut headers, &parts.headers, reshaped);
             let meta = build_meta(state, spec, validated.meta().status, headers, request_time, response_time);
             let Stale::Object(object) = validated else {
                 let meta = Arc::new(meta);
@@ -719,8 +721,12 @@ fn storability(
     Ok(())
 }
 
-fn directives(state: &State, spec: &FetchSpec) -> Directives {
-    Directives { cdn: spec.reverse && state.config.cache.cdn_cache_control }
+fn directives<'a>(state: &'a State, spec: &FetchSpec) -> Directives<'a> {
+    let cache = &state.config.cache;
+    Directives {
+        cdn: spec.reverse && cache.cdn_cache_control,
+        surrogate: (spec.reverse && cache.surrogate_control).then_some(state.name.as_str()),
+    }
 }
 
 fn build_meta(

@@ -232,6 +232,10 @@ pub struct CacheConfig {
     pub store_set_cookie: bool,
     /// Obey `CDN-Cache-Control` (RFC 9213) for reverse-proxied responses.
     pub cdn_cache_control: bool,
+    /// Obey `Surrogate-Control` (W3C Edge Architecture 1.0) for reverse-proxied responses,
+    /// announce this cache with `Surrogate-Capability` to their origins, and remove
+    /// `Surrogate-Control` from what clients get.
+    pub surrogate_control: bool,
     /// How long a URL whose response could not be stored (`no-store`, `private`,
     /// `Set-Cookie`, ...) is passed straight to the origin, skipping collapsing; 0 disables.
     pub hit_for_pass: Dur,
@@ -312,6 +316,7 @@ impl Default for CacheConfig {
             collapse_wait: Dur(Duration::from_secs(10)),
             store_set_cookie: false,
             cdn_cache_control: true,
+            surrogate_control: true,
             hit_for_pass: Dur(Duration::from_secs(120)),
             sweep_interval: Dur(Duration::from_secs(60)),
             sweep_grace: Dur(Duration::from_secs(600)),

@@ -82,7 +82,7 @@ impl Content {
         let now = self.clock.now();
         let request = HeaderMap::new();
         let received = Received { key, status, headers, request: &request, request_time: now, response_time: now };
-        Ok(crate::meta::describe(received, Directives { cdn: false }, &self.heuristic))
+        Ok(crate::meta::describe(received, Directives::default(), &self.heuristic))
     }
 }
 

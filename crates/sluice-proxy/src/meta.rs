@@ -4,6 +4,7 @@
 use http::header::{self, HeaderMap};
 use http::StatusCode;
 use sluice_http::freshness::Heuristic;
+use sluice_http::surrogate;
 use sluice_http::vary::{self, Vary};
 use sluice_http::CacheControl;
 use sluice_store::ObjectMeta;
@@ -11,16 +12,23 @@ use std::borrow::Cow;
 use std::time::SystemTime;
 
 /// How a response's caching directives are read.
-#[derive(Debug, Clone, Copy)]
-pub struct Directives {
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Directives<'a> {
     /// The response came through a reverse-proxy route and `CDN-Cache-Control` is obeyed
     /// (RFC 9213): it replaces `Cache-Control`, and `Expires` is ignored while it governs.
     pub cdn: bool,
+    /// The response came through a reverse-proxy route and `Surrogate-Control` is obeyed,
+    /// as the surrogate of this name: its caching directives replace `CDN-Cache-Control`,
+    /// `Cache-Control` and `Expires` ([`sluice_http::surrogate::cache_control_for`]).
+    pub surrogate: Option<&'a str>,
 }
 
-impl Directives {
+impl Directives<'_> {
     /// The effective response directives.
     pub fn cache_control(self, headers: &HeaderMap) -> CacheControl {
+        if let Some(cc) = self.surrogate.and_then(|name| surrogate::cache_control_for(headers, name)) {
+            return cc;
+        }
         if self.cdn {
             CacheControl::effective_for_cdn(headers)
         } else {
@@ -28,9 +36,12 @@ impl Directives {
         }
     }
 
-    /// The header fields freshness and storability are computed from.
+    /// The header fields freshness and storability are computed from: without `Expires`
+    /// while a targeted field governs.
     pub fn freshness_fields(self, headers: &HeaderMap) -> Cow<'_, HeaderMap> {
-        if self.cdn && sluice_http::cache_control::cdn_cache_control_in_force(headers) {
+        let targeted = self.surrogate.is_some_and(|name| surrogate::cache_control_for(headers, name).is_some())
+            || (self.cdn && sluice_http::cache_control::cdn_cache_control_in_force(headers));
+        if targeted {
             let mut without = headers.clone();
             without.remove(header::EXPIRES);
             Cow::Owned(without)
@@ -53,7 +64,7 @@ pub struct Received<'a> {
 }
 
 /// The metadata of a stored response.
-pub fn describe(received: Received<'_>, directives: Directives, heuristic: &Heuristic) -> ObjectMeta {
+pub fn describe(received: Received<'_>, directives: Directives<'_>, heuristic: &Heuristic) -> ObjectMeta {
     let Received { key, status, headers, request, request_time, response_time } = received;
     let cc = directives.cache_control(&headers);
     let vary = match Vary::from_headers(&headers) {

@@ -18,6 +18,7 @@ use http::uri::PathAndQuery;
 use http::{request, Method, Request, Response, StatusCode, Uri, Version};
 use hyper::body::Incoming;
 use sluice_http::cache_status::Fwd;
+use sluice_http::surrogate::{SURROGATE_CAPABILITY, SURROGATE_CONTROL};
 use sluice_module::Subject;
 use std::convert::Infallible;
 use std::net::{IpAddr, SocketAddr};
@@ -98,6 +99,12 @@ impl Forward {
         headers.insert(header::HOST, self.host.clone());
         if state.config.headers.via {
             headers.append(header::VIA, state.via(self.client.version));
+        }
+        if self.reverse {
+            let esi = self.client.extensions.get::<crate::esi::EsiRoute>().is_some();
+            if let Some(capability) = state.surrogate_capability(esi) {
+                headers.append(SURROGATE_CAPABILITY, capability.clone());
+            }
         }
         if state.config.headers.x_forwarded_for {
             // A prior value that is not visible ASCII is replaced, not extended.
@@ -262,14 +269,18 @@ async fn route(
         Some(_) => within_deadline(state, &conn.timers, pass(state, txn, forward, body, Passed::HitForPass)).await?,
         None => within_deadline(state, &conn.timers, pass(state, txn, forward, body, Passed::Method)).await?,
     };
-    if reverse {
-        // Cache tags are instructions to this cache (a CDN's), not to clients: like Fastly
-        // and Cloudflare, do not pass them on from a reverse route (docs/content.md).
-        sluice_http::tags::strip(response.headers_mut());
-    }
     if let Some((route, url, headers)) = esi_request {
         let request = crate::esi::Request { method: &method, url, headers: &headers };
         response = crate::esi::apply(state, &route, request, response);
+    }
+    if reverse {
+        // Cache tags and `Surrogate-Control` are instructions to this cache (a CDN's, a
+        // surrogate's), not to clients: like Fastly and Cloudflare, do not pass them on from
+        // a reverse route (docs/content.md, docs/config.md).
+        sluice_http::tags::strip(response.headers_mut());
+        if state.config.cache.surrogate_control {
+            response.headers_mut().remove(SURROGATE_CONTROL);
+        }
     }
     Ok(Routed::Response(response))
 }

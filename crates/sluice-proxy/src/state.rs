@@ -49,6 +49,9 @@ pub struct State {
     /// `Cache-Status` / `Via` name.
     pub name: String,
     via: [HeaderValue; 3],
+    /// `Surrogate-Capability` announcing this cache, without and with ESI; `None` when
+    /// `cache.surrogate_control` is off.
+    surrogate_capability: Option<[HeaderValue; 2]>,
     next_txn: AtomicU64,
 }
 
@@ -93,6 +96,12 @@ impl State {
         let content_impl = Arc::new(crate::content::Content::new(Arc::clone(&store), Arc::clone(&clock), heuristic));
         let content: Arc<dyn CacheApi> = Arc::clone(&content_impl) as Arc<dyn CacheApi>;
         let via = ["1.0", "1.1", "2"].map(|v| HeaderValue::from_str(&format!("{v} {name}")).expect("name is a token"));
+        let surrogate_capability = if config.cache.surrogate_control {
+            let announce = |esi| sluice_http::surrogate::capability(&name, esi).expect("name is a token");
+            Some([announce(false), announce(true)])
+        } else {
+            None
+        };
         Ok(Self {
             dates: DateCache::new(Arc::clone(&clock)),
             clock,
@@ -113,6 +122,7 @@ impl State {
             cpu: config.cpu_pool.build(),
             name,
             via,
+            surrogate_capability,
             next_txn: AtomicU64::new(1),
             config,
         })
@@ -121,6 +131,12 @@ impl State {
     /// A new transaction id.
     pub fn next_txn_id(&self) -> u64 {
         self.next_txn.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Our `Surrogate-Capability` for requests to the origins of reverse routes (with
+    /// `ESI/1.0` on routes that assemble ESI); `None` when `cache.surrogate_control` is off.
+    pub fn surrogate_capability(&self, esi: bool) -> Option<&HeaderValue> {
+        self.surrogate_capability.as_ref().map(|values| &values[usize::from(esi)])
     }
 
     /// Our `Via` entry for a message received with `version`.

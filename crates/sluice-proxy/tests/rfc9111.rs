@@ -588,6 +588,68 @@ async fn rfc9213_cdn_cache_control_governs_a_reverse_proxy_only() {
     assert_eq!(forward.origin.hits("/cdn"), 2);
 }
 
+// ---- Surrogate-Control, Surrogate-Capability (W3C Edge Architecture 1.0) -------------------
+
+#[tokio::test]
+async fn surrogate_control_governs_a_reverse_proxy_and_stops_there() {
+    let h = Harness::reverse().await;
+    h.origin.on(
+        "/sc",
+        Reply::ok("x")
+            .header("Cache-Control", "no-store")
+            .header("CDN-Cache-Control", "no-store")
+            .date("Expires", -10)
+            .header("Surrogate-Control", "max-age=60"),
+    );
+    let miss = h.get("/sc").await;
+    assert!(miss.headers.get("surrogate-control").is_none(), "addressed to surrogates, not clients");
+    assert_eq!(miss.header("cache-control"), "no-store", "what clients get is theirs");
+    assert_eq!(h.origin.last_request("/sc").unwrap().header("surrogate-capability"), Some("sluice=\"Surrogate/1.0\""));
+    h.advance(59);
+    assert!(cache_status(&h.get("/sc").await).contains("hit"), "fresh for its max-age, over CC and Expires");
+    h.advance(2);
+    h.get("/sc").await;
+    assert_eq!(h.origin.hits("/sc"), 2, "stale after it");
+    // no-store addressed to this surrogate wins over a fresh Cache-Control; directives
+    // addressed to another surrogate are not this one's.
+    h.origin.on("/ns", Reply::ok("x").header("Cache-Control", "max-age=600").header("Surrogate-Control", "no-store"));
+    h.origin.on(
+        "/other",
+        Reply::ok("x").header("Cache-Control", "max-age=600").header("Surrogate-Control", "no-store;edge-9"),
+    );
+    for path in ["/ns", "/ns", "/other", "/other"] {
+        h.get(path).await;
+    }
+    assert_eq!((h.origin.hits("/ns"), h.origin.hits("/other")), (2, 1));
+}
+
+#[tokio::test]
+async fn surrogate_control_max_age_extension_serves_stale_when_the_origin_fails() {
+    let h = Harness::reverse().await;
+    h.origin.on_seq(
+        "/ext",
+        vec![Reply::ok("good").header("Surrogate-Control", "max-age=10+60"), Reply::status(503, "down")],
+    );
+    h.get("/ext").await;
+    h.advance(30);
+    let stale = h.get("/ext").await;
+    assert_eq!(stale.status, 200);
+    assert_eq!(stale.text(), "good");
+    h.advance(60);
+    assert_eq!(h.get("/ext").await.status, 503, "past the extension the error is passed on");
+}
+
+#[tokio::test]
+async fn surrogate_control_is_left_to_the_surrogates_of_a_forward_proxy() {
+    let h = Harness::forward().await;
+    h.origin.on("/sc", Reply::ok("x").header("Cache-Control", "no-store").header("Surrogate-Control", "max-age=60"));
+    let first = h.get("/sc").await;
+    h.get("/sc").await;
+    assert_eq!(h.origin.hits("/sc"), 2);
+    assert_eq!(first.header("surrogate-control"), "max-age=60");
+    assert_eq!(h.origin.last_request("/sc").unwrap().header("surrogate-capability"), None);
+}
+
 #[tokio::test]
 async fn rfc9211_cache_status_reports_hits_misses_ttl_and_storage() {
     let h = Harness::build(Mode::Reverse, |c| c.cache.name = "edge-1".into()).await;

@@ -64,6 +64,16 @@ fn rfc9111_4_1_vary_key_is_case_sensitive_in_values() {
 }
 
 #[test]
+fn rfc9111_4_1_vary_key_ignores_case_where_the_values_do() {
+    for name in [ACCEPT_LANGUAGE, ACCEPT_ENCODING] {
+        let a = vary_key(std::slice::from_ref(&name), &map(&name, &["en, de"]));
+        let b = vary_key(std::slice::from_ref(&name), &map(&name, &["eN,De"]));
+        assert_eq!(a, b, "{name}");
+        assert_eq!(a, vec![Some("en,de".to_string())]);
+    }
+}
+
+#[test]
 fn rfc9111_4_1_vary_key_keeps_distinct_obs_text_distinct() {
     let mut a = HeaderMap::new();
     a.insert(ACCEPT, HeaderValue::from_bytes(b"x\xff").unwrap());

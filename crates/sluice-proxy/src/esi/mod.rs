@@ -18,6 +18,7 @@ use crate::body::ProxyBody;
 use crate::state::State;
 use http::header::{self, HeaderMap, HeaderName};
 use http::{Method, Response, StatusCode, Uri};
+use sluice_http::surrogate::{self, SURROGATE_CONTROL};
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::sync::Arc;
 
@@ -30,42 +31,16 @@ pub struct EsiRoute {
     pub hosts: Vec<String>,
 }
 
-/// The field that turns processing on.
-pub const SURROGATE_CONTROL: HeaderName = HeaderName::from_static("surrogate-control");
-
 /// True when `headers` carry `Surrogate-Control: content="ESI/1.0"` addressed to every
 /// surrogate or (`;name` suffix) to this one, `name`.
 pub fn is_template(headers: &HeaderMap, name: &str) -> bool {
-    headers.get_all(SURROGATE_CONTROL).iter().filter_map(|v| v.to_str().ok()).flat_map(split_directives).any(
-        |directive| {
-            let (directive, target) = match directive.rsplit_once(';') {
-                Some((d, t)) if !t.contains('"') => (d.trim(), Some(t.trim())),
-                _ => (directive, None),
-            };
-            let Some((key, value)) = directive.split_once('=') else { return false };
-            key.trim().eq_ignore_ascii_case("content")
-                && value.trim().trim_matches('"').split_whitespace().any(|c| c.eq_ignore_ascii_case("ESI/1.0"))
-                && target.is_none_or(|t| t.eq_ignore_ascii_case(name))
-        },
-    )
-}
-
-/// The comma-separated directives of a field value, commas inside quotes kept.
-fn split_directives(value: &str) -> Vec<&str> {
-    let mut out = Vec::new();
-    let (mut start, mut quoted) = (0, false);
-    for (i, c) in value.char_indices() {
-        match c {
-            '"' => quoted = !quoted,
-            ',' if !quoted => {
-                out.push(value[start..i].trim());
-                start = i + 1;
-            }
-            _ => {}
-        }
-    }
-    out.push(value[start..].trim());
-    out
+    surrogate::directives_for(headers, name).iter().any(|directive| {
+        directive.name == "content"
+            && directive.value.is_some_and(|value| {
+                let value = String::from_utf8_lossy(value);
+                value.trim_matches('"').split_whitespace().any(|c| c.eq_ignore_ascii_case("ESI/1.0"))
+            })
+    })
 }
 
 /// True when the cache must serve a stored `meta_headers` response to `client` whole and

@@ -107,7 +107,7 @@ mod tests {
             response_time: UNIX_EPOCH,
         };
         let heuristic = Heuristic { last_modified_fraction: 0.1, max: Duration::from_secs(60) };
-        let meta = describe(received, Directives { cdn: false }, &heuristic);
+        let meta = describe(received, Directives::default(), &heuristic);
         store.insert(Object::new(Arc::new(meta), StoredBody::new(vec![bytes::Bytes::from_static(b"old")])));
     }
 
