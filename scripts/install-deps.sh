@@ -1,15 +1,18 @@
 #!/usr/bin/env bash
 # Installs what Sluice's tests need on a fresh Debian machine: curl (driven by the integration
-# tests as a real client), calamaris (a Squid log analyser, run on Sluice's access log), the
-# Rust components fmt and clippy, the wasm32-wasip1 target (the Proxy-Wasm test plugins) and
-# Go (the ext_proc interoperability test builds a processor on Envoy's Go API). Safe to run
-# repeatedly.
+# tests as a real client), calamaris (a Squid log analyser, run on Sluice's access log), Node.js
+# and the HTTP cache test suite of cache-tests.fyi (run against Sluice as a conformance test),
+# the Rust components fmt and clippy, the wasm32-wasip1 target (the Proxy-Wasm test plugins)
+# and Go (the ext_proc interoperability test builds a processor on Envoy's Go API). Safe to
+# run repeatedly.
 set -euo pipefail
 
 need_apt=()
 command -v curl >/dev/null 2>&1 || need_apt+=(curl)
 command -v openssl >/dev/null 2>&1 || need_apt+=(openssl)
 command -v calamaris >/dev/null 2>&1 || need_apt+=(calamaris)
+command -v node >/dev/null 2>&1 || need_apt+=(nodejs)
+command -v npm >/dev/null 2>&1 || need_apt+=(npm)
 if ((${#need_apt[@]})); then
   if [ "$(id -u)" -eq 0 ]; then
     apt-get update -qq
@@ -64,3 +67,5 @@ if ! go_usable go && ! go_usable /usr/local/go/bin/go; then
   mv "$unpack/golang.org/toolchain@v0.0.1-go$want.linux-$arch" /usr/local/go
   rm -rf "$unpack"
 fi
+
+"$(dirname "$0")/cache-tests/install.sh"
