@@ -11,6 +11,7 @@
 //! ```
 
 use crate::parse::{list_members, parse_delta_seconds, split_directive};
+use crate::tags::{CACHE_TAG, SURROGATE_KEY};
 use crate::CacheControl;
 use http::header::{HeaderMap, HeaderName, HeaderValue};
 
@@ -91,6 +92,27 @@ pub fn capability(name: &str, esi: bool) -> Option<HeaderValue> {
     HeaderValue::from_str(&value).ok()
 }
 
+/// Removes the fields a reverse proxy in a CDN's place keeps to itself, before a response
+/// leaves it for a client: the cache tags (`Surrogate-Key`, `Cache-Tag`; [`crate::tags`]),
+/// and `Surrogate-Control` when `control` (the cache obeys it).
+pub fn strip_for_client(headers: &mut HeaderMap, control: bool) {
+    // Every reverse-proxied response comes through here, and few carry any of these: one
+    // pass matching the names' text (a length switch, then a compare) finds out for less than
+    // a lookup per name, each of which hashes the name, or a scan comparing every pair.
+    let present = headers.keys().any(|name| match name.as_str() {
+        "surrogate-key" | "cache-tag" => true,
+        "surrogate-control" => control,
+        _ => false,
+    });
+    if present {
+        headers.remove(SURROGATE_KEY);
+        headers.remove(CACHE_TAG);
+        if control {
+            headers.remove(SURROGATE_CONTROL);
+        }
+    }
+}
+
 /// Splits `directive;target`; the target is a token after the last `;` outside quotes.
 fn split_target(member: &[u8]) -> (&[u8], Option<&[u8]>) {
     let quotes_closed = |s: &[u8]| s.iter().filter(|&&b| b == b'"').count() % 2 == 0;
@@ -165,6 +187,19 @@ mod tests {
         let both = headers(&["content=\"ESI/1.0, X/1\";sluice, max-age=5"]);
         let names: Vec<String> = directives_for(&both, "sluice").into_iter().map(|d| d.name).collect();
         assert_eq!(names, ["content", "max-age"], "a comma inside quotes does not split");
+    }
+
+    #[test]
+    fn fields_for_surrogates_are_kept_from_clients() {
+        let mut h = headers(&["max-age=60"]);
+        h.insert(SURROGATE_KEY, HeaderValue::from_static("news"));
+        h.insert(CACHE_TAG, HeaderValue::from_static("sport"));
+        h.insert("x-kept", HeaderValue::from_static("1"));
+        let mut uncontrolled = h.clone();
+        strip_for_client(&mut h, true);
+        assert_eq!(h.keys().collect::<Vec<_>>(), ["x-kept"]);
+        strip_for_client(&mut uncontrolled, false);
+        assert_eq!(uncontrolled.keys().collect::<Vec<_>>(), ["surrogate-control", "x-kept"]);
     }
 
     #[test]

@@ -35,16 +35,6 @@ pub fn has_tags(headers: &HeaderMap) -> bool {
     crate::fields::has_any(headers, &[SURROGATE_KEY, CACHE_TAG])
 }
 
-/// Removes the tag fields (before a response leaves a CDN-style reverse proxy).
-pub fn strip(headers: &mut HeaderMap) {
-    // Every reverse-proxied response comes through here, and few carry tags: finding out
-    // first is cheaper than the two removals, each of which hashes a name.
-    if has_tags(headers) {
-        headers.remove(SURROGATE_KEY);
-        headers.remove(CACHE_TAG);
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -58,8 +48,6 @@ mod tests {
         h.append(CACHE_TAG, HeaderValue::from_static("product-7, news ,,Sale"));
         assert_eq!(tags(&h), ["news", "sport/1", "product-7", "Sale"]);
         assert!(has_tags(&h));
-        strip(&mut h);
-        assert!(!has_tags(&h));
     }
 
     #[test]

@@ -18,7 +18,7 @@ use http::uri::PathAndQuery;
 use http::{request, Method, Request, Response, StatusCode, Uri, Version};
 use hyper::body::Incoming;
 use sluice_http::cache_status::Fwd;
-use sluice_http::surrogate::{SURROGATE_CAPABILITY, SURROGATE_CONTROL};
+use sluice_http::surrogate::SURROGATE_CAPABILITY;
 use sluice_module::Subject;
 use std::convert::Infallible;
 use std::net::{IpAddr, SocketAddr};
@@ -277,10 +277,7 @@ async fn route(
         // Cache tags and `Surrogate-Control` are instructions to this cache (a CDN's, a
         // surrogate's), not to clients: like Fastly and Cloudflare, do not pass them on from
         // a reverse route (docs/content.md, docs/config.md).
-        sluice_http::tags::strip(response.headers_mut());
-        if state.config.cache.surrogate_control {
-            response.headers_mut().remove(SURROGATE_CONTROL);
-        }
+        sluice_http::surrogate::strip_for_client(response.headers_mut(), state.config.cache.surrogate_control);
     }
     Ok(Routed::Response(response))
 }
