@@ -36,7 +36,8 @@ pub enum LifetimeSource {
 /// `max-age`, else `Expires - Date` (an invalid `Expires` means already expired; a missing
 /// `Date` means the `response_time` the caller passes as `date_fallback`), else a heuristic
 /// lifetime when the status is heuristically cacheable (§4.2.2, [`heuristically_cacheable`])
-/// or `public` is present, and `Last-Modified` is earlier than `Date`.
+/// or `public` is present, and `Last-Modified` is earlier than `Date`, unless a legacy
+/// `Pragma: no-cache` stands without `Cache-Control`.
 /// `cc` is the effective response directives (see [`CacheControl::effective_for_cdn`]).
 ///
 /// Details: only the first `Expires`/`Date` line counts (§4.2.1 allows using the first
@@ -64,7 +65,10 @@ pub fn freshness_lifetime(
             header_date(headers, &EXPIRES).and_then(|expires| expires.duration_since(date).ok()).unwrap_or_default();
         return (lifetime, LifetimeSource::Expires);
     }
-    if heuristically_cacheable(status) || cc.public {
+    // `Pragma: no-cache` has no defined meaning in a response (RFC 9111 §5.4), but an origin
+    // sending it without `Cache-Control` means "do not cache": no heuristic, as Squid,
+    // Varnish, nginx, Traffic Server and Apache httpd read it too.
+    if (heuristically_cacheable(status) || cc.public) && !crate::cache_control::pragma_no_cache(headers) {
         let since_modified = header_date(headers, &LAST_MODIFIED).and_then(|lm| date.duration_since(lm).ok());
         if let Some(since) = since_modified.filter(|d| !d.is_zero()) {
             return (heuristic_lifetime(since, heuristic), LifetimeSource::Heuristic);

@@ -1,6 +1,6 @@
 use super::*;
 use crate::dates::format_http_date;
-use http::header::{HeaderName, HeaderValue, CACHE_CONTROL, CDN_CACHE_CONTROL};
+use http::header::{HeaderName, HeaderValue, CACHE_CONTROL, CDN_CACHE_CONTROL, PRAGMA};
 use std::time::UNIX_EPOCH;
 
 const T: u64 = 1_700_000_000;
@@ -85,6 +85,18 @@ fn rfc9111_4_2_1_expires_before_date_is_zero() {
 fn rfc9111_4_2_2_heuristic_is_ten_percent_of_date_minus_last_modified() {
     let r = Resp::new().date(DATE, T).date(LAST_MODIFIED, T - 10_000);
     assert_eq!(r.lifetime(200), (secs(1_000), LifetimeSource::Heuristic));
+}
+
+#[test]
+fn rfc9111_5_4_a_response_pragma_no_cache_without_cache_control_has_no_heuristic() {
+    let r = Resp::new().date(DATE, T).date(LAST_MODIFIED, T - 10_000).raw(PRAGMA, "no-cache");
+    assert_eq!(r.lifetime(200), (Duration::ZERO, LifetimeSource::None));
+    let with_cc = r.raw(CACHE_CONTROL, "public");
+    assert_eq!(
+        with_cc.lifetime(200),
+        (secs(1_000), LifetimeSource::Heuristic),
+        "Cache-Control present: Pragma ignored"
+    );
 }
 
 #[test]
