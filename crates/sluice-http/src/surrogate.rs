@@ -10,7 +10,7 @@
 //! Surrogate-Control: max-age=3600+600, content="ESI/1.0";sluice
 //! ```
 
-use crate::parse::{list_members, parse_delta_seconds, split_directive};
+use crate::parse::{is_tchar, list_members, parse_delta_seconds, split_directive, trim_ows};
 use crate::tags::{CACHE_TAG, SURROGATE_KEY};
 use crate::CacheControl;
 use http::header::{HeaderMap, HeaderName, HeaderValue};
@@ -85,7 +85,7 @@ pub fn cache_control_for(headers: &HeaderMap, name: &str) -> Option<CacheControl
 /// The `Surrogate-Capability` value announcing surrogate `name`: `name="Surrogate/1.0"`, and
 /// `ESI/1.0` too when it assembles ESI templates. `None` when `name` is not a token.
 pub fn capability(name: &str, esi: bool) -> Option<HeaderValue> {
-    if name.is_empty() || !name.bytes().all(crate::parse::is_tchar) {
+    if name.is_empty() || !name.bytes().all(is_tchar) {
         return None;
     }
     let value = if esi { format!("{name}=\"Surrogate/1.0 ESI/1.0\"") } else { format!("{name}=\"Surrogate/1.0\"") };
@@ -117,9 +117,7 @@ pub fn strip_for_client(headers: &mut HeaderMap, control: bool) {
 fn split_target(member: &[u8]) -> (&[u8], Option<&[u8]>) {
     let quotes_closed = |s: &[u8]| s.iter().filter(|&&b| b == b'"').count() % 2 == 0;
     match member.iter().rposition(|&b| b == b';') {
-        Some(i) if quotes_closed(&member[i..]) => {
-            (crate::parse::trim_ows(&member[..i]), Some(crate::parse::trim_ows(&member[i + 1..])))
-        }
+        Some(i) if quotes_closed(&member[i..]) => (trim_ows(&member[..i]), Some(trim_ows(&member[i + 1..]))),
         _ => (member, None),
     }
 }
