@@ -111,6 +111,29 @@ pub fn stale_if_error_allows(stored: &StoredFreshness<'_>, request_cc: &CacheCon
     [response_cc.stale_if_error, request_cc.stale_if_error].into_iter().flatten().any(|n| staleness <= secs(n))
 }
 
+/// May a stale response be served because its validation could not reach the origin at all
+/// (refused, reset or timed out before a response head)? RFC 9111 §4.2.4 lets a
+/// *disconnected* cache serve stale unless an explicit directive prohibits it.
+///
+/// True when [`stale_if_error_allows`] does, or when the staleness is at most `window`
+/// (configuration; zero disables) and neither the response (`no-cache`, `must-revalidate`,
+/// `proxy-revalidate`, `s-maxage`) nor the request (`no-cache`, or `pragma_no_cache` when it
+/// has no `Cache-Control`) asks for a validated answer.
+pub fn stale_if_unreachable_allows(
+    stored: &StoredFreshness<'_>,
+    request_cc: &CacheControl,
+    pragma_no_cache: bool,
+    window: Duration,
+) -> bool {
+    if stale_if_error_allows(stored, request_cc) {
+        return true;
+    }
+    let response_cc = stored.response_cc;
+    let prohibited = response_cc.forbids_stale_for_shared() || response_cc.no_cache;
+    let validation_asked = request_cc.no_cache || pragma_no_cache;
+    !window.is_zero() && !prohibited && !validation_asked && stored.staleness() <= window
+}
+
 fn secs(n: u64) -> Duration {
     Duration::from_secs(n)
 }

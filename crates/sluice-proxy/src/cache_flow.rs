@@ -67,7 +67,9 @@ enum Fetched {
     Filling { meta: Arc<ObjectMeta>, fill: Arc<Fill> },
     /// A response that is not stored, streamed through; `detail` says why.
     Pass { parts: Box<response::Parts>, body: SourceBody, detail: &'static str },
-    /// Validation failed and `stale-if-error` allows the stale object.
+    /// The origin answered a validation with a server error and `stale-if-error` allows the
+    /// stale object. (A validation that gets no answer at all is an `Err`; the caller decides
+    /// whether to serve stale.)
     ServeStale,
     /// A module answered at `req_out`.
     Local(Box<sluice_module::LocalResponse>),
@@ -279,6 +281,15 @@ pub async fn serve(
     let now = state.clock.now();
     match fetched {
         Err(err) if refresh => {
+            // The origin could not be reached: a disconnected cache may serve what it has.
+            let unreachable = state.config.cache.stale_if_unreachable.0;
+            if let Some(object) = stored.as_ref().filter(|object| {
+                err.is_origin_failure()
+                    && reuse::stale_if_unreachable_allows(&freshness(object, now), &req_cc, pragma, unreachable)
+            }) {
+                tracing::debug!("serving {key} stale: {err}");
+                return Ok(hit(state, txn, &forward.client, object, now, ResultCode::RefreshFailOld, None));
+            }
             // A stale response that may not be served (`must-revalidate`, no `stale-if-error`,
             // ...) could not be revalidated because the origin failed: RFC 9111 §5.2.2.2 asks
             // for `504 Gateway Timeout` rather than the `502` the failed fetch alone gives.
@@ -569,19 +580,7 @@ async fn fetch(
             }
         }
         let request_time = state.clock.now();
-        let origin = match crate::source::send(state, &target, Request::from_parts(parts, OutBody::Empty)).await {
-            Ok(origin) => origin,
-            Err(err) => {
-                if let Some(object) = stale.and_then(Stale::object) {
-                    if err.is_origin_failure()
-                        && reuse::stale_if_error_allows(&freshness(object, state.clock.now()), req_cc)
-                    {
-                        return Ok(Fetched::ServeStale);
-                    }
-                }
-                return Err(err);
-            }
-        };
+        let origin = crate::source::send(state, &target, Request::from_parts(parts, OutBody::Empty)).await?;
         let unselected_304 = validating.is_some_and(|validated| {
             origin.response.status() == StatusCode::NOT_MODIFIED
                 && !sluice_http::validation::not_modified_selects(

@@ -239,6 +239,11 @@ pub struct CacheConfig {
     /// How long a URL whose response could not be stored (`no-store`, `private`,
     /// `Set-Cookie`, ...) is passed straight to the origin, skipping collapsing; 0 disables.
     pub hit_for_pass: Dur,
+    /// When revalidating a stale object cannot reach its origin (refused, reset, or timed out
+    /// before a response head), serve the object if it has been stale for at most this long
+    /// and no directive forbids it (RFC 9111 §4.2.4, "disconnected"); 0 disables.
+    /// `stale-if-error` applies regardless.
+    pub stale_if_unreachable: Dur,
     /// Expiry processing: how often the memory tier is swept for stale, idle objects;
     /// 0 disables the periodic sweep (`POST /cache/sweep` still runs one).
     pub sweep_interval: Dur,
@@ -318,6 +323,7 @@ impl Default for CacheConfig {
             cdn_cache_control: true,
             surrogate_control: true,
             hit_for_pass: Dur(Duration::from_secs(120)),
+            stale_if_unreachable: Dur(Duration::from_secs(86400)),
             sweep_interval: Dur(Duration::from_secs(60)),
             sweep_grace: Dur(Duration::from_secs(600)),
             sweep_min_hits_per_hour: 1.0,

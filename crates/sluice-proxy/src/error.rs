@@ -80,8 +80,9 @@ impl ProxyError {
         }
     }
 
-    /// True for origin failures where a stale response may be served instead
-    /// (`stale-if-error`).
+    /// True when the origin gave no usable answer (unresolvable, unreachable, broken or too
+    /// slow), where a stale response may be served instead (`stale-if-error`,
+    /// `cache.stale_if_unreachable`).
     pub fn is_origin_failure(&self) -> bool {
         matches!(self.kind, Kind::BadGateway | Kind::GatewayTimeout)
     }

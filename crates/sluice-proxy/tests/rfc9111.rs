@@ -811,6 +811,45 @@ async fn rfc9111_5_2_2_2_must_revalidate_with_the_origin_down_gives_504() {
     }
 }
 
+#[tokio::test]
+async fn rfc9111_4_2_4_a_disconnected_cache_serves_stale_within_stale_if_unreachable() {
+    let h = Harness::forward().await;
+    h.origin.on_seq(
+        "/gone",
+        vec![Reply::ok("good").header("Cache-Control", "max-age=10"), Reply::ok("").close_before_head()],
+    );
+    h.origin.on_seq("/down", vec![Reply::ok("good").header("Cache-Control", "max-age=10"), Reply::status(503, "down")]);
+    h.get("/gone").await;
+    h.get("/down").await;
+    h.advance(30);
+    let stale = h.get("/gone").await;
+    assert_eq!(stale.status, 200, "the default window is a day");
+    assert_eq!(stale.text(), "good");
+    assert!(cache_status(&stale).contains("hit"), "{}", cache_status(&stale));
+    assert!(h.origin.hits("/gone") >= 2, "revalidation was attempted");
+    let refresh = h.send("GET", "/gone", &[("Cache-Control", "no-cache")], None).await;
+    assert_eq!(refresh.status, 504, "a client's no-cache asks for a validated answer");
+    let answered = h.get("/down").await;
+    assert_eq!(answered.status, 503, "a server error is an answer, passed on (stale-if-error decides otherwise)");
+    h.advance(86_400);
+    assert_eq!(h.get("/gone").await.status, 504, "beyond the window");
+}
+
+#[tokio::test]
+async fn rfc9111_4_2_4_stale_if_unreachable_zero_turns_it_off() {
+    let h = Harness::build(Mode::Forward, |c| {
+        c.cache.stale_if_unreachable = sluice_proxy::units::Dur(std::time::Duration::ZERO)
+    })
+    .await;
+    h.origin.on_seq(
+        "/gone",
+        vec![Reply::ok("good").header("Cache-Control", "max-age=10"), Reply::ok("").close_before_head()],
+    );
+    h.get("/gone").await;
+    h.advance(11);
+    assert_eq!(h.get("/gone").await.status, 504);
+}
+
 /// The access log's lines once `n` are there.
 async fn log_lines(h: &Harness, path: &std::path::Path, n: usize) -> Vec<String> {
     h.eventually("access log lines", |_| {

@@ -150,6 +150,31 @@ fn rfc5861_4_stale_if_error_covers_a_fresh_response() {
     assert!(sie(10, 5, "max-age=10, stale-if-error=0", ""));
 }
 
+fn unreachable(age: u64, response: &'static str, request: &'static str, pragma: bool, window: u64) -> bool {
+    let response = cc(response);
+    stale_if_unreachable_allows(&stored(10, age, &response), &cc(request), pragma, Duration::from_secs(window))
+}
+
+#[test]
+fn rfc9111_4_2_4_a_disconnected_cache_serves_stale_within_its_window() {
+    assert!(unreachable(70, "max-age=10", "", false, 60));
+    assert!(!unreachable(71, "max-age=10", "", false, 60));
+    assert!(!unreachable(11, "max-age=10", "", false, 0), "a zero window disables it");
+    // stale-if-error applies whatever the window.
+    assert!(unreachable(100, "max-age=10, stale-if-error=90", "", false, 0));
+}
+
+#[test]
+fn rfc9111_4_2_4_a_disconnected_cache_obeys_directives_that_prohibit_stale() {
+    for response in
+        ["max-age=10, must-revalidate", "max-age=10, proxy-revalidate", "s-maxage=10", "max-age=10, no-cache"]
+    {
+        assert!(!unreachable(11, response, "", false, 60), "{response}");
+    }
+    assert!(!unreachable(11, "max-age=10", "no-cache", false, 60), "a client's no-cache asks for validation");
+    assert!(!unreachable(11, "max-age=10", "", true, 60), "so does its Pragma: no-cache");
+}
+
 proptest! {
     #[test]
     fn rfc9111_4_2_fresh_only_when_lifetime_exceeds_age(lifetime in any::<u64>(), age in any::<u64>(), max_stale in proptest::option::of(any::<u64>())) {
