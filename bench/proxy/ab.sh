@@ -9,6 +9,7 @@
 #
 #   A=/tmp/sluice-before B=/tmp/sluice-after bench/proxy/ab.sh
 #   A=... B=... SCENARIO=pass-1k ROUNDS=7 PIPE=1 bench/proxy/ab.sh   # PIPE=1: upstream.pipeline = 8
+#   A=... B=... THREADS=2 bench/proxy/ab.sh                          # sluice serve --threads 2 (default 1)
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -36,13 +37,13 @@ for build in A B; do
     i=$((i + 1))
     PORT[$build]=$((PORT_BASE + i))
     sluice_toml "${PORT[$build]}" "$ORIGIN_PORT" "$cache" $((PORT_BASE + 7 + i)) >"$TMP/$build.toml"
-    SLUICE_LOG=warn "${!build}" serve --config "$TMP/$build.toml" --threads 1 2>"$TMP/$build.err" &
+    SLUICE_LOG=warn "${!build}" serve --config "$TMP/$build.toml" --threads "${THREADS:-1}" 2>"$TMP/$build.err" &
     PID[$build]=$!
     PIDS+=("$!")
     wait_port "${PORT[$build]}" || die "build $build did not start (see $TMP/$build.err)"
 done
 path=$(scenario_path "${SCENARIO:-hit-1k}")
-log "A=$A B=$B scenario ${SCENARIO:-hit-1k}, ${ROUNDS:-5} rounds"
+log "A=$A B=$B scenario ${SCENARIO:-hit-1k}, ${ROUNDS:-5} rounds, ${THREADS:-1} thread(s)"
 measure() { # build
     local pid=${PID[$1]} url="http://127.0.0.1:${PORT[$1]}$path" u0 s0 u1 s1 n
     wrk -t1 -c32 -d1s "$url" >/dev/null
