@@ -69,13 +69,17 @@ impl Admin {
                 StatusCode::OK,
                 "text/plain; version=0.0.4",
                 state.metrics.prometheus(&state.store.stats(), state.collapser.in_flight())
-                    + &crate::disk_metrics::prometheus(&state.store),
+                    + &crate::disk_metrics::prometheus(&state.store)
+                    + &crate::pool_metrics::prometheus(&state.routes),
             ),
             _ if !self.authorized(&req) => unauthorized(),
             (&Method::GET, "/stats") => {
                 let mut json = state.metrics.json(&state.store.stats(), state.collapser.in_flight());
                 if let Some(disk) = crate::disk_metrics::json(&state.store) {
                     json["disk"] = disk;
+                }
+                if let Some(pools) = crate::pool_metrics::json(&state.routes) {
+                    json["pools"] = pools;
                 }
                 reply(StatusCode::OK, "application/json", json.to_string())
             }

@@ -134,9 +134,27 @@ pub struct RouteConfig {
     #[serde(default = "default_prefix")]
     pub path_prefix: String,
     /// Origin base URL, `http://host:port` or `https://host:port`, optionally with a path
-    /// that replaces the matched prefix. Exactly one of `origin` and `files` is set.
+    /// that replaces the matched prefix. Exactly one of `origin`, `origins` and `files` is set.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub origin: Option<String>,
+    /// Several equivalent origins (one scheme and base path), balanced and failed over:
+    /// an origin pool (docs/config.md, "Origin pools").
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub origins: Vec<String>,
+    /// How requests are spread over `origins`.
+    #[serde(default)]
+    pub balance: crate::pool_config::Balance,
+    /// Consecutive failures to reach one of `origins` (refused, reset, timed out) that take
+    /// it out of rotation for `fail_timeout`; 0 never does.
+    #[serde(default = "crate::pool_config::default_max_fails")]
+    pub max_fails: u32,
+    /// How long an origin of `origins` taken out of rotation stays out.
+    #[serde(default = "crate::pool_config::default_fail_timeout")]
+    pub fail_timeout: crate::units::Dur,
+    /// An active health check of each of `origins`. Default: none (failures of requests
+    /// alone take origins out).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub health_check: Option<crate::pool_config::HealthCheckConfig>,
     /// Keep the client's `Host` header towards the origin instead of the origin's authority.
     #[serde(default)]
     pub preserve_host: bool,
@@ -161,6 +179,11 @@ impl Default for RouteConfig {
             host: None,
             path_prefix: default_prefix(),
             origin: None,
+            origins: Vec::new(),
+            balance: crate::pool_config::Balance::default(),
+            max_fails: crate::pool_config::default_max_fails(),
+            fail_timeout: crate::pool_config::default_fail_timeout(),
+            health_check: None,
             preserve_host: false,
             files: None,
             esi: false,
@@ -614,16 +637,29 @@ impl Config {
             }
         }
         for r in &self.route {
-            match (&r.origin, &r.files) {
-                (Some(origin), None) => {
+            let route_err = |e: String| ConfigError::Invalid(format!("route `{}`: {e}", r.path_prefix));
+            match (&r.origin, r.origins.is_empty(), &r.files) {
+                (Some(origin), true, None) => {
                     crate::route::Origin::parse(origin).map_err(ConfigError::Invalid)?;
                 }
-                (None, Some(files)) => {
+                (None, false, None) => {
+                    crate::pool_config::validate_origins(&r.origins).map_err(route_err)?;
+                }
+                (None, true, Some(files)) => {
                     files.validate(r.preserve_host).map_err(ConfigError::Invalid)?;
                 }
                 _ => {
-                    return invalid(format!("route `{}` needs exactly one of `origin` and `files`", r.path_prefix));
+                    return invalid(format!(
+                        "route `{}` needs exactly one of `origin`, `origins` and `files`",
+                        r.path_prefix
+                    ));
                 }
+            }
+            if let Some(check) = &r.health_check {
+                if r.origins.is_empty() {
+                    return invalid(format!("route `{}` has a health_check but no `origins`", r.path_prefix));
+                }
+                check.validate().map_err(route_err)?;
             }
             if r.esi && !self.cache.enabled {
                 return invalid(format!(
@@ -732,6 +768,27 @@ mod tests {
         assert_eq!(c.cache.sweep_grace, Dur(Duration::from_secs(3600)));
         let err = Config::parse("[cache]\nsweep_min_hits_per_hour = -1\n").unwrap_err();
         assert!(err.to_string().contains("sweep_min_hits_per_hour"), "{err}");
+    }
+
+    #[test]
+    fn a_route_has_one_of_origin_origins_and_files() {
+        let pool = "[[route]]\norigins = [\"http://127.0.0.1:8080\", \"http://127.0.0.1:8081\"]\n";
+        let c = Config::parse(pool).unwrap();
+        assert_eq!(c.route[0].origins.len(), 2);
+        assert_eq!(c.route[0].balance, crate::pool_config::Balance::RoundRobin);
+        let both = format!("{pool}origin = \"http://127.0.0.1:8080\"\n");
+        assert!(Config::parse(&both)
+            .unwrap_err()
+            .to_string()
+            .contains("exactly one of `origin`, `origins` and `files`"));
+        let hashed =
+            Config::parse(&format!("{pool}balance = \"url-hash\"\nhealth_check = {{ path = \"/up\" }}\n")).unwrap();
+        assert_eq!(hashed.route[0].balance, crate::pool_config::Balance::UrlHash);
+        assert_eq!(hashed.route[0].health_check.as_ref().unwrap().interval.0, Duration::from_secs(5));
+        let lonely = "[[route]]\norigin = \"http://127.0.0.1:8080\"\nhealth_check = {}\n";
+        assert!(Config::parse(lonely).unwrap_err().to_string().contains("health_check but no `origins`"));
+        let mixed = "[[route]]\norigins = [\"http://a:1\", \"https://b:2\"]\n";
+        assert!(Config::parse(mixed).unwrap_err().to_string().contains("scheme"));
     }
 
     #[test]

@@ -39,9 +39,11 @@ impl std::ops::Deref for Connect<'_> {
 /// Runs the `resolve` phase for a request about to go to `dest`. Only origins resolve: a
 /// file source, or a transaction no module takes part in, connects as given at no cost (the
 /// phase itself is boxed, so it adds a pointer, not its state, to the caller's future).
+/// For an origin pool the phase sees the origin chosen first; addresses a module pins there
+/// are where the request goes, with no failover to the pool's other origins.
 pub async fn resolve<'a>(txn: &mut Txn, dest: &'a Dest) -> Result<Resolved<'a>, ProxyError> {
-    match dest {
-        Dest::Origin(target) if !txn.modules.is_empty() => Box::pin(run(txn, dest, target)).await,
+    match dest.origin() {
+        Some(target) if !txn.modules.is_empty() => Box::pin(run(txn, dest, target)).await,
         _ => Ok(Resolved::Connect(Connect::Given(dest))),
     }
 }

@@ -1,6 +1,9 @@
-//! Reverse-proxy routing: (Host, path prefix) to an origin or a local directory.
+//! Reverse-proxy routing: (Host, path prefix) to an origin, a pool of origins or a local
+//! directory.
 
+use crate::clock::SharedClock;
 use crate::config::RouteConfig;
+use crate::origin_pool::OriginPool;
 use crate::source::FileSource;
 use crate::upstream::Target;
 use http::uri::{Authority, PathAndQuery, Scheme};
@@ -45,6 +48,8 @@ impl Origin {
 pub enum Backend {
     /// An HTTP origin.
     Origin(Origin),
+    /// Several equivalent HTTP origins (`origins`).
+    Pool(Arc<OriginPool>),
     /// A local directory (the file data source).
     Files(Arc<FileSource>),
 }
@@ -69,14 +74,17 @@ pub struct Routes {
 
 impl Routes {
     /// Compiles the configured routes (opening the directories of file routes). Origins
-    /// were validated with the config.
-    pub fn new(configs: &[RouteConfig]) -> Result<Self, String> {
+    /// were validated with the config; pools keep their origins' health by `clock`.
+    pub fn new(configs: &[RouteConfig], clock: &SharedClock) -> Result<Self, String> {
         let mut routes = configs
             .iter()
             .map(|c| {
                 let backend = match (&c.origin, &c.files) {
                     (_, Some(files)) => Backend::Files(Arc::new(FileSource::open(files)?)),
                     (Some(origin), None) => Backend::Origin(Origin::parse(origin)?),
+                    (None, None) if !c.origins.is_empty() => {
+                        Backend::Pool(Arc::new(OriginPool::new(c, Arc::clone(clock))?))
+                    }
                     (None, None) => return Err(format!("route `{}` has neither origin nor files", c.path_prefix)),
                 };
                 Ok(Route {
@@ -104,6 +112,14 @@ impl Routes {
             }
         }
         Ok(())
+    }
+
+    /// The origin pools of the routes that have one.
+    pub fn pools(&self) -> impl Iterator<Item = &Arc<OriginPool>> {
+        self.routes.iter().filter_map(|r| match &r.backend {
+            Backend::Pool(pool) => Some(pool),
+            _ => None,
+        })
     }
 
     /// True when no route is configured.
@@ -161,20 +177,27 @@ mod tests {
         }
     }
 
+    fn clock() -> SharedClock {
+        Arc::new(crate::clock::ManualClock::default())
+    }
+
     fn origin_of(route: &Route) -> &Origin {
         match &route.backend {
             Backend::Origin(origin) => origin,
-            Backend::Files(_) => panic!("not an origin route"),
+            Backend::Pool(_) | Backend::Files(_) => panic!("not a route to one origin"),
         }
     }
 
     #[test]
     fn most_specific_route_wins() {
-        let routes = Routes::new(&[
-            route(None, "/", "http://any:80"),
-            route(Some("Example.com"), "/", "http://ex:80"),
-            route(Some("example.com"), "/static/", "http://static:80/assets"),
-        ])
+        let routes = Routes::new(
+            &[
+                route(None, "/", "http://any:80"),
+                route(Some("Example.com"), "/", "http://ex:80"),
+                route(Some("example.com"), "/static/", "http://static:80/assets"),
+            ],
+            &clock(),
+        )
         .unwrap();
         let r = routes.find(Some("example.com"), "/static/a.png").unwrap();
         assert_eq!(
@@ -195,7 +218,7 @@ mod tests {
     #[test]
     fn an_origin_knows_its_target_and_host_as_its_uris_would() {
         for text in ["http://Static.Example:8080/assets", "https://[::1]", "http://x"] {
-            let routes = Routes::new(&[route(None, "/", text)]).unwrap();
+            let routes = Routes::new(&[route(None, "/", text)], &clock()).unwrap();
             let r = routes.find(None, "/a").unwrap();
             let origin = origin_of(r);
             let uri = r.target(origin, &PathAndQuery::from_static("/a?b")).unwrap();

@@ -78,6 +78,7 @@ pub async fn start(state: State) -> Result<Running, StartError> {
     }
     crate::timers::spawn(&state, &shutdown_rx, &mut tasks);
     crate::sweep::spawn(&state, &shutdown_rx, &mut tasks);
+    crate::origin_pool::spawn_checks(&state, &shutdown_rx, &mut tasks);
     let admin_token = admin_token(config)?;
     let admin = if config.admin.enabled {
         let listener = bind(config.admin.addr)?;

@@ -377,6 +377,7 @@ pub(crate) fn resolve_target(state: &State, conn: &ConnInfo, parts: &request::Pa
         if let Some(route) = state.routes.find(host, parts.uri.path()) {
             let origin = match &route.backend {
                 crate::route::Backend::Origin(origin) => origin,
+                crate::route::Backend::Pool(pool) => return pooled(route, pool, parts, host_field),
                 crate::route::Backend::Files(files) => {
                     let uri = files.uri_for(route.tail(parts.uri.path()))?;
                     let host = authority_value(&uri)?;
@@ -413,6 +414,27 @@ pub(crate) fn resolve_target(state: &State, conn: &ConnInfo, parts: &request::Pa
         ));
     }
     Err(ProxyError::bad_request("not a proxy request: use an absolute URI (GET http://host/path) or CONNECT"))
+}
+
+/// [`resolve_target`] for a route to an origin pool: the URI (and so the cache key) of its
+/// first origin, whichever answers; the `Host` of the origin chosen.
+fn pooled(
+    route: &crate::route::Route,
+    pool: &Arc<crate::origin_pool::OriginPool>,
+    parts: &request::Parts,
+    host_field: Option<&HeaderValue>,
+) -> Result<Resolved, ProxyError> {
+    let root = PathAndQuery::from_static("/");
+    let uri = route
+        .target(pool.canonical(), parts.uri.path_and_query().unwrap_or(&root))
+        .map_err(|e| ProxyError::bad_request("cannot map the request URI").with_cause(e))?;
+    let member = pool.pick(uri.path_and_query().map_or("/", |pq| pq.as_str()));
+    let host = match (route.preserve_host, host_field) {
+        (true, Some(h)) => h.clone(),
+        _ => pool.members()[member].origin.host.clone(),
+    };
+    let target = Dest::Pool(crate::source::PoolMember { pool: Arc::clone(pool), member });
+    Ok(Resolved { target, uri, reverse: true, host, esi: route.esi.clone() })
 }
 
 fn strip_port(host: &str) -> &str {

@@ -70,7 +70,7 @@ impl State {
     /// Builds the shared state. Fails on an unusable configuration (bad routes, log file).
     pub fn new(config: Config, clock: SharedClock, modules: Vec<LoadedModule>) -> Result<Self, StateError> {
         let metrics = Arc::new(Metrics::default());
-        let routes = Routes::new(&config.route).map_err(StateError)?;
+        let routes = Routes::new(&config.route, &clock).map_err(StateError)?;
         let access_log = match &config.log.access_log {
             Some(path) => Some(
                 AccessLog::open(path, config.log.format)

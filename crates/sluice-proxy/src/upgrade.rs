@@ -28,7 +28,6 @@ use crate::error::ProxyError;
 use crate::outcome::ResultCode;
 use crate::respond;
 use crate::service::{origin_request, Forward, Routed};
-use crate::source::Dest;
 use crate::state::State;
 use crate::txn::{module_phase, Txn};
 use bytes::Bytes;
@@ -59,7 +58,7 @@ pub fn requested(allowed: &[String], forward: &Forward, has_body: bool) -> bool 
         || !headers.contains_key(UPGRADE)
         || allowed.is_empty()
         || has_body
-        || !matches!(forward.target, Dest::Origin(_))
+        || forward.target.origin().is_none()
         || !elements(headers, &CONNECTION).any(|token| token.is_some_and(|t| t.eq_ignore_ascii_case("upgrade")))
     {
         return false;
@@ -97,7 +96,7 @@ pub async fn open(state: &State, txn: &mut Txn, mut forward: Forward) -> Result<
         crate::resolve::Resolved::Connect(dest) => dest,
         crate::resolve::Resolved::Respond(local) => return Ok(Routed::Response(respond::local(state, *local))),
     };
-    let Dest::Origin(target) = &*dest else {
+    let Some(target) = dest.origin() else {
         return Err(ProxyError::bad_gateway("a protocol switch needs an HTTP origin"));
     };
     let mut parts = origin_request(&forward.uri, forward.client.method.clone(), headers)?;

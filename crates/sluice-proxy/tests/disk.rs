@@ -73,7 +73,7 @@ async fn a_corrupt_disk_file_is_never_served() {
     assert_eq!(h.get("/c").await.text(), "original body bytes");
     on_disk(&h, 1).await;
     let h = {
-        let Harness { origin, proxy, clock, mode } = h;
+        let Harness { origin, others, proxy, clock, mode } = h;
         let config = proxy.state.config.clone();
         proxy.shutdown().await;
         // Flip one byte of the body (the body ends the file) while no process has it open.
@@ -84,7 +84,7 @@ async fn a_corrupt_disk_file_is_never_served() {
         bytes[last] ^= 0x20;
         std::fs::write(&files[0], &bytes).unwrap();
         let proxy = sluice_proxy::start(new_state(config, &clock).await).await.expect("start");
-        Harness { origin, proxy, clock, mode }
+        Harness { origin, others, proxy, clock, mode }
     };
     assert_eq!(disk(&h).objects, 1, "a body is only checked at its first serve");
     let reply = h.get("/c").await;

@@ -29,6 +29,7 @@ pub use files::FileSource;
 
 use crate::body::{BoxError, OutBody};
 use crate::error::ProxyError;
+use crate::origin_pool::{MemberLoad, OriginPool};
 use crate::state::State;
 use crate::upstream::{PooledBody, Target};
 use bytes::Bytes;
@@ -44,8 +45,36 @@ use std::task::{Context, Poll};
 pub enum Dest {
     /// An HTTP origin, through the upstream pool.
     Origin(Target),
+    /// An origin of a route's origin pool, chosen for this request; the others stand by
+    /// (`crate::origin_pool`).
+    Pool(PoolMember),
     /// A directory served by a file source.
     Files(Arc<FileSource>),
+}
+
+impl Dest {
+    /// Where an HTTP request goes (first): `None` for a file source.
+    pub fn origin(&self) -> Option<&Target> {
+        match self {
+            Dest::Origin(target) => Some(target),
+            Dest::Pool(member) => Some(member.target()),
+            Dest::Files(_) => None,
+        }
+    }
+}
+
+/// An origin of a pool, by its index.
+#[derive(Debug, Clone)]
+pub struct PoolMember {
+    pub pool: Arc<OriginPool>,
+    pub member: usize,
+}
+
+impl PoolMember {
+    /// Where its requests go.
+    pub fn target(&self) -> &Target {
+        &self.pool.members()[self.member].origin.target
+    }
 }
 
 /// A data source's response.
@@ -68,6 +97,16 @@ pub async fn send(state: &State, dest: &Dest, req: Request<OutBody>) -> Result<S
                 peer: Some(origin.peer),
             })
         }
+        Dest::Pool(first) => {
+            // Boxed: inline, its larger state would enlarge every origin request's future.
+            let (origin, load) = Box::pin(first.pool.send(&state.upstream, first.member, req)).await?;
+            Ok(SourceResponse {
+                response: origin
+                    .response
+                    .map(|body| SourceBody::Balanced(Box::new(BalancedBody { body, _load: load }))),
+                peer: Some(origin.peer),
+            })
+        }
         Dest::Files(files) => {
             let response = files.respond(&state.dates, req).await?;
             Ok(SourceResponse { response, peer: None })
@@ -81,12 +120,21 @@ pub enum SourceBody {
     /// Read off an origin connection. Boxed: it carries the connection, and inline it would
     /// make every response body (hits included) twice as large to move.
     Origin(Box<PooledBody>),
+    /// Read off a connection to an origin of a pool, which counts it in flight until dropped.
+    Balanced(Box<BalancedBody>),
     /// Read from a file (boxed: a file body is several times the size of the others, and
     /// every response body would pay for it).
     File(Box<FileBody>),
     /// A small body made here (a file source's 404), or none; `read` is the file read it
     /// answers, if watched (dropped with the body).
     Local { data: Option<Bytes>, read: Option<inflight::ReadGuard> },
+}
+
+/// A pooled origin's body and the load it puts on its origin.
+#[derive(Debug)]
+pub struct BalancedBody {
+    body: PooledBody,
+    _load: MemberLoad,
 }
 
 impl SourceBody {
@@ -103,6 +151,7 @@ impl Body for SourceBody {
     fn poll_frame(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
         match self.get_mut() {
             SourceBody::Origin(body) => Pin::new(body.as_mut()).poll_frame(cx).map_err(Into::into),
+            SourceBody::Balanced(balanced) => Pin::new(&mut balanced.body).poll_frame(cx).map_err(Into::into),
             SourceBody::File(body) => Pin::new(body).poll_frame(cx).map_err(Into::into),
             SourceBody::Local { data, .. } => Poll::Ready(data.take().map(|b| Ok(Frame::data(b)))),
         }
@@ -111,6 +160,7 @@ impl Body for SourceBody {
     fn is_end_stream(&self) -> bool {
         match self {
             SourceBody::Origin(body) => body.is_end_stream(),
+            SourceBody::Balanced(balanced) => balanced.body.is_end_stream(),
             SourceBody::File(body) => body.is_end_stream(),
             SourceBody::Local { data, .. } => data.is_none(),
         }
@@ -119,6 +169,7 @@ impl Body for SourceBody {
     fn size_hint(&self) -> SizeHint {
         match self {
             SourceBody::Origin(body) => body.size_hint(),
+            SourceBody::Balanced(balanced) => balanced.body.size_hint(),
             SourceBody::File(body) => body.size_hint(),
             SourceBody::Local { data, .. } => SizeHint::with_exact(data.as_ref().map_or(0, |b| b.len() as u64)),
         }

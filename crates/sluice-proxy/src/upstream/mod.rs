@@ -127,6 +127,21 @@ pub struct OriginResponse {
     pub peer: IpAddr,
 }
 
+/// Why [`Upstream::send`] got no response, and the request back when another origin
+/// may be asked instead: when it never reached this one (no connection could be made), or
+/// when it may be sent again (idempotent, without a body) and nothing came back for it.
+#[derive(Debug)]
+pub struct SendFailure {
+    pub error: ProxyError,
+    pub request: Option<Request<OutBody>>,
+}
+
+impl From<Box<SendFailure>> for ProxyError {
+    fn from(failure: Box<SendFailure>) -> Self {
+        failure.error
+    }
+}
+
 impl Upstream {
     pub fn new(config: UpstreamConfig, metrics: Arc<Metrics>) -> Self {
         let mut roots = rustls::RootCertStore::empty();
@@ -149,8 +164,11 @@ impl Upstream {
     }
 
     /// Sends `req` (whose URI is in origin form) to `target` and waits for the response head,
-    /// at most the configured response timeout from sending it.
-    pub async fn send(&self, target: &Target, req: Request<OutBody>) -> Result<OriginResponse, ProxyError> {
+    /// at most the configured response timeout from sending it. A failure gives the request
+    /// back when it may go to another origin ([`SendFailure`]; `?` makes it a
+    /// [`ProxyError`]). It is boxed: it holds the request, and inline it would make every
+    /// result several times larger to move.
+    pub async fn send(&self, target: &Target, req: Request<OutBody>) -> Result<OriginResponse, Box<SendFailure>> {
         self.start_reaper();
         self.inner.metrics.origin_requests.fetch_add(1, Relaxed);
         let (parts, body) = req.into_parts();
@@ -161,11 +179,16 @@ impl Upstream {
         // idempotent request without a body that got nothing back is sent again, once, on a
         // fresh connection (RFC 9110 §9.2.2, RFC 9112 §9.3.2).
         let replayable = matches!(body, OutBody::Empty) && is_idempotent(&parts.method);
+        // The request back, for another origin: its body when not sent yet, or none needed.
+        let give_back = |parts, body: Option<OutBody>, sent: bool| {
+            let body = if sent { replayable.then_some(OutBody::Empty) } else { body };
+            body.map(|body| Request::from_parts(parts, body))
+        };
         let mut fresh = false;
         if replayable && self.inner.config.pipeline > 1 && pipelinable(&parts) {
-            match self.send_piped(target, &head, &parts.method).await? {
-                Ok(response) => return Ok(response),
-                Err(err) if err.nothing_received() => {
+            match self.send_piped(target, &head, &parts.method).await {
+                Ok(Ok(response)) => return Ok(response),
+                Ok(Err(err)) if err.nothing_received() => {
                     tracing::debug!(
                         "pipelined request to {}:{} unanswered ({err}); retrying",
                         target.host,
@@ -173,22 +196,41 @@ impl Upstream {
                     );
                     fresh = true;
                 }
-                Err(err) => return Err(self.exchange_failed(target, err)),
+                Ok(Err(err)) => {
+                    return Err(Box::new(SendFailure { error: self.exchange_failed(target, err), request: None }))
+                }
+                Err(error) => return Err(Box::new(SendFailure { error, request: give_back(parts, None, true) })),
             }
         }
         let timeout = self.inner.config.response_timeout.0;
         let mut body = Some(body);
         loop {
-            let (mut conn, reused) =
-                if fresh { (self.fresh_connection(target).await?, false) } else { self.connection(target).await? };
+            let connection = if fresh {
+                self.fresh_connection(target).await.map(|conn| (conn, false))
+            } else {
+                self.connection(target).await
+            };
+            let (mut conn, reused) = match connection {
+                Ok(found) => found,
+                Err(error) => {
+                    // Not sent; a retry on a fresh connection has already sent the body.
+                    let sent = body.is_none();
+                    return Err(Box::new(SendFailure { error, request: give_back(parts, body.take(), sent) }));
+                }
+            };
             let out = body.take().unwrap_or(OutBody::Empty);
-            let exchanged = conn.exchange_within(timeout, &head, out, &parts.method).await;
-            match exchanged.map_err(|Elapsed| self.timed_out(target))? {
-                Ok(response) => {
+            match conn.exchange_within(timeout, &head, out, &parts.method).await {
+                Err(Elapsed) => {
+                    return Err(Box::new(SendFailure {
+                        error: self.timed_out(target),
+                        request: give_back(parts, None, true),
+                    }))
+                }
+                Ok(Ok(response)) => {
                     let peer = conn.peer;
                     return Ok(self.response(target, Link::Own(conn), peer, response));
                 }
-                Err(err) if reused && replayable && err.nothing_received() => {
+                Ok(Err(err)) if reused && replayable && err.nothing_received() => {
                     tracing::debug!(
                         "pooled connection to {}:{} was closed ({err}); retrying",
                         target.host,
@@ -196,7 +238,14 @@ impl Upstream {
                     );
                     fresh = true;
                 }
-                Err(err) => return Err(self.exchange_failed(target, err)),
+                Ok(Err(err)) => {
+                    let again = err.nothing_received();
+                    let error = self.exchange_failed(target, err);
+                    return Err(Box::new(SendFailure {
+                        error,
+                        request: if again { give_back(parts, None, true) } else { None },
+                    }));
+                }
             }
         }
     }

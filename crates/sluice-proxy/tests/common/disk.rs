@@ -23,12 +23,12 @@ pub async fn proxy(dir: &Path, tweak: impl FnOnce(&mut Config)) -> Harness {
 /// Shuts the proxy down gracefully and starts a new one on the same configuration, origin
 /// and clock (so on the same disk directory).
 pub async fn restart(h: Harness) -> Harness {
-    let Harness { origin, proxy, clock, mode } = h;
+    let Harness { origin, others, proxy, clock, mode } = h;
     let config = proxy.state.config.clone();
     proxy.shutdown().await;
     let state = new_state(config, &clock).await;
     let proxy = sluice_proxy::start(state).await.expect("start");
-    Harness { origin, proxy, clock, mode }
+    Harness { origin, others, proxy, clock, mode }
 }
 
 pub fn disk(h: &Harness) -> sluice_store::disk::DiskStats {

@@ -18,6 +18,8 @@ use std::time::Duration;
 
 pub struct Harness {
     pub origin: Origin,
+    /// More origins on the same clock ([`Harness::build_with_origins`]).
+    pub others: Vec<Origin>,
     pub proxy: Running,
     pub clock: ManualClock,
     pub mode: Mode,
@@ -55,9 +57,32 @@ impl Harness {
         tweak: impl FnOnce(&mut Config, SocketAddr),
         modules: Vec<sluice_proxy::LoadedModule>,
     ) -> Self {
+        Self::build_full(mode, 0, |c, addrs| tweak(c, addrs[0]), modules).await
+    }
+
+    /// A proxy of `mode` with `extra` origins besides the first ([`Harness::others`]), all on
+    /// the harness clock; `tweak` gets every origin's address, the first one first.
+    pub async fn build_with_origins(mode: Mode, extra: usize, tweak: impl FnOnce(&mut Config, &[SocketAddr])) -> Self {
+        Self::build_full(mode, extra, tweak, Vec::new()).await
+    }
+
+    async fn build_full(
+        mode: Mode,
+        extra: usize,
+        tweak: impl FnOnce(&mut Config, &[SocketAddr]),
+        modules: Vec<sluice_proxy::LoadedModule>,
+    ) -> Self {
         let clock = ManualClock::default();
-        let origin_clock = clock.clone();
-        let origin = Origin::start(move || origin_clock.now()).await;
+        let start_origin = || {
+            let origin_clock = clock.clone();
+            Origin::start(move || origin_clock.now())
+        };
+        let origin = start_origin().await;
+        let mut others = Vec::with_capacity(extra);
+        for _ in 0..extra {
+            others.push(start_origin().await);
+        }
+        let addrs: Vec<SocketAddr> = std::iter::once(origin.addr).chain(others.iter().map(|o| o.addr)).collect();
         let mut config = Config {
             listener: vec![ListenerConfig { addr: "127.0.0.1:0".parse().unwrap(), mode, tls: None, h2c: true }],
             ..Config::default()
@@ -70,11 +95,11 @@ impl Harness {
             config.route =
                 vec![RouteConfig { origin: Some(format!("http://{}", origin.addr)), ..RouteConfig::default() }];
         }
-        tweak(&mut config, origin.addr);
+        tweak(&mut config, &addrs);
         config.validate().expect("valid test config");
         let state = State::new(config, Arc::new(clock.clone()), modules).expect("state");
         let proxy = sluice_proxy::start(state).await.expect("start");
-        Self { origin, proxy, clock, mode }
+        Self { origin, others, proxy, clock, mode }
     }
 
     pub fn addr(&self) -> SocketAddr {
