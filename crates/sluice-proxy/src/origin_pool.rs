@@ -59,6 +59,8 @@ pub struct OriginPool {
     max_fails: u32,
     fail_timeout: Duration,
     health_check: Option<HealthCheckConfig>,
+    /// `Host` of the health checks when not each origin's own authority.
+    check_host: Option<http::HeaderValue>,
     preserve_host: bool,
     /// The route, as `host/prefix` (any host: `*`), for metrics and logs.
     pub label: String,
@@ -120,6 +122,7 @@ impl OriginPool {
             max_fails: config.max_fails,
             fail_timeout: config.fail_timeout.0,
             health_check: config.health_check.clone(),
+            check_host: check_host(config)?,
             preserve_host: config.preserve_host,
             label: format!("{}{}", config.host.as_deref().unwrap_or("*"), config.path_prefix),
             turn: AtomicUsize::new(0),
@@ -272,6 +275,14 @@ impl OriginPool {
     }
 }
 
+/// The `Host` of a route's health checks, when set or implied (see
+/// [`HealthCheckConfig::host`]); `None`: each origin's authority.
+fn check_host(config: &RouteConfig) -> Result<Option<http::HeaderValue>, String> {
+    let check = config.health_check.as_ref();
+    let named = check.and_then(|c| c.host.clone()).or_else(|| config.host.clone().filter(|_| config.preserve_host));
+    named.map(|host| http::HeaderValue::try_from(host).map_err(|e| format!("health check host: {e}"))).transpose()
+}
+
 /// FNV-1a over `bytes` from `seed`, then SplitMix64's finalizer: the same in every process
 /// and on every platform, unlike the standard library's hashers, so proxies that share a
 /// pool agree on each URL's origin.
@@ -318,8 +329,9 @@ async fn check_member(upstream: &Upstream, pool: &OriginPool, i: usize, check: &
     use http_body_util::BodyExt;
     let member = &pool.members[i];
     let path = format!("{}{}", member.origin.base_path, check.path);
+    let host = pool.check_host.clone().unwrap_or_else(|| member.origin.host.clone());
     let request = Request::get(path)
-        .header(http::header::HOST, member.origin.host.clone())
+        .header(http::header::HOST, host)
         .header(http::header::USER_AGENT, "sluice-health-check")
         .body(OutBody::Empty);
     let Ok(request) = request else { return };

@@ -33,13 +33,22 @@ pub struct HealthCheckConfig {
     pub path: String,
     /// Time between checks of one origin.
     pub interval: Dur,
-    /// Longest wait for the response head; past it the check failed.
+    /// Longest wait for the whole response; past it the check failed.
     pub timeout: Dur,
+    /// `Host` of the checks. Default: the route's `host` when it sets `preserve_host` (the
+    /// origins then serve that site by name), else the origin's authority, as requests get.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
 }
 
 impl Default for HealthCheckConfig {
     fn default() -> Self {
-        Self { path: "/".into(), interval: Dur(Duration::from_secs(5)), timeout: Dur(Duration::from_secs(2)) }
+        Self {
+            path: "/".into(),
+            interval: Dur(Duration::from_secs(5)),
+            timeout: Dur(Duration::from_secs(2)),
+            host: None,
+        }
     }
 }
 
@@ -48,6 +57,11 @@ impl HealthCheckConfig {
     pub fn validate(&self) -> Result<(), String> {
         if !self.path.starts_with('/') || self.path.parse::<http::uri::PathAndQuery>().is_err() {
             return Err(format!("health_check.path {:?} must be a path starting with /", self.path));
+        }
+        if let Some(host) = &self.host {
+            if http::HeaderValue::from_str(host).is_err() || host.parse::<http::uri::Authority>().is_err() {
+                return Err(format!("health_check.host {host:?} is not a host name"));
+            }
         }
         if self.interval.0.is_zero() || self.timeout.0.is_zero() {
             return Err("health_check.interval and health_check.timeout must be more than 0".into());

@@ -226,6 +226,7 @@ async fn a_failing_health_check_takes_an_origin_out_and_a_passing_one_brings_it_
     }
     let checks = h.origin.last_request("/health").unwrap();
     assert_eq!((checks.method.as_str(), checks.header("user-agent")), ("GET", Some("sluice-health-check")));
+    assert_eq!(checks.header("host"), Some(h.origin.addr.to_string().as_str()), "each origin's own authority");
     h.origin.on("/health", Reply::ok("better"));
     let seen = h.origin.hits("/health");
     h.eventually("a passing check", |h| h.origin.hits("/health") >= seen + 2).await;
@@ -250,4 +251,25 @@ async fn a_silent_origin_is_failed_over_after_the_response_timeout() {
     let reply = h.get("/p").await;
     assert_eq!(reply.text(), "prompt", "no response head within the timeout: a GET goes to the next origin");
     assert_eq!(pool_stats(&h).await[0]["up"], false);
+}
+
+#[tokio::test]
+async fn health_checks_name_the_routes_site_when_the_route_preserves_host() {
+    let checks = |host: Option<&str>| HealthCheckConfig {
+        path: "/health".into(),
+        interval: Dur(Duration::from_millis(20)),
+        host: host.map(str::to_owned),
+        ..HealthCheckConfig::default()
+    };
+    let h = pool(2, |r| {
+        r.host = Some("www.example".into());
+        r.preserve_host = true;
+        r.health_check = Some(checks(None));
+    })
+    .await;
+    h.eventually("a health check", |h| h.origin.hits("/health") >= 1).await;
+    assert_eq!(h.origin.last_request("/health").unwrap().header("host"), Some("www.example"));
+    let h = pool(2, |r| r.health_check = Some(checks(Some("status.internal")))).await;
+    h.eventually("a health check", |h| h.others[0].hits("/health") >= 1).await;
+    assert_eq!(h.others[0].last_request("/health").unwrap().header("host"), Some("status.internal"));
 }
