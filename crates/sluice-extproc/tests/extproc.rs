@@ -47,8 +47,7 @@ impl Harness {
             listener: vec![ListenerConfig {
                 addr: "127.0.0.1:0".parse().unwrap(),
                 mode: Mode::Forward,
-                tls: None,
-                h2c: true,
+                ..ListenerConfig::default()
             }],
             ..Config::default()
         };

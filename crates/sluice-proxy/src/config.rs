@@ -78,11 +78,20 @@ pub struct ListenerConfig {
     pub tls: Option<TlsConfig>,
     /// Accept HTTP/2 with prior knowledge (h2c) on a plain-text listener.
     pub h2c: bool,
+    /// Every connection starts with a PROXY protocol header (version 1 or 2) from a load
+    /// balancer in `access.proxy_protocol_from`, naming the client (`crate::proxy_protocol`).
+    pub proxy_protocol: bool,
 }
 
 impl Default for ListenerConfig {
     fn default() -> Self {
-        Self { addr: SocketAddr::from(([127, 0, 0, 1], 3128)), mode: Mode::Forward, tls: None, h2c: true }
+        Self {
+            addr: SocketAddr::from(([127, 0, 0, 1], 3128)),
+            mode: Mode::Forward,
+            tls: None,
+            h2c: true,
+            proxy_protocol: false,
+        }
     }
 }
 
@@ -107,6 +116,9 @@ pub struct AccessConfig {
     pub upgrade_protocols: Vec<String>,
     /// Client networks allowed to send `PURGE`.
     pub purge_allow: Vec<IpNet>,
+    /// Peers (load balancers) allowed to name the client with a PROXY protocol header on
+    /// listeners with `proxy_protocol`; connections from others are closed.
+    pub proxy_protocol_from: Vec<IpNet>,
 }
 
 fn loopback_nets() -> Vec<IpNet> {
@@ -120,6 +132,7 @@ impl Default for AccessConfig {
             connect_ports: vec![443],
             upgrade_protocols: vec!["websocket".to_owned()],
             purge_allow: loopback_nets(),
+            proxy_protocol_from: loopback_nets(),
         }
     }
 }

@@ -14,6 +14,9 @@ pub struct Metrics {
     pub client_connections: AtomicU64,
     pub client_connections_open: AtomicI64,
     pub client_denied: AtomicU64,
+    /// Connections closed for their PROXY protocol header: missing, malformed, late, or
+    /// from a peer not in `access.proxy_protocol_from`.
+    pub client_proxy_protocol_errors: AtomicU64,
     pub origin_requests: AtomicU64,
     pub origin_connects: AtomicU64,
     /// Requests sent on pipelined connections (`upstream.pipeline`).
@@ -103,6 +106,12 @@ impl Metrics {
             "counter",
             "Requests refused by the client ACL.",
             &one(self.client_denied.load(Relaxed)),
+        );
+        metric(
+            "sluice_client_proxy_protocol_errors_total",
+            "counter",
+            "Connections closed for their PROXY protocol header (missing, malformed, late, untrusted peer).",
+            &one(self.client_proxy_protocol_errors.load(Relaxed)),
         );
         metric(
             "sluice_client_aborted_total",
@@ -242,6 +251,7 @@ impl Metrics {
                 "connections_total": self.client_connections.load(Relaxed),
                 "connections_open": self.client_connections_open.load(Relaxed),
                 "denied": self.client_denied.load(Relaxed),
+                "proxy_protocol_errors": self.client_proxy_protocol_errors.load(Relaxed),
                 "aborted": self.aborted.load(Relaxed),
                 "body_bytes": self.client_body_bytes.load(Relaxed),
             },

@@ -166,11 +166,18 @@ async fn accept_loop(
 ) {
     // Every connection task holds a clone of `open`; the drain below ends when all are gone.
     let (open, mut closed) = mpsc::channel::<()>(1);
-    let builder = Arc::new(http_builder(&state));
-    let max_head = max_head(&state);
-    let zero_copy = tls.is_none() && state.config.cache.disk.dir.is_some() && state.config.cache.disk.sendfile;
+    let setup = Arc::new(ConnSetup {
+        builder: http_builder(&state),
+        max_head: max_head(&state),
+        zero_copy: tls.is_none() && state.config.cache.disk.dir.is_some() && state.config.cache.disk.sendfile,
+        state: Arc::clone(&state),
+        lc: lc.clone(),
+        tls,
+        shutdown: shutdown.clone(),
+        _open: open,
+    });
     loop {
-        let (stream, client) = tokio::select! {
+        let (stream, peer) = tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok(pair) => pair,
                 Err(e) => {
@@ -184,53 +191,103 @@ async fn accept_loop(
         };
         let _ = stream.set_nodelay(true);
         state.metrics.client_connections.fetch_add(1, Relaxed);
-        let queue = zero_copy.then(SendfileQueue::default);
+        let setup = Arc::clone(&setup);
+        if lc.proxy_protocol {
+            tokio::spawn(async move { setup.run_proxied(stream, peer).await });
+        } else {
+            tokio::spawn(async move { setup.run(stream, peer).await });
+        }
+    }
+    drop(listener);
+    drop(setup);
+    let drain = state.config.shutdown.drain.0;
+    if tokio::time::timeout(drain, closed.recv()).await.is_err() {
+        tracing::warn!("listener {}: connections still open after {drain:?}; closing them", lc.addr);
+    }
+}
+
+/// What every connection of one listener is served with.
+struct ConnSetup {
+    state: Arc<State>,
+    lc: ListenerConfig,
+    builder: auto::Builder<TokioExecutor>,
+    tls: Option<tokio_rustls::TlsAcceptor>,
+    max_head: usize,
+    /// Disk bodies go out with `sendfile` on this listener's connections.
+    zero_copy: bool,
+    shutdown: watch::Receiver<bool>,
+    /// Dropped with the last connection (each holds this setup): the listener's drain waits
+    /// for that.
+    _open: mpsc::Sender<()>,
+}
+
+impl ConnSetup {
+    /// Serves a connection whose client is `client`: TLS first on a TLS listener, then HTTP.
+    async fn run(self: Arc<Self>, stream: tokio::net::TcpStream, client: SocketAddr) {
+        let state = &self.state;
+        let queue = self.zero_copy.then(SendfileQueue::default);
         let options_forms = Arc::new(OptionsForms::default());
         let conn = Arc::new(ConnInfo {
             client,
             client_ip: service::client_ip_value(client.ip()),
-            mode: lc.mode,
-            tls: tls.is_some(),
+            mode: self.lc.mode,
+            tls: self.tls.is_some(),
             allowed: state.client_acl.allows(client.ip()),
             zero_copy: queue.clone(),
             activity: Some(Activity::new()),
             options_forms: Some(Arc::clone(&options_forms)),
             timers: Default::default(),
         });
-        let (state, builder, shutdown, open) =
-            (Arc::clone(&state), Arc::clone(&builder), shutdown.clone(), open.clone());
-        match &tls {
+        match &self.tls {
             None => {
                 let stream = ZeroCopyStream::new(stream, queue.unwrap_or_default());
-                let speaks = if lc.h2c { Speaks::Either } else { Speaks::Http1 };
-                let guarded = StrictHttp1::new(stream, max_head).noting_options(options_forms).speaking(speaks);
-                tokio::spawn(serve(state, builder, shutdown, open, conn, guarded));
+                let speaks = if self.lc.h2c { Speaks::Either } else { Speaks::Http1 };
+                let guarded = StrictHttp1::new(stream, self.max_head).noting_options(options_forms).speaking(speaks);
+                serve(&self, conn, guarded).await
             }
             Some(acceptor) => {
-                let acceptor = acceptor.clone();
                 let handshake_timeout = state.config.client.header_read_timeout.0;
-                tokio::spawn(async move {
-                    match tokio::time::timeout(handshake_timeout, acceptor.accept(stream)).await {
-                        Ok(Ok(tls)) => {
-                            // HTTP/2 over TLS only when ALPN chose it (RFC 9113 §3.3).
-                            let h2 = tls.get_ref().1.alpn_protocol() == Some(b"h2".as_slice());
-                            let speaks = if h2 { Speaks::Http2 } else { Speaks::Http1 };
-                            let guarded =
-                                StrictHttp1::new(tls, max_head).noting_options(options_forms).speaking(speaks);
-                            serve(state, builder, shutdown, open, conn, guarded).await
-                        }
-                        Ok(Err(e)) => tracing::debug!("TLS handshake from {client}: {e}"),
-                        Err(_) => tracing::debug!("TLS handshake from {client} timed out"),
+                match tokio::time::timeout(handshake_timeout, acceptor.accept(stream)).await {
+                    Ok(Ok(tls)) => {
+                        // HTTP/2 over TLS only when ALPN chose it (RFC 9113 §3.3).
+                        let h2 = tls.get_ref().1.alpn_protocol() == Some(b"h2".as_slice());
+                        let speaks = if h2 { Speaks::Http2 } else { Speaks::Http1 };
+                        let guarded =
+                            StrictHttp1::new(tls, self.max_head).noting_options(options_forms).speaking(speaks);
+                        serve(&self, conn, guarded).await
                     }
-                });
+                    Ok(Err(e)) => tracing::debug!("TLS handshake from {client}: {e}"),
+                    Err(_) => tracing::debug!("TLS handshake from {client} timed out"),
+                }
             }
         }
     }
-    drop(listener);
-    drop(open);
-    let drain = state.config.shutdown.drain.0;
-    if tokio::time::timeout(drain, closed.recv()).await.is_err() {
-        tracing::warn!("listener {}: connections still open after {drain:?}; closing them", lc.addr);
+
+    /// Reads the PROXY protocol header a trusted balancer at `peer` starts the connection
+    /// with (within `client.header_read_timeout`), then serves it as the client it names;
+    /// closes it otherwise.
+    async fn run_proxied(self: Arc<Self>, mut stream: tokio::net::TcpStream, peer: SocketAddr) {
+        let metrics = &self.state.metrics;
+        if !self.state.proxy_protocol_acl.allows(peer.ip()) {
+            metrics.client_proxy_protocol_errors.fetch_add(1, Relaxed);
+            tracing::info!("{peer} is not in access.proxy_protocol_from: connection closed");
+            return;
+        }
+        let timeout = self.state.config.client.header_read_timeout.0;
+        let client = match tokio::time::timeout(timeout, crate::proxy_protocol::read_header(&mut stream)).await {
+            Ok(Ok(named)) => named.unwrap_or(peer),
+            Ok(Err(e)) => {
+                metrics.client_proxy_protocol_errors.fetch_add(1, Relaxed);
+                tracing::info!("connection from {peer} closed: {e}");
+                return;
+            }
+            Err(_) => {
+                metrics.client_proxy_protocol_errors.fetch_add(1, Relaxed);
+                tracing::info!("connection from {peer} closed: no PROXY protocol header within {timeout:?}");
+                return;
+            }
+        };
+        self.run(stream, client).await
     }
 }
 
@@ -241,18 +298,13 @@ async fn accept_loop(
 /// time a client has to deliver a complete request head, the first on the connection or a
 /// later one; a connection closed that way gets no response. A connection still open one
 /// more timeout after an idle close began is dropped.
-async fn serve<I>(
-    state: Arc<State>,
-    builder: Arc<auto::Builder<TokioExecutor>>,
-    mut shutdown: watch::Receiver<bool>,
-    _open: mpsc::Sender<()>,
-    conn: Arc<ConnInfo>,
-    io: I,
-) where
+async fn serve<I>(setup: &ConnSetup, conn: Arc<ConnInfo>, io: I)
+where
     I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
+    let (state, builder, mut shutdown) = (&setup.state, &setup.builder, setup.shutdown.clone());
     let activity = conn.activity.clone().unwrap_or_default();
-    let svc_state = Arc::clone(&state);
+    let svc_state = Arc::clone(state);
     let svc_conn = Arc::clone(&conn);
     // `handle`'s future is returned as it is, not wrapped (it marks the connection busy
     // itself): hyper then builds the large future in its own slot instead of moving it there.

@@ -37,6 +37,8 @@ pub struct State {
     pub upstream: Upstream,
     pub routes: Routes,
     pub client_acl: Acl,
+    /// Peers whose PROXY protocol headers are believed (`access.proxy_protocol_from`).
+    pub proxy_protocol_acl: Acl,
     pub purge_acl: Acl,
     pub metrics: Arc<Metrics>,
     pub access_log: Option<AccessLog>,
@@ -111,6 +113,7 @@ impl State {
             upstream: Upstream::new(config.upstream.clone(), Arc::clone(&metrics)),
             routes,
             client_acl: Acl::new(&config.access.allow),
+            proxy_protocol_acl: Acl::new(&config.access.proxy_protocol_from),
             purge_acl: Acl::new(&config.access.purge_allow),
             metrics,
             access_log,

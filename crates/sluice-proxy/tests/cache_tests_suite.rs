@@ -75,8 +75,7 @@ async fn cache_tests_fyi_suite_passes_but_for_the_documented_exceptions() {
         listener: vec![ListenerConfig {
             addr: "127.0.0.1:0".parse().unwrap(),
             mode: Mode::Reverse,
-            tls: None,
-            h2c: true,
+            ..ListenerConfig::default()
         }],
         route: vec![RouteConfig { origin: Some(format!("http://127.0.0.1:{origin_port}")), ..RouteConfig::default() }],
         ..Config::default()

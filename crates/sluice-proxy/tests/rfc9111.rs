@@ -904,8 +904,7 @@ async fn front_of(back: &Harness, front: &str) -> sluice_proxy::Running {
         listener: vec![ListenerConfig {
             addr: "127.0.0.1:0".parse().unwrap(),
             mode: Mode::Reverse,
-            tls: None,
-            h2c: true,
+            ..ListenerConfig::default()
         }],
         route: vec![RouteConfig { origin: Some(format!("http://{}", back.addr())), ..RouteConfig::default() }],
         ..Config::default()

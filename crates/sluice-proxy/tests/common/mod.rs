@@ -84,7 +84,7 @@ impl Harness {
         }
         let addrs: Vec<SocketAddr> = std::iter::once(origin.addr).chain(others.iter().map(|o| o.addr)).collect();
         let mut config = Config {
-            listener: vec![ListenerConfig { addr: "127.0.0.1:0".parse().unwrap(), mode, tls: None, h2c: true }],
+            listener: vec![ListenerConfig { addr: "127.0.0.1:0".parse().unwrap(), mode, ..ListenerConfig::default() }],
             ..Config::default()
         };
         config.admin.addr = "127.0.0.1:0".parse().unwrap();
