@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what Sluice's tests need on a fresh Debian machine: curl (driven by the integration
-# tests as a real client), calamaris (a Squid log analyser, run on Sluice's access log), Node.js
+# tests as a real client), calamaris (a Squid log analyser, run on Sluice's access log),
+# htpasswd from apache2-utils (it writes the users files of the proxy authentication tests), Node.js
 # and the HTTP cache test suite of cache-tests.fyi (run against Sluice as a conformance test),
 # the Rust components fmt and clippy, the wasm32-wasip1 target (the Proxy-Wasm test plugins)
 # and Go (the ext_proc interoperability test builds a processor on Envoy's Go API). Safe to
@@ -11,6 +12,7 @@ need_apt=()
 command -v curl >/dev/null 2>&1 || need_apt+=(curl)
 command -v openssl >/dev/null 2>&1 || need_apt+=(openssl)
 command -v calamaris >/dev/null 2>&1 || need_apt+=(calamaris)
+command -v htpasswd >/dev/null 2>&1 || need_apt+=(apache2-utils)
 command -v node >/dev/null 2>&1 || need_apt+=(nodejs)
 command -v npm >/dev/null 2>&1 || need_apt+=(npm)
 if ((${#need_apt[@]})); then

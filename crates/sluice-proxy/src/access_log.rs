@@ -33,6 +33,8 @@ pub struct LogRecord {
     pub content_type: Option<HeaderValue>,
     pub referer: Option<HeaderValue>,
     pub user_agent: Option<HeaderValue>,
+    /// The user proxy authentication proved.
+    pub user: Option<std::sync::Arc<str>>,
     /// Extra `name=value` fields from modules, appended to the line.
     pub extra: Vec<(String, String)>,
 }
@@ -89,13 +91,14 @@ pub fn format_record(r: &LogRecord, format: LogFormat, out: &mut String) {
         Some(p) => format!("HIER_DIRECT/{p}"),
         None => "HIER_NONE/-".to_owned(),
     };
+    let user = r.user.as_deref().map_or_else(|| "-".to_owned(), log_safe);
     match format {
         LogFormat::Squid => {
             // logformat squid %ts.%03tu %6tr %>a %Ss/%03>Hs %<st %rm %ru %[un %Sh/%<a %mt
             let since = r.end.duration_since(UNIX_EPOCH).unwrap_or_default();
             let _ = write!(
                 out,
-                "{}.{:03} {:>6} {} {}/{:03} {} {} {} - {} {}",
+                "{}.{:03} {:>6} {} {}/{:03} {} {} {} {} {} {}",
                 since.as_secs(),
                 since.subsec_millis(),
                 r.elapsed.as_millis(),
@@ -105,6 +108,7 @@ pub fn format_record(r: &LogRecord, format: LogFormat, out: &mut String) {
                 r.bytes,
                 r.method,
                 r.url,
+                user,
                 hier,
                 header_or_dash(r.content_type.as_ref()),
             );
@@ -113,8 +117,9 @@ pub fn format_record(r: &LogRecord, format: LogFormat, out: &mut String) {
             // logformat combined %>a %[ui %[un [%tl] "%rm %ru HTTP/%rv" %>Hs %<st "%{Referer}>h" "%{User-Agent}>h" %Ss:%Sh
             let _ = write!(
                 out,
-                "{} - - [{}] \"{} {} {}\" {} {} \"{}\" \"{}\" {}:{}",
+                "{} - {} [{}] \"{} {} {}\" {} {} \"{}\" \"{}\" {}:{}",
                 r.client,
+                user,
                 clf_time(r.end),
                 r.method,
                 r.url,
@@ -132,6 +137,21 @@ pub fn format_record(r: &LogRecord, format: LogFormat, out: &mut String) {
         let _ = write!(out, " {name}={value}");
     }
     out.push('\n');
+}
+
+/// `text` with every byte but ASCII letters, digits and `.`, `_`, `@`, `-` percent-encoded,
+/// so that a user name stays one field of the line.
+fn log_safe(text: &str) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::with_capacity(text.len());
+    for b in text.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'@' | b'-') {
+            out.push(char::from(b));
+        } else {
+            let _ = write!(out, "%{b:02X}");
+        }
+    }
+    out
 }
 
 fn header_or_dash(v: Option<&HeaderValue>) -> String {
@@ -196,8 +216,20 @@ mod tests {
             content_type: None,
             referer: None,
             user_agent: Some(HeaderValue::from_static("curl/8.0")),
+            user: None,
             extra: vec![],
         }
+    }
+
+    #[test]
+    fn the_user_proxy_authentication_proved_is_one_field_of_either_format() {
+        let record = LogRecord { user: Some("ann o'neil".into()), ..record() };
+        let mut line = String::new();
+        format_record(&record, LogFormat::Squid, &mut line);
+        assert!(line.contains(" sassoft.ru:443 ann%20o%27neil HIER_DIRECT/"), "{line}");
+        line.clear();
+        format_record(&record, LogFormat::Combined, &mut line);
+        assert!(line.starts_with("10.157.217.66 - ann%20o%27neil [13/Jun/2023"), "{line}");
     }
 
     #[test]

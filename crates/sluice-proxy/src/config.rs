@@ -25,6 +25,9 @@ pub struct Config {
     pub shutdown: ShutdownConfig,
     pub cpu_pool: CpuPoolConfig,
     pub module: Vec<ModuleConfig>,
+    /// Proxy authentication of forward-proxy requests; none by default.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub proxy_auth: Option<crate::proxy_auth::ProxyAuthConfig>,
 }
 
 impl Default for Config {
@@ -42,6 +45,7 @@ impl Default for Config {
             shutdown: ShutdownConfig::default(),
             cpu_pool: CpuPoolConfig::default(),
             module: Vec::new(),
+            proxy_auth: None,
         }
     }
 }

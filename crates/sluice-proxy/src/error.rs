@@ -20,6 +20,8 @@ pub enum Kind {
     BadRequest,
     /// Not allowed by an ACL (403).
     Forbidden,
+    /// A forward-proxy request without valid proxy credentials (407).
+    ProxyAuthRequired,
     /// No route for a reverse-proxied request, or a request for the proxy itself (404).
     NoRoute,
     /// `Via` shows the request already passed through us (508).
@@ -72,6 +74,7 @@ impl ProxyError {
         match self.kind {
             Kind::BadRequest => StatusCode::BAD_REQUEST,
             Kind::Forbidden => StatusCode::FORBIDDEN,
+            Kind::ProxyAuthRequired => StatusCode::PROXY_AUTHENTICATION_REQUIRED,
             Kind::NoRoute => StatusCode::NOT_FOUND,
             Kind::Loop => StatusCode::LOOP_DETECTED,
             Kind::BadGateway => StatusCode::BAD_GATEWAY,

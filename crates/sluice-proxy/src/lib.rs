@@ -45,6 +45,7 @@ pub mod outcome;
 mod policy;
 pub mod pool_config;
 mod pool_metrics;
+pub mod proxy_auth;
 pub mod proxy_protocol;
 mod req_body;
 mod resolve;

@@ -166,6 +166,9 @@ pub fn error(state: &State, err: &ProxyError) -> Response<ProxyBody> {
     if err.kind == Kind::BadRequest {
         response.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
     }
+    if let Some(auth) = state.proxy_auth.as_ref().filter(|_| err.kind == Kind::ProxyAuthRequired) {
+        response.headers_mut().insert(header::PROXY_AUTHENTICATE, auth.challenge());
+    }
     if state.config.headers.cache_status && err.kind == Kind::NotCached {
         let cs =
             CacheStatus { fwd: Some(cache_status::Fwd::Miss), detail: Some("only-if-cached"), ..Default::default() };

@@ -208,6 +208,9 @@ async fn route(
                 "CONNECT is not allowed on a reverse-proxy listener",
             ));
         }
+        if let Some(auth) = &state.proxy_auth {
+            authenticate(auth, txn, &parts.headers).await?;
+        }
         let (response, tunnel) =
             within_deadline(state, &conn.timers, crate::connect::open(state, txn, Request::from_parts(parts, body)))
                 .await?;
@@ -219,6 +222,9 @@ async fn route(
         return Ok(Routed::Response(response));
     }
     let Resolved { target, uri, reverse, host, esi } = resolve_target(state, conn, &parts)?;
+    if let Some(auth) = state.proxy_auth.as_ref().filter(|_| !reverse) {
+        authenticate(auth, txn, &parts.headers).await?;
+    }
     if state.access_log.is_some() {
         txn.url = uri.to_string();
     }
@@ -365,6 +371,25 @@ pub(crate) struct Resolved {
     pub host: HeaderValue,
     /// The matched route's ESI settings, when it has `esi = true`.
     pub esi: Option<Arc<crate::esi::EsiRoute>>,
+}
+
+/// Proxy authentication of a forward-proxy request (`[proxy_auth]`): the user its
+/// `Proxy-Authorization` proves goes to the log; without a valid one, `407`.
+async fn authenticate(
+    auth: &crate::proxy_auth::ProxyAuth,
+    txn: &mut Txn,
+    headers: &HeaderMap,
+) -> Result<(), ProxyError> {
+    match auth.user(headers).await {
+        Some(user) => {
+            txn.user = Some(user);
+            Ok(())
+        }
+        None => {
+            txn.code = ResultCode::Denied;
+            Err(ProxyError::new(Kind::ProxyAuthRequired, Side::Client, "proxy authentication required"))
+        }
+    }
 }
 
 /// Maps the request to an origin: a reverse route first, then forward proxying of an

@@ -37,6 +37,8 @@ pub struct State {
     pub upstream: Upstream,
     pub routes: Routes,
     pub client_acl: Acl,
+    /// Checks the credentials of forward-proxy requests (`[proxy_auth]`), when configured.
+    pub proxy_auth: Option<crate::proxy_auth::ProxyAuth>,
     /// Peers whose PROXY protocol headers are believed (`access.proxy_protocol_from`).
     pub proxy_protocol_acl: Acl,
     pub purge_acl: Acl,
@@ -73,6 +75,12 @@ impl State {
     pub fn new(config: Config, clock: SharedClock, modules: Vec<LoadedModule>) -> Result<Self, StateError> {
         let metrics = Arc::new(Metrics::default());
         let routes = Routes::new(&config.route, &clock).map_err(StateError)?;
+        let proxy_auth = config
+            .proxy_auth
+            .as_ref()
+            .map(|auth| crate::proxy_auth::ProxyAuth::load(auth, Arc::clone(&clock)))
+            .transpose()
+            .map_err(StateError)?;
         let access_log = match &config.log.access_log {
             Some(path) => Some(
                 AccessLog::open(path, config.log.format)
@@ -113,6 +121,7 @@ impl State {
             upstream: Upstream::new(config.upstream.clone(), Arc::clone(&metrics)),
             routes,
             client_acl: Acl::new(&config.access.allow),
+            proxy_auth,
             proxy_protocol_acl: Acl::new(&config.access.proxy_protocol_from),
             purge_acl: Acl::new(&config.access.purge_allow),
             metrics,

@@ -29,6 +29,8 @@ pub struct Txn {
     pub peer: Option<IpAddr>,
     /// The URL as logged (absolute URI, or `host:port` for CONNECT).
     pub url: String,
+    /// The user proxy authentication proved (`[proxy_auth]`), for the log.
+    pub user: Option<Arc<str>>,
     status: u16,
     content_type: Option<HeaderValue>,
     head_bytes: u64,
@@ -95,6 +97,7 @@ impl Txn {
             version: req.version(),
             referer: if logged { headers.get(header::REFERER).cloned() } else { None },
             user_agent: if logged { headers.get(header::USER_AGENT).cloned() } else { None },
+            user: None,
             state: Arc::clone(state),
             info,
         })
@@ -325,6 +328,7 @@ impl Txn {
             content_type: self.content_type.take(),
             referer: self.referer.take(),
             user_agent: self.user_agent.take(),
+            user: self.user.take(),
             extra: Vec::new(),
         }
     }

@@ -105,7 +105,11 @@ async fn a_connection_without_a_valid_header_is_closed_unanswered() {
 #[tokio::test]
 async fn only_trusted_balancers_may_name_clients() {
     let h = behind_a_balancer(|c| c.access.proxy_protocol_from = vec!["10.0.0.0/8".parse().unwrap()]).await;
-    assert_eq!(exchange(&h, b"PROXY TCP4 203.0.113.7 127.0.0.1 51234 80\r\n").await, "", "loopback is not trusted here");
+    assert_eq!(
+        exchange(&h, b"PROXY TCP4 203.0.113.7 127.0.0.1 51234 80\r\n").await,
+        "",
+        "loopback is not trusted here"
+    );
     assert_eq!(h.origin.hits("/p"), 0);
     assert_eq!(proxy_protocol_errors(&h).await, 1);
 }

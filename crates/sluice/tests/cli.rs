@@ -27,6 +27,14 @@ fn check_config_accepts_a_valid_file_and_names_the_problem_in_a_bad_one() {
     let out = sluice().args(["serve", "--check-config"]).arg(&module).output().unwrap();
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("built-in modules: noop"));
+
+    let users = dir.path().join("users");
+    std::fs::write(&users, "ann:plaintext\n").unwrap();
+    let auth = dir.path().join("auth.toml");
+    std::fs::write(&auth, format!("[proxy_auth]\nusers_file = {:?}\n", users.display().to_string())).unwrap();
+    let out = sluice().args(["serve", "--check-config"]).arg(&auth).output().unwrap();
+    assert!(!out.status.success(), "a users file that is not bcrypt is caught before start");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("htpasswd -B"));
 }
 
 #[test]

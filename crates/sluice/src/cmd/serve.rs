@@ -48,6 +48,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         let config = Config::load(path)?;
         check_entries(&sluice_modules::Factory::default(), &config.module)
             .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+        if let Some(auth) = &config.proxy_auth {
+            sluice_proxy::proxy_auth::ProxyAuth::load(auth, Arc::new(SystemClock))
+                .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+        }
         println!("{}: configuration is valid", path.display());
         return Ok(());
     }
