@@ -4,22 +4,12 @@
 
 mod common;
 
-use common::Harness;
+use common::{curl, Harness};
 use sluice_proxy::config::{Mode, TlsConfig};
 use sluice_proxy::units::Dur;
 use sluice_testkit::client;
 use sluice_testkit::Reply;
 use std::time::Duration;
-
-async fn curl(args: &[&str]) -> String {
-    let out = tokio::process::Command::new("curl")
-        .args(["-s", "--max-time", "10"])
-        .args(args)
-        .output()
-        .await
-        .expect("curl is installed (scripts/install-deps.sh)");
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
 
 #[tokio::test]
 async fn curl_through_the_forward_proxy() {

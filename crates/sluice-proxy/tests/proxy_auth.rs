@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::Harness;
+use common::{curl, Harness};
 use sluice_proxy::config::{Config, Mode, RouteConfig};
 use sluice_proxy::proxy_auth::ProxyAuthConfig;
 use sluice_proxy::units::Dur;
@@ -67,16 +67,6 @@ async fn rfc9110_11_7_forward_requests_need_valid_proxy_credentials() {
     let bob = h.get_with("/p", &[("Proxy-Authorization", &basic("bob:other"))]).await;
     assert_eq!(bob.status, 200, "a hit needs credentials too, and gets them checked");
     assert_eq!(h.get("/p").await.status, 407, "so does a request for a stored response");
-}
-
-async fn curl(args: &[&str]) -> String {
-    let out = tokio::process::Command::new("curl")
-        .args(["-s", "--max-time", "10"])
-        .args(args)
-        .output()
-        .await
-        .expect("curl is installed (scripts/install-deps.sh)");
-    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 #[tokio::test]

@@ -6,7 +6,7 @@
 mod common;
 
 use common::admin::{admin, json};
-use common::Harness;
+use common::{curl, Harness};
 use sluice_proxy::config::{Config, Mode, TlsConfig};
 use sluice_testkit::Reply;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -112,16 +112,6 @@ async fn only_trusted_balancers_may_name_clients() {
     );
     assert_eq!(h.origin.hits("/p"), 0);
     assert_eq!(proxy_protocol_errors(&h).await, 1);
-}
-
-async fn curl(args: &[&str]) -> String {
-    let out = tokio::process::Command::new("curl")
-        .args(["-s", "--max-time", "10"])
-        .args(args)
-        .output()
-        .await
-        .expect("curl is installed (scripts/install-deps.sh)");
-    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 #[tokio::test]

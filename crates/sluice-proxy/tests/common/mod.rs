@@ -151,3 +151,14 @@ impl Harness {
 pub fn cache_status(reply: &Reply) -> String {
     reply.header("cache-status").to_owned()
 }
+
+/// Runs curl (`-s`, at most 10 s) with `args` and returns what it printed.
+pub async fn curl(args: &[&str]) -> String {
+    let out = tokio::process::Command::new("curl")
+        .args(["-s", "--max-time", "10"])
+        .args(args)
+        .output()
+        .await
+        .expect("curl is installed (scripts/install-deps.sh)");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
