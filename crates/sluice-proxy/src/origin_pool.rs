@@ -210,9 +210,11 @@ impl OriginPool {
     fn choose(&self, key: &str, tried: u64) -> Option<usize> {
         let now = self.now_ms();
         let untried = |i: &usize| tried & (1 << i) == 0;
-        let healthy: Vec<usize> =
-            (0..self.members.len()).filter(untried).filter(|&i| self.in_rotation(i, now)).collect();
-        let candidates = if healthy.is_empty() { (0..self.members.len()).filter(untried).collect() } else { healthy };
+        // No allocation for pools of up to 8 origins.
+        type Members = smallvec::SmallVec<[usize; 8]>;
+        let healthy: Members = (0..self.members.len()).filter(untried).filter(|&i| self.in_rotation(i, now)).collect();
+        let candidates: Members =
+            if healthy.is_empty() { (0..self.members.len()).filter(untried).collect() } else { healthy };
         if candidates.is_empty() {
             return None;
         }

@@ -164,7 +164,8 @@ async fn accept_loop(
     tls: Option<tokio_rustls::TlsAcceptor>,
     mut shutdown: watch::Receiver<bool>,
 ) {
-    // Every connection task holds a clone of `open`; the drain below ends when all are gone.
+    // Every connection task holds the setup, and so `open`; the drain below ends when all
+    // are gone.
     let (open, mut closed) = mpsc::channel::<()>(1);
     let setup = Arc::new(ConnSetup {
         builder: http_builder(&state),
