@@ -84,6 +84,7 @@ impl Admin {
                 reply(StatusCode::OK, "application/json", json.to_string())
             }
             (&Method::POST, "/cache/sweep") => crate::sweep::admin(state),
+            (_, p) if crate::admin_pools::owns(p) => crate::admin_pools::handle(state, &req),
             (_, p) if crate::admin_modules::owns(p) => crate::admin_modules::handle(state, req).await,
             (_, p) if p.starts_with("/modules/") => self.module(req).await,
             (_, "/cache/sweep") => {

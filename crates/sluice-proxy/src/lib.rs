@@ -17,6 +17,7 @@ pub mod acl;
 mod admin;
 mod admin_content;
 mod admin_modules;
+mod admin_pools;
 mod body;
 mod cache_flow;
 mod chain;

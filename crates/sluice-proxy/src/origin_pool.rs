@@ -16,6 +16,9 @@
 //!   back. **Active health** (`health_check`, [`spawn_checks`]): a `GET` of a path at an
 //!   interval; an origin whose check fails (no 2xx or 3xx within the timeout) is out until a
 //!   check passes.
+//! - **Draining** ([`OriginPool::drain`], the admin API's `/pools`): an operator takes an
+//!   origin out of rotation (for maintenance or a deploy) until told otherwise; requests in
+//!   flight to it finish.
 //!
 //! Every request of a route shares one cache key whichever origin answers (the first
 //! origin's URL): the origins are copies of one site.
@@ -44,11 +47,20 @@ pub struct Member {
     out_until_ms: AtomicU64,
     /// Its last active health check failed.
     check_failed: AtomicBool,
+    /// An operator took it out of rotation.
+    drained: AtomicBool,
     in_flight: AtomicU64,
     requests: AtomicU64,
     failures: AtomicU64,
     /// Its identity in URL hashing: a hash of its authority.
     seed: u64,
+}
+
+impl Member {
+    /// Its URL as configured, normalised: `scheme://authority` and the base path.
+    pub fn url(&self) -> String {
+        format!("{}://{}{}", self.origin.scheme, self.origin.authority, self.origin.base_path)
+    }
 }
 
 /// A route's origins.
@@ -86,7 +98,9 @@ impl Drop for MemberLoad {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MemberStats {
     pub origin: String,
+    /// In rotation: not drained, not failing.
     pub up: bool,
+    pub drained: bool,
     pub in_flight: u64,
     pub requests: u64,
     pub failures: u64,
@@ -106,6 +120,7 @@ impl OriginPool {
                     fails: AtomicU32::new(0),
                     out_until_ms: AtomicU64::new(0),
                     check_failed: AtomicBool::new(false),
+                    drained: AtomicBool::new(false),
                     in_flight: AtomicU64::new(0),
                     requests: AtomicU64::new(0),
                     failures: AtomicU64::new(0),
@@ -195,8 +210,9 @@ impl OriginPool {
             .map(|i| {
                 let m = &self.members[i];
                 MemberStats {
-                    origin: format!("{}://{}{}", m.origin.scheme, m.origin.authority, m.origin.base_path),
+                    origin: m.url(),
                     up: self.in_rotation(i, now),
+                    drained: m.drained.load(Relaxed),
                     in_flight: m.in_flight.load(Relaxed),
                     requests: m.requests.load(Relaxed),
                     failures: m.failures.load(Relaxed),
@@ -232,9 +248,21 @@ impl OriginPool {
         })
     }
 
+    /// Takes `origin` out of rotation (`drain`), or puts it back. False when the pool has no
+    /// such origin.
+    pub fn drain(&self, origin: &Origin, drain: bool) -> bool {
+        let same = |m: &&Member| m.origin.target == origin.target && m.origin.base_path == origin.base_path;
+        let Some(member) = self.members.iter().find(same) else { return false };
+        if member.drained.swap(drain, Relaxed) != drain {
+            let what = if drain { "drained: out of rotation" } else { "undrained: back in rotation" };
+            tracing::info!("origin {} of route {} {what}", member.origin.authority, self.label);
+        }
+        true
+    }
+
     fn in_rotation(&self, member: usize, now_ms: u64) -> bool {
         let m = &self.members[member];
-        !m.check_failed.load(Relaxed) && m.out_until_ms.load(Relaxed) <= now_ms
+        !m.drained.load(Relaxed) && !m.check_failed.load(Relaxed) && m.out_until_ms.load(Relaxed) <= now_ms
     }
 
     fn load(self: &Arc<Self>, member: usize) -> MemberLoad {
@@ -395,6 +423,19 @@ mod tests {
         pool.succeeded(1);
         pool.failed(1);
         assert!(pool.stats()[1].up, "a success resets the count");
+    }
+
+    #[test]
+    fn a_drained_origin_is_out_of_rotation_until_undrained() {
+        let (pool, _clock) = pool(Balance::RoundRobin, 3);
+        let origin = |url: &str| Origin::parse(url).unwrap();
+        assert!(pool.drain(&origin("http://10.0.0.2"), true), "the same origin as http://10.0.0.2:80");
+        assert!(!pool.drain(&origin("http://10.0.0.9:80"), true), "no such origin");
+        let stats = pool.stats();
+        assert!(stats[1].drained && !stats[1].up);
+        assert!((0..6).all(|_| pool.pick("/") != 1));
+        assert!(pool.drain(&origin("http://10.0.0.2:80"), false));
+        assert!((0..6).any(|_| pool.pick("/") == 1));
     }
 
     #[test]

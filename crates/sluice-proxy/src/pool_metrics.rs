@@ -27,6 +27,9 @@ pub fn prometheus(routes: &Routes) -> String {
         }
     };
     metric("sluice_pool_origin_up", "gauge", "1 while the origin is in its pool's rotation.", &|m| u64::from(m.up));
+    metric("sluice_pool_origin_drained", "gauge", "1 while an operator keeps the origin out.", &|m| {
+        u64::from(m.drained)
+    });
     metric("sluice_pool_origin_in_flight", "gauge", "Requests to the origin not finished yet.", &|m| m.in_flight);
     metric("sluice_pool_origin_requests_total", "counter", "Requests sent to the origin (tries).", &|m| m.requests);
     metric(
@@ -48,7 +51,7 @@ pub fn json(routes: &Routes) -> Option<serde_json::Value> {
                 .into_iter()
                 .map(|m| {
                     serde_json::json!({
-                        "origin": m.origin, "up": m.up, "in_flight": m.in_flight,
+                        "origin": m.origin, "up": m.up, "drained": m.drained, "in_flight": m.in_flight,
                         "requests": m.requests, "failures": m.failures,
                     })
                 })

@@ -273,3 +273,28 @@ async fn health_checks_name_the_routes_site_when_the_route_preserves_host() {
     h.eventually("a health check", |h| h.others[0].hits("/health") >= 1).await;
     assert_eq!(h.others[0].last_request("/health").unwrap().header("host"), Some("status.internal"));
 }
+
+#[tokio::test]
+async fn a_drained_origin_gets_no_new_requests_until_undrained() {
+    let h = pool(2, |_| {}).await;
+    answer_everywhere(&h, "/p");
+    let first = h.origin.url("");
+    let drain = format!("/pools/drain?origin={}", common::admin::enc(&first));
+    let drained = admin(&h, "POST", &drain, &[], None).await;
+    assert_eq!(json(&drained), serde_json::json!({ "drained": true, "routes": ["*/"] }));
+    for _ in 0..4 {
+        assert_eq!(h.get("/p").await.text(), "origin 1");
+    }
+    let stats = pool_stats(&h).await;
+    assert_eq!((stats[0]["drained"].clone(), stats[0]["up"].clone()), (true.into(), false.into()));
+    let undrain = format!("/pools/undrain?origin={}&route=*/", common::admin::enc(&first));
+    assert_eq!(admin(&h, "POST", &undrain, &[], None).await.status, 200);
+    let texts: Vec<String> =
+        futures_util::future::join_all((0..4).map(|_| h.get("/p"))).await.iter().map(|r| r.text()).collect();
+    assert!(texts.contains(&"origin 0".to_owned()), "{texts:?}");
+    assert_eq!(admin(&h, "POST", "/pools/drain?origin=http://127.0.0.1:1", &[], None).await.status, 404);
+    assert_eq!(admin(&h, "POST", "/pools/drain", &[], None).await.status, 400);
+    assert_eq!(admin(&h, "GET", "/pools/drain", &[], None).await.status, 405);
+    let listed = json(&admin(&h, "GET", "/pools", &[], None).await);
+    assert_eq!(listed[0]["origins"].as_array().unwrap().len(), 2);
+}

@@ -30,12 +30,17 @@ impl Drop for Proxy {
 /// Starts `sluice serve` on ephemeral ports and waits for its startup lines, which name
 /// the chosen addresses.
 async fn serve() -> Proxy {
+    serve_with("").await
+}
+
+/// [`serve`] with `extra` appended to the configuration file.
+async fn serve_with(extra: &str) -> Proxy {
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("sluice.toml");
     std::fs::write(
         &config,
         format!(
-            "[[listener]]\naddr = \"127.0.0.1:0\"\nmode = \"forward\"\n\n[admin]\naddr = \"127.0.0.1:0\"\ntoken = \"{TOKEN}\"\n"
+            "[[listener]]\naddr = \"127.0.0.1:0\"\nmode = \"forward\"\n\n[admin]\naddr = \"127.0.0.1:0\"\ntoken = \"{TOKEN}\"\n{extra}"
         ),
     )
     .unwrap();
@@ -207,4 +212,27 @@ fn ctl_and_fetch_have_help_for_every_operation() {
         assert!(out.status.success(), "{args:?}");
         assert!(String::from_utf8_lossy(&out.stdout).contains("Usage: sluice"), "{args:?}");
     }
+}
+
+#[tokio::test]
+async fn ctl_drains_and_undrains_an_origin_of_a_pool() {
+    let proxy = serve_with("\n[[route]]\norigins = [\"http://127.0.0.1:9\", \"http://127.0.0.1:10\"]\n").await;
+    let pools = json(&proxy.run(&["ctl", "pools"], None).await);
+    assert_eq!(pools[0]["route"], "*/");
+    assert_eq!(pools[0]["origins"][0]["origin"], "http://127.0.0.1:9");
+    assert_eq!(pools[0]["origins"][0]["up"], true);
+    let drained = proxy.run(&["ctl", "drain", "http://127.0.0.1:9"], None).await;
+    assert!(drained.status.success(), "{}", stderr(&drained));
+    assert_eq!(json(&drained), serde_json::json!({ "drained": true, "routes": ["*/"] }));
+    let pools = json(&proxy.run(&["ctl", "pools"], None).await);
+    assert_eq!(
+        (pools[0]["origins"][0]["drained"].clone(), pools[0]["origins"][0]["up"].clone()),
+        (true.into(), false.into())
+    );
+    let undrained = proxy.run(&["ctl", "undrain", "http://127.0.0.1:9", "--route", "*/"], None).await;
+    assert_eq!(json(&undrained)["drained"], false);
+    assert_eq!(json(&proxy.run(&["ctl", "pools"], None).await)[0]["origins"][0]["up"], true);
+    let unknown = proxy.run(&["ctl", "drain", "http://127.0.0.1:11"], None).await;
+    assert!(!unknown.status.success());
+    assert!(stderr(&unknown).contains("no origin pool has that origin"), "{}", stderr(&unknown));
 }

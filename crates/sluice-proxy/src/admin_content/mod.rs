@@ -15,7 +15,7 @@
 //! | `POST /prefetch?url=` | fetch without the body; JSON |
 
 mod json;
-mod params;
+pub(crate) mod params;
 
 use crate::body::ProxyBody;
 use crate::content_fetch::{self, Purpose};

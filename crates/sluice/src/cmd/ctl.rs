@@ -1,5 +1,6 @@
-//! `sluice ctl`: content management of a running proxy, a thin client of its admin API
-//! (docs/content.md). One subcommand per operation; JSON answers are printed to stdout.
+//! `sluice ctl`: content management of a running proxy, and the draining of origins of its
+//! origin pools; a thin client of its admin API (docs/content.md, docs/config.md). One
+//! subcommand per operation; JSON answers are printed to stdout.
 
 use super::admin_client::{self, AdminClient, Connection};
 use anyhow::{bail, Context};
@@ -101,6 +102,26 @@ enum Op {
         #[arg(short, long)]
         include: bool,
     },
+    /// Show the origin pools (routes with several `origins`): each origin's state, load and
+    /// failures (JSON).
+    Pools,
+    /// Take ORIGIN out of rotation in every origin pool that has it (or in --route's only),
+    /// for maintenance or a deploy; requests in flight to it finish.
+    Drain {
+        /// The origin as configured, e.g. http://10.0.0.11:8080.
+        origin: String,
+        /// Only the pool of this route (`host/prefix`, `*` for any host, as `pools` shows).
+        #[arg(long)]
+        route: Option<String>,
+    },
+    /// Put a drained ORIGIN back into rotation.
+    Undrain {
+        /// The origin as configured.
+        origin: String,
+        /// Only the pool of this route.
+        #[arg(long)]
+        route: Option<String>,
+    },
 }
 
 /// Runs `sluice ctl`.
@@ -141,7 +162,20 @@ async fn op(client: &AdminClient, op: Op) -> anyhow::Result<()> {
         }
         Op::Push { url, headers, status, ttl, file } => push(client, &url, &headers, status, ttl, file).await,
         Op::Read { url, range, output, include } => read(client, &url, range, output, include).await,
+        Op::Pools => json("/pools".to_owned(), Method::GET).await,
+        Op::Drain { origin, route } => json(drain_path("drain", &origin, route.as_deref()), Method::POST).await,
+        Op::Undrain { origin, route } => json(drain_path("undrain", &origin, route.as_deref()), Method::POST).await,
     }
+}
+
+/// `/pools/drain` or `/pools/undrain` for `origin`, in `route`'s pool or all.
+fn drain_path(action: &str, origin: &str, route: Option<&str>) -> String {
+    use admin_client::enc;
+    let mut path = format!("/pools/{action}?origin={}", enc(origin));
+    if let Some(route) = route {
+        path.push_str(&format!("&route={}", enc(route)));
+    }
+    path
 }
 
 fn print_json(body: &[u8]) -> anyhow::Result<()> {
