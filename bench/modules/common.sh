@@ -10,7 +10,7 @@
 # days ago). ORIGIN=nginx is an nginx with `expires 1d`: the head of a typical static server
 # (nine fields once Connection is dropped: ETag, Accept-Ranges, Expires and Cache-Control
 # besides). The length of the stored head changes what a module's added fields cost: see
-# docs/benchmarks.md, "Re-measured at 364f9d3".
+# docs/benchmarks-history.md, "Re-measured at 364f9d3".
 
 work=$(mktemp -d)
 pids=()

@@ -12,7 +12,8 @@
 //! which holds an incomplete head back) have let a complete head through, and HTTP/2 has no
 //! such timer at all. And it costs every request: hyper arms a new timer for each head it
 //! reads (an allocation, a clock read, a registration in the runtime's timer wheel and its
-//! removal), about 1,500 instructions, 6% of a 1 KiB cache hit (`docs/benchmarks.md`).
+//! removal), about 1,500 instructions, 6% of a 1 KiB cache hit (`docs/benchmarks-history.md`,
+//! "Latest run (98338f3, 2026-11-25)").
 //! [`Activity`] instead costs a counter update per write and one timer per connection.
 //!
 //! What counts as activity is deliberately not "bytes read": a client trickling a request
