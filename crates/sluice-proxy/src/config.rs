@@ -158,6 +158,10 @@ pub struct RouteConfig {
     /// an origin pool (docs/config.md, "Origin pools").
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub origins: Vec<String>,
+    /// Origins of the pool asked only while none of `origins` is in rotation (a standby
+    /// site, a static fallback).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub backup_origins: Vec<String>,
     /// How requests are spread over `origins`.
     #[serde(default)]
     pub balance: crate::pool_config::Balance,
@@ -197,6 +201,7 @@ impl Default for RouteConfig {
             path_prefix: default_prefix(),
             origin: None,
             origins: Vec::new(),
+            backup_origins: Vec::new(),
             balance: crate::pool_config::Balance::default(),
             max_fails: crate::pool_config::default_max_fails(),
             fail_timeout: crate::pool_config::default_fail_timeout(),
@@ -660,7 +665,7 @@ impl Config {
                     crate::route::Origin::parse(origin).map_err(ConfigError::Invalid)?;
                 }
                 (None, false, None) => {
-                    crate::pool_config::validate_origins(&r.origins).map_err(route_err)?;
+                    crate::pool_config::validate_origins(&r.origins, &r.backup_origins).map_err(route_err)?;
                 }
                 (None, true, Some(files)) => {
                     files.validate(r.preserve_host).map_err(ConfigError::Invalid)?;
@@ -671,6 +676,9 @@ impl Config {
                         r.path_prefix
                     ));
                 }
+            }
+            if !r.backup_origins.is_empty() && r.origins.is_empty() {
+                return invalid(format!("route `{}` has backup_origins but no `origins`", r.path_prefix));
             }
             if let Some(check) = &r.health_check {
                 if r.origins.is_empty() {

@@ -4,7 +4,8 @@
 //! - **Choice** ([`OriginPool::pick`]): among the origins in rotation, by the route's
 //!   [`Balance`]: in turn, fewest requests in flight, or by URL (rendezvous hashing with a
 //!   hash that is the same in every process, so that several proxies send a URL to the same
-//!   origin). When none is in rotation, all are tried anyway: a pool whose origins all look
+//!   origin). `backup_origins` are chosen only while none of `origins` is in rotation. When
+//!   none at all is, all are tried anyway (`origins` first): a pool whose origins all look
 //!   down is asked rather than refused.
 //! - **Failover** ([`OriginPool::send`]): a request that could not reach its origin (no
 //!   connection could be made) goes to the next origin; so does one that may be sent again
@@ -40,6 +41,8 @@ use std::time::{Duration, UNIX_EPOCH};
 #[derive(Debug)]
 pub struct Member {
     pub origin: Origin,
+    /// One of `backup_origins`.
+    pub backup: bool,
     /// Failures since its last success.
     fails: AtomicU32,
     /// Out of rotation until then (milliseconds since the epoch, by the proxy's clock);
@@ -98,6 +101,7 @@ impl Drop for MemberLoad {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MemberStats {
     pub origin: String,
+    pub backup: bool,
     /// In rotation: not drained, not failing.
     pub up: bool,
     pub drained: bool,
@@ -109,14 +113,15 @@ pub struct MemberStats {
 impl OriginPool {
     /// The pool of a route with `origins` (validated with the configuration).
     pub fn new(config: &RouteConfig, clock: SharedClock) -> Result<Self, String> {
-        let members = config
-            .origins
-            .iter()
-            .map(|url| {
+        let listed = config.origins.iter().map(|url| (url, false));
+        let members = listed
+            .chain(config.backup_origins.iter().map(|url| (url, true)))
+            .map(|(url, backup)| {
                 let origin = Origin::parse(url)?;
                 let seed = stable_hash(origin.authority.as_str().to_ascii_lowercase().as_bytes(), 0);
                 Ok(Member {
                     origin,
+                    backup,
                     fails: AtomicU32::new(0),
                     out_until_ms: AtomicU64::new(0),
                     check_failed: AtomicBool::new(false),
@@ -128,8 +133,8 @@ impl OriginPool {
                 })
             })
             .collect::<Result<Box<[_]>, String>>()?;
-        if members.is_empty() || members.len() > crate::pool_config::MAX_ORIGINS {
-            return Err(format!("route `{}`: `origins` needs 1 to 64 URLs", config.path_prefix));
+        if config.origins.is_empty() || members.len() > crate::pool_config::MAX_ORIGINS {
+            return Err(format!("route `{}`: `origins` and `backup_origins` need 1 to 64 URLs", config.path_prefix));
         }
         Ok(Self {
             members,
@@ -150,7 +155,7 @@ impl OriginPool {
         &self.members
     }
 
-    /// The origin whose URLs key the route's cached responses (the first).
+    /// The origin whose URLs key the route's cached responses (the first of `origins`).
     pub fn canonical(&self) -> &Origin {
         &self.members[0].origin
     }
@@ -211,6 +216,7 @@ impl OriginPool {
                 let m = &self.members[i];
                 MemberStats {
                     origin: m.url(),
+                    backup: m.backup,
                     up: self.in_rotation(i, now),
                     drained: m.drained.load(Relaxed),
                     in_flight: m.in_flight.load(Relaxed),
@@ -221,19 +227,21 @@ impl OriginPool {
             .collect()
     }
 
-    /// The member to try among those not in `tried` (a bit per member): one in rotation if
-    /// any, else any; `None` when all were tried.
+    /// The member to try among those not in `tried` (a bit per member), from the first of
+    /// these that has any: `origins` in rotation, `backup_origins` in rotation, `origins`,
+    /// `backup_origins`. `None` when all were tried.
     fn choose(&self, key: &str, tried: u64) -> Option<usize> {
         let now = self.now_ms();
-        let untried = |i: &usize| tried & (1 << i) == 0;
         // No allocation for pools of up to 8 origins.
         type Members = smallvec::SmallVec<[usize; 8]>;
-        let healthy: Members = (0..self.members.len()).filter(untried).filter(|&i| self.in_rotation(i, now)).collect();
-        let candidates: Members =
-            if healthy.is_empty() { (0..self.members.len()).filter(untried).collect() } else { healthy };
-        if candidates.is_empty() {
-            return None;
-        }
+        let tier = |backup: bool, rotating: bool| -> Members {
+            (0..self.members.len())
+                .filter(|&i| tried & (1 << i) == 0 && self.members[i].backup == backup)
+                .filter(|&i| !rotating || self.in_rotation(i, now))
+                .collect()
+        };
+        let tiers = [(false, true), (true, true), (false, false), (true, false)];
+        let candidates = tiers.into_iter().map(|(backup, rotating)| tier(backup, rotating)).find(|t| !t.is_empty())?;
         Some(match self.balance {
             Balance::RoundRobin => candidates[self.turn.fetch_add(1, Relaxed) % candidates.len()],
             Balance::LeastConnections => {
@@ -423,6 +431,26 @@ mod tests {
         pool.succeeded(1);
         pool.failed(1);
         assert!(pool.stats()[1].up, "a success resets the count");
+    }
+
+    #[test]
+    fn backups_are_chosen_only_while_no_origin_is_in_rotation() {
+        let clock = ManualClock::default();
+        let config = RouteConfig {
+            origins: vec!["http://10.0.0.1".into(), "http://10.0.0.2".into()],
+            backup_origins: vec!["http://10.0.0.9".into()],
+            ..RouteConfig::default()
+        };
+        let pool = Arc::new(OriginPool::new(&config, Arc::new(clock.clone())).unwrap());
+        assert!((0..6).all(|_| pool.pick("/") != 2));
+        assert_eq!(pool.canonical().authority, "10.0.0.1");
+        pool.failed(0);
+        assert!((0..6).all(|_| pool.pick("/") == 1), "one origin left: no backup yet");
+        pool.failed(1);
+        assert!((0..6).all(|_| pool.pick("/") == 2), "every origin out: the backup");
+        pool.failed(2);
+        assert!((0..6).all(|_| pool.pick("/") != 2), "everything out: the origins are asked first");
+        assert!(pool.stats()[2].backup);
     }
 
     #[test]

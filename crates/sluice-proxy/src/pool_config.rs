@@ -78,24 +78,25 @@ pub(crate) fn default_fail_timeout() -> Dur {
     Dur(Duration::from_secs(10))
 }
 
-/// Checks a route's `origins`: 1 to [`MAX_ORIGINS`] distinct URLs that parse, with one
-/// scheme and one base path (a request's path is mapped the same way for each, so they
-/// share cached responses).
-pub fn validate_origins(origins: &[String]) -> Result<(), String> {
-    if origins.is_empty() || origins.len() > MAX_ORIGINS {
-        return Err(format!("`origins` needs 1 to {MAX_ORIGINS} URLs, not {}", origins.len()));
+/// Checks a route's `origins` and `backup_origins`: 1 to [`MAX_ORIGINS`] distinct URLs in
+/// all, at least one of them in `origins`, that parse, with one scheme and one base path (a
+/// request's path is mapped the same way for each, so they share cached responses).
+pub fn validate_origins(origins: &[String], backups: &[String]) -> Result<(), String> {
+    let all: Vec<&String> = origins.iter().chain(backups).collect();
+    if origins.is_empty() || all.len() > MAX_ORIGINS {
+        return Err(format!("`origins` and `backup_origins` need 1 to {MAX_ORIGINS} URLs, not {}", all.len()));
     }
-    let parsed = origins.iter().map(|o| crate::route::Origin::parse(o)).collect::<Result<Vec<_>, String>>()?;
+    let parsed = all.iter().map(|o| crate::route::Origin::parse(o)).collect::<Result<Vec<_>, String>>()?;
     let first = &parsed[0];
     for (i, origin) in parsed.iter().enumerate().skip(1) {
         if origin.scheme != first.scheme || origin.base_path != first.base_path {
             return Err(format!(
-                "`origins` must share their scheme and base path: `{}` differs from `{}`",
-                origins[i], origins[0]
+                "`origins` and `backup_origins` must share their scheme and base path: `{}` differs from `{}`",
+                all[i], all[0]
             ));
         }
         if parsed[..i].iter().any(|earlier| earlier.target == origin.target) {
-            return Err(format!("`origins` lists `{}` twice", origins[i]));
+            return Err(format!("`{}` is listed twice", all[i]));
         }
     }
     Ok(())
@@ -111,12 +112,17 @@ mod tests {
 
     #[test]
     fn origins_share_scheme_and_base_path_and_appear_once() {
-        assert!(validate_origins(&urls(&["http://a:1/app", "http://b:2/app/"])).is_ok());
-        assert!(validate_origins(&urls(&["http://a:1", "https://b:2"])).unwrap_err().contains("scheme"));
-        assert!(validate_origins(&urls(&["http://a:1/x", "http://b:2/y"])).unwrap_err().contains("base path"));
-        assert!(validate_origins(&urls(&["http://a:1", "http://A:1/"])).unwrap_err().contains("twice"));
-        assert!(validate_origins(&[]).is_err());
-        assert!(validate_origins(&urls(&["ftp://a"])).is_err());
+        let none = [];
+        assert!(validate_origins(&urls(&["http://a:1/app", "http://b:2/app/"]), &none).is_ok());
+        assert!(validate_origins(&urls(&["http://a:1", "https://b:2"]), &none).unwrap_err().contains("scheme"));
+        assert!(validate_origins(&urls(&["http://a:1/x", "http://b:2/y"]), &none).unwrap_err().contains("base path"));
+        assert!(validate_origins(&urls(&["http://a:1", "http://A:1/"]), &none).unwrap_err().contains("twice"));
+        assert!(validate_origins(&[], &none).is_err());
+        assert!(validate_origins(&[], &urls(&["http://a:1"])).is_err(), "backups alone");
+        assert!(validate_origins(&urls(&["ftp://a"]), &none).is_err());
+        assert!(validate_origins(&urls(&["http://a:1"]), &urls(&["http://b:1"])).is_ok());
+        assert!(validate_origins(&urls(&["http://a:1"]), &urls(&["https://b:1"])).unwrap_err().contains("scheme"));
+        assert!(validate_origins(&urls(&["http://a:1"]), &urls(&["http://a:1"])).unwrap_err().contains("twice"));
     }
 
     #[test]

@@ -51,7 +51,7 @@ pub fn json(routes: &Routes) -> Option<serde_json::Value> {
                 .into_iter()
                 .map(|m| {
                     serde_json::json!({
-                        "origin": m.origin, "up": m.up, "drained": m.drained, "in_flight": m.in_flight,
+                        "origin": m.origin, "backup": m.backup, "up": m.up, "drained": m.drained, "in_flight": m.in_flight,
                         "requests": m.requests, "failures": m.failures,
                     })
                 })

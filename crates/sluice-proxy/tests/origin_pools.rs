@@ -298,3 +298,37 @@ async fn a_drained_origin_gets_no_new_requests_until_undrained() {
     let listed = json(&admin(&h, "GET", "/pools", &[], None).await);
     assert_eq!(listed[0]["origins"].as_array().unwrap().len(), 2);
 }
+
+#[tokio::test]
+async fn a_backup_origin_answers_only_while_no_origin_can() {
+    let dead = refusing().await;
+    let h = Harness::build_with_origins(Mode::Reverse, 1, |c, addrs| {
+        c.route = vec![RouteConfig {
+            origins: vec![format!("http://{}", addrs[0])],
+            backup_origins: vec![format!("http://{}", addrs[1])],
+            ..RouteConfig::default()
+        }];
+    })
+    .await;
+    answer_everywhere(&h, "/p");
+    for _ in 0..4 {
+        assert_eq!(h.get("/p").await.text(), "origin 0");
+    }
+    assert_eq!(hits(&h, "/p"), [4, 0], "the backup stands by");
+    let stats = pool_stats(&h).await;
+    assert_eq!((stats[0]["backup"].clone(), stats[1]["backup"].clone()), (false.into(), true.into()));
+    let drain = format!("/pools/drain?origin={}", common::admin::enc(&h.origin.url("")));
+    assert_eq!(admin(&h, "POST", &drain, &[], None).await.status, 200);
+    assert_eq!(h.get("/p").await.text(), "origin 1", "the origin drained: the backup answers");
+
+    let h = Harness::build_with_origins(Mode::Reverse, 0, |c, addrs| {
+        c.route = vec![RouteConfig {
+            origins: vec![format!("http://{dead}")],
+            backup_origins: vec![format!("http://{}", addrs[0])],
+            ..RouteConfig::default()
+        }];
+    })
+    .await;
+    h.origin.on("/p", Reply::ok("standby").header("Cache-Control", "no-store"));
+    assert_eq!(h.get("/p").await.text(), "standby", "the origin refused: failed over to the backup");
+}
