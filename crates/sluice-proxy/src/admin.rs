@@ -51,6 +51,13 @@ pub(crate) fn text(status: StatusCode, body: impl Into<String>) -> AdminResponse
     reply(status, "text/plain; charset=utf-8", body.into())
 }
 
+/// `405` for an admin endpoint that takes only the methods `allow` lists.
+pub(crate) fn not_allowed(allow: &'static str) -> AdminResponse {
+    let mut response = text(StatusCode::METHOD_NOT_ALLOWED, format!("method not allowed; allowed: {allow}\n"));
+    response.headers_mut().insert(header::ALLOW, HeaderValue::from_static(allow));
+    response
+}
+
 impl Admin {
     /// Serves one admin request.
     pub async fn handle(self: Arc<Self>, req: Request<Incoming>) -> Result<Response<AdminBody>, Infallible> {
@@ -87,12 +94,8 @@ impl Admin {
             (_, p) if crate::admin_pools::owns(p) => crate::admin_pools::handle(state, &req),
             (_, p) if crate::admin_modules::owns(p) => crate::admin_modules::handle(state, req).await,
             (_, p) if p.starts_with("/modules/") => self.module(req).await,
-            (_, "/cache/sweep") => {
-                let mut r = text(StatusCode::METHOD_NOT_ALLOWED, "method not allowed\n");
-                r.headers_mut().insert(header::ALLOW, HeaderValue::from_static("POST"));
-                r
-            }
-            (_, "/healthz" | "/metrics" | "/stats") => text(StatusCode::METHOD_NOT_ALLOWED, "method not allowed\n"),
+            (_, "/cache/sweep") => not_allowed("POST"),
+            (_, "/healthz" | "/metrics" | "/stats") => not_allowed("GET"),
             _ => text(StatusCode::NOT_FOUND, format!("no admin endpoint {path}\n")),
         };
         Ok(response.map(Either::Left))

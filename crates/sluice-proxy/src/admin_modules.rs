@@ -19,12 +19,12 @@
 //! name, `405` for other methods, `413` past 1 MiB, `415` for other content types, `501` when
 //! the proxy runs without a module manager.
 
-use crate::admin::{reply, text, AdminResponse};
+use crate::admin::{not_allowed, reply, text, AdminResponse};
 use crate::config::{ModuleConfig, ModuleKind, OnError};
 use crate::module_manager::{ModuleError, ModuleManager};
 use crate::state::State;
 use bytes::Bytes;
-use http::{header, HeaderValue, Method, Request, StatusCode};
+use http::{header, Method, Request, StatusCode};
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use serde::Deserialize;
@@ -208,12 +208,6 @@ fn json<T: serde::Serialize + ?Sized>(status: StatusCode, value: &T) -> AdminRes
         Ok(body) => reply(status, "application/json", body),
         Err(e) => text(StatusCode::INTERNAL_SERVER_ERROR, format!("cannot render JSON: {e}\n")),
     }
-}
-
-fn not_allowed(allow: &'static str) -> AdminResponse {
-    let mut response = text(StatusCode::METHOD_NOT_ALLOWED, format!("method not allowed; allowed: {allow}\n"));
-    response.headers_mut().insert(header::ALLOW, HeaderValue::from_static(allow));
-    response
 }
 
 #[cfg(test)]

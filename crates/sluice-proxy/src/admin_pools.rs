@@ -7,11 +7,11 @@
 //!   pool. Answers the routes changed as JSON, `404` when no pool has the origin, `400`
 //!   without a valid `origin`.
 
-use crate::admin::{reply, text, AdminResponse};
+use crate::admin::{not_allowed, reply, text, AdminResponse};
 use crate::admin_content::params::Query;
 use crate::route::Origin;
 use crate::state::State;
-use http::{header, HeaderValue, Method, Request, StatusCode};
+use http::{Method, Request, StatusCode};
 
 /// True for the paths served here.
 pub fn owns(path: &str) -> bool {
@@ -51,10 +51,4 @@ pub fn handle<B>(state: &State, req: &Request<B>) -> AdminResponse {
         return text(StatusCode::NOT_FOUND, "no origin pool has that origin\n");
     }
     reply(StatusCode::OK, "application/json", serde_json::json!({ "drained": drain, "routes": changed }).to_string())
-}
-
-fn not_allowed(allow: &'static str) -> AdminResponse {
-    let mut response = text(StatusCode::METHOD_NOT_ALLOWED, "method not allowed\n");
-    response.headers_mut().insert(header::ALLOW, HeaderValue::from_static(allow));
-    response
 }

@@ -111,8 +111,11 @@ pub struct MemberStats {
 }
 
 impl OriginPool {
-    /// The pool of a route with `origins` (validated with the configuration).
+    /// The pool of a route with `origins` (and `backup_origins`), checked as the
+    /// configuration checks them.
     pub fn new(config: &RouteConfig, clock: SharedClock) -> Result<Self, String> {
+        crate::pool_config::validate_origins(&config.origins, &config.backup_origins)
+            .map_err(|e| format!("route `{}`: {e}", config.path_prefix))?;
         let listed = config.origins.iter().map(|url| (url, false));
         let members = listed
             .chain(config.backup_origins.iter().map(|url| (url, true)))
@@ -133,9 +136,6 @@ impl OriginPool {
                 })
             })
             .collect::<Result<Box<[_]>, String>>()?;
-        if config.origins.is_empty() || members.len() > crate::pool_config::MAX_ORIGINS {
-            return Err(format!("route `{}`: `origins` and `backup_origins` need 1 to 64 URLs", config.path_prefix));
-        }
         Ok(Self {
             members,
             balance: config.balance,
