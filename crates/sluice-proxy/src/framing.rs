@@ -613,6 +613,8 @@ impl Chunked {
 }
 
 #[cfg(test)]
+mod properties;
+#[cfg(test)]
 mod tests {
     use super::*;
     use std::collections::VecDeque;
@@ -670,7 +672,7 @@ mod tests {
         out
     }
 
-    async fn through<C: AsRef<[u8]>>(chunks: impl IntoIterator<Item = C>, read: usize) -> Vec<u8> {
+    pub(super) async fn through<C: AsRef<[u8]>>(chunks: impl IntoIterator<Item = C>, read: usize) -> Vec<u8> {
         read_all(StrictHttp1::new(Client::new(chunks), MAX), read).await
     }
 
@@ -705,7 +707,7 @@ mod tests {
     }
 
     const GET: &[u8] = b"GET http://a/x HTTP/1.1\r\nHost: a\r\nAccept: */*\r\n\r\n";
-    const SMUGGLE: &[u8] = b"POST /s HTTP/1.1\r\nHost: a\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\nGET /admin HTTP/1.1\r\nHost: a\r\n\r\n";
+    pub(super) const SMUGGLE: &[u8] = b"POST /s HTTP/1.1\r\nHost: a\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\nGET /admin HTTP/1.1\r\nHost: a\r\n\r\n";
 
     #[tokio::test]
     async fn a_get_passes_unchanged_however_it_arrives() {

@@ -334,4 +334,6 @@ fn take_line(buf: &mut BytesMut, max: usize, too_long: &'static str) -> Result<O
 }
 
 #[cfg(test)]
+mod properties;
+#[cfg(test)]
 mod tests;
