@@ -20,6 +20,15 @@ enum Message {
 }
 
 impl Message {
+    /// What a server should see of it: request target and body.
+    fn seen(&self) -> (String, Vec<u8>) {
+        match self {
+            Message::Get(path) => (format!("GET /{path}"), Vec::new()),
+            Message::WithLength(body) => ("POST /l".to_owned(), body.clone()),
+            Message::Chunked(chunks, _) => ("POST /c".to_owned(), chunks.concat()),
+        }
+    }
+
     fn wire(&self) -> Vec<u8> {
         match self {
             Message::Get(path) => format!("GET /{path} HTTP/1.1\r\nHost: a\r\nAccept: */*\r\n\r\n").into_bytes(),
@@ -67,6 +76,48 @@ fn hyper_reads(pieces: Vec<&[u8]>, read: usize) -> Vec<u8> {
     tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(through(pieces, read))
 }
 
+/// The requests, with their bodies, that hyper's HTTP/1.1 server serves on a connection
+/// behind the guard, the client sending `pieces` (each its own write) and then closing its
+/// side. The differential check: the guard's idea of where requests begin and end is hyper's.
+fn hyper_serves(pieces: Vec<&[u8]>) -> Vec<(String, Vec<u8>)> {
+    use http_body_util::BodyExt;
+    use hyper::service::service_fn;
+    use std::sync::{Arc, Mutex};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    let served = Arc::new(Mutex::new(Vec::new()));
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    runtime.block_on(async {
+        let (mut client, server) = tokio::io::duplex(1 << 20);
+        let record = Arc::clone(&served);
+        let service = service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
+            let record = Arc::clone(&record);
+            async move {
+                let target = format!("{} {}", req.method(), req.uri());
+                let body = req.into_body().collect().await?.to_bytes().to_vec();
+                record.lock().unwrap().push((target, body));
+                Ok::<_, hyper::Error>(hyper::Response::new(http_body_util::Empty::<bytes::Bytes>::new()))
+            }
+        });
+        let io = hyper_util::rt::TokioIo::new(super::StrictHttp1::new(server, 8192));
+        let connection = hyper::server::conn::http1::Builder::new().half_close(true).serve_connection(io, service);
+        let serving = tokio::spawn(connection);
+        // After a rejected head the server closes: later writes fail, as they would on a socket.
+        for piece in pieces {
+            if client.write_all(piece).await.is_err() {
+                break;
+            }
+            tokio::task::yield_now().await;
+        }
+        let _ = client.shutdown().await;
+        let mut answers = Vec::new();
+        client.read_to_end(&mut answers).await.unwrap();
+        let _ = serving.await.unwrap();
+    });
+    let served = served.lock().unwrap().clone();
+    served
+}
+
 fn read_size() -> impl Strategy<Value = usize> {
     prop_oneof![Just(1usize), Just(24), 2..200usize, Just(8192)]
 }
@@ -81,6 +132,23 @@ proptest! {
         let input: Vec<u8> = messages.iter().flat_map(Message::wire).collect();
         let got = hyper_reads(pieces(&input, &cuts), read);
         prop_assert_eq!(String::from_utf8_lossy(&got), String::from_utf8_lossy(&input));
+    }
+
+    #[test]
+    fn hyper_serves_exactly_the_requests_sent(
+        messages in vec(message(), 1..6),
+        smuggled_at in proptest::option::of(any::<Index>()),
+        cuts in vec(any::<Index>(), 0..6),
+    ) {
+        let at = smuggled_at.map(|i| i.index(messages.len() + 1));
+        let served_part = &messages[..at.unwrap_or(messages.len())];
+        let mut input: Vec<u8> = served_part.iter().flat_map(Message::wire).collect();
+        if let Some(at) = at {
+            input.extend_from_slice(SMUGGLE);
+            input.extend(messages[at..].iter().flat_map(Message::wire));
+        }
+        let expected: Vec<_> = served_part.iter().map(Message::seen).collect();
+        prop_assert_eq!(hyper_serves(pieces(&input, &cuts)), expected);
     }
 
     #[test]
