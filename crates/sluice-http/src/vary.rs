@@ -43,8 +43,9 @@ impl Vary {
 /// `None` for an absent field; present lines joined with `,` and whitespace around commas
 /// and at the ends removed; `Accept-Language` and `Accept-Encoding`, whose language ranges
 /// and content codings are case-insensitive (RFC 4647 §2, RFC 9110 §8.4.1), lowercased (the
-/// case normalisation §4.1 allows). Other values keep their case. Two requests match a
-/// stored response when their keys are equal.
+/// case normalisation §4.1 allows); and `Accept-Encoding`'s members, whose order means
+/// nothing, sorted with their weights in one form (`codings.rs`). Other values keep their
+/// case. Two requests match a stored response when their keys are equal.
 ///
 /// Bytes that are not printable ASCII (obs-text, HTAB inside a value) and the backslash are
 /// escaped as `\xNN` / `\\`, so that distinct field values always give distinct keys.
@@ -68,6 +69,11 @@ fn normalised_value(request: &HeaderMap, name: &HeaderName) -> Option<String> {
     if name == ACCEPT_LANGUAGE || name == ACCEPT_ENCODING {
         joined.make_ascii_lowercase();
     }
+    if name == ACCEPT_ENCODING {
+        if let Some(canonical) = codings::canonical_codings(&joined) {
+            return Some(canonical);
+        }
+    }
     let mut out = String::with_capacity(joined.len());
     for (i, piece) in joined.split(|&b| b == b',').enumerate() {
         if i > 0 {
@@ -87,6 +93,8 @@ fn escape_into(out: &mut String, bytes: &[u8]) {
         }
     }
 }
+
+mod codings;
 
 #[cfg(test)]
 mod tests;

@@ -443,6 +443,25 @@ async fn rfc9111_4_1_vary_stores_one_variant_per_request_field_value() {
 }
 
 #[tokio::test]
+async fn rfc9111_4_1_vary_accept_encoding_matches_the_same_codings_in_any_order() {
+    let h = Harness::forward().await;
+    h.origin.on("/ae", Reply::ok("coded").header("Cache-Control", "max-age=600").header("Vary", "Accept-Encoding"));
+    // Three browsers' ways of asking for the same codings (RFC 9110 §12.5.3: order means nothing).
+    for accept in ["gzip, deflate, br, zstd", "br,gzip, deflate,zstd", "zstd, BR;q=1.0, gzip, deflate"] {
+        let r = h.get_with("/ae", &[("Accept-Encoding", accept)]).await;
+        assert_eq!(r.status, 200, "{accept}");
+    }
+    assert_eq!(h.origin.hits("/ae"), 1, "one variant serves them all");
+    // A different preference is a different variant.
+    let other = h.get_with("/ae", &[("Accept-Encoding", "gzip;q=0.5, deflate, br, zstd")]).await;
+    assert!(cache_status(&other).contains("fwd=vary-miss"), "{}", cache_status(&other));
+    assert_eq!(h.origin.hits("/ae"), 2);
+    // The origin got each client's own field.
+    let sent = h.origin.requests("/ae");
+    assert_eq!(sent[0].header("accept-encoding"), Some("gzip, deflate, br, zstd"));
+}
+
+#[tokio::test]
 async fn rfc9111_4_1_vary_list_syntax_and_star() {
     let h = Harness::forward().await;
     h.origin.on(

@@ -50,7 +50,8 @@ fn rfc9111_4_1_vary_key_normalises_whitespace_and_lines() {
     let a = vary_key(&[ACCEPT_ENCODING], &map(&ACCEPT_ENCODING, &["gzip , br", "deflate "]));
     let b = vary_key(&[ACCEPT_ENCODING], &map(&ACCEPT_ENCODING, &["gzip,br,deflate"]));
     assert_eq!(a, b);
-    assert_eq!(a, vec![Some("gzip,br,deflate".to_string())]);
+    // Accept-Encoding's members, whose order means nothing, also come sorted (codings.rs).
+    assert_eq!(a, vec![Some("br,deflate,gzip".to_string())]);
     // Whitespace inside a member is significant.
     let c = vary_key(&[ACCEPT_ENCODING], &map(&ACCEPT_ENCODING, &["gzip;q=1, b r"]));
     assert_eq!(c, vec![Some("gzip;q=1,b r".to_string())]);
@@ -65,12 +66,24 @@ fn rfc9111_4_1_vary_key_is_case_sensitive_in_values() {
 
 #[test]
 fn rfc9111_4_1_vary_key_ignores_case_where_the_values_do() {
-    for name in [ACCEPT_LANGUAGE, ACCEPT_ENCODING] {
+    for (name, key) in [(ACCEPT_LANGUAGE, "en,de"), (ACCEPT_ENCODING, "de,en")] {
         let a = vary_key(std::slice::from_ref(&name), &map(&name, &["en, de"]));
         let b = vary_key(std::slice::from_ref(&name), &map(&name, &["eN,De"]));
         assert_eq!(a, b, "{name}");
-        assert_eq!(a, vec![Some("en,de".to_string())]);
+        assert_eq!(a, vec![Some(key.to_string())]);
     }
+}
+
+#[test]
+fn rfc9110_12_5_3_accept_encoding_matches_whatever_the_order_accept_language_does_not() {
+    let encoding = |v: &'static str| vary_key(&[ACCEPT_ENCODING], &map(&ACCEPT_ENCODING, &[v]));
+    assert_eq!(encoding("gzip, deflate, br, zstd"), encoding("br, gzip;q=1.0, zstd, deflate"));
+    assert_ne!(encoding("gzip;q=0.5, br"), encoding("gzip, br;q=0.5"));
+    // Unparseable: kept as sent (lowercased, whitespace around commas dropped).
+    assert_eq!(encoding("Gzip;level=9 , BR"), vec![Some("gzip;level=9,br".to_string())]);
+    // In Accept-Language the order may carry a preference (RFC 9110 §12.5.4): kept.
+    let language = |v: &'static str| vary_key(&[ACCEPT_LANGUAGE], &map(&ACCEPT_LANGUAGE, &[v]));
+    assert_ne!(language("en, de"), language("de, en"));
 }
 
 #[test]
