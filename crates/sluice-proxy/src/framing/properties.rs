@@ -1,8 +1,9 @@
 //! Property tests of the framing guard over generated conversations: valid requests with
 //! any bodies (bytes that look like heads or chunk framing included), cut at any points and
 //! read in any sizes, reach hyper unchanged; an ambiguous request anywhere in them ends what
-//! hyper gets, right after the requests before it, with the rejected head; and whatever the
-//! bytes, hyper gets a prefix of them, maybe followed by the rejected head.
+//! hyper gets, right after the requests before it, with the rejected head; whatever the
+//! bytes, hyper gets a prefix of them, maybe followed by the rejected head; and, checked
+//! against hyper's own server behind the guard, hyper serves exactly the requests generated.
 
 use super::tests::{through, SMUGGLE};
 use super::REJECTED_HEAD;
