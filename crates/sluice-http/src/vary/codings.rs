@@ -81,6 +81,8 @@ fn parse_qvalue(q: &[u8]) -> Option<u16> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+    use proptest::sample::{select, Index};
 
     fn key(value: &str) -> Option<String> {
         canonical_codings(value.as_bytes())
@@ -118,6 +120,52 @@ mod tests {
             "gzip, \"br\"",
         ] {
             assert_eq!(key(value), None, "{value}");
+        }
+    }
+
+    /// One member as a client might write it: any case, a weight of 1 written or not,
+    /// trailing zeros, whitespace around the `;`.
+    fn spelled(coding: &str, thousandths: u16, style: u8) -> String {
+        let coding = if style & 1 == 1 { coding.to_ascii_uppercase() } else { coding.to_owned() };
+        let space = if style & 2 == 2 { " " } else { "" };
+        let weight = match (thousandths, style & 4 == 4) {
+            (1000, false) => return coding,
+            (1000, true) => "1.000".to_owned(),
+            (t, zeros) => {
+                let digits = format!("{t:03}");
+                let digits = if zeros { digits.as_str() } else { digits.trim_end_matches('0') };
+                if digits.is_empty() {
+                    "0".to_owned()
+                } else {
+                    format!("0.{digits}")
+                }
+            }
+        };
+        format!("{coding}{space};{space}q={weight}")
+    }
+
+    proptest! {
+        #[test]
+        fn the_same_preferences_in_any_order_and_spelling_give_one_key(
+            members in proptest::collection::btree_map(
+                select(vec!["gzip", "br", "zstd", "deflate", "identity", "*", "x-custom"]),
+                prop_oneof![Just(1000u16), 0..1000u16],
+                0..6,
+            ),
+            styles in proptest::collection::vec(0..8u8, 6),
+            order in proptest::collection::vec(any::<Index>(), 6),
+        ) {
+            let plain: Vec<String> = members.iter().map(|(c, &t)| spelled(c, t, 0)).collect();
+            let mut written: Vec<String> =
+                members.iter().zip(&styles).map(|((c, &t), &style)| spelled(c, t, style)).collect();
+            for (i, index) in order.iter().enumerate().take(written.len()) {
+                let j = index.index(written.len());
+                written.swap(i, j);
+            }
+            let canonical = key(&plain.join(", ").to_ascii_lowercase()).expect("well-formed");
+            prop_assert_eq!(key(&written.join(" ,").to_ascii_lowercase()), Some(canonical.clone()));
+            // The key is its own canonical form.
+            prop_assert_eq!(key(&canonical), Some(canonical.clone()));
         }
     }
 
