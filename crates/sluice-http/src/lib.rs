@@ -18,6 +18,7 @@
 //! | [`surrogate`] | `Surrogate-Control`, `Surrogate-Capability` (W3C Edge Architecture 1.0) |
 //! | [`hop`] | RFC 9110 §7.6.1 |
 //! | [`key`] | cache keys |
+//! | [`query`] | query normalisation of request URLs (parameters dropped, sorted) |
 //! | [`fields`] | field lookups shared by the others |
 
 pub mod age;
@@ -30,6 +31,7 @@ pub mod freshness;
 pub mod hop;
 pub mod invalidation;
 pub mod key;
+pub mod query;
 pub mod range;
 pub mod reuse;
 pub mod storable;

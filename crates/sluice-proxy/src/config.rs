@@ -190,6 +190,14 @@ pub struct RouteConfig {
     /// host. Default: none.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub esi_hosts: Vec<String>,
+    /// Sort the query parameters of this route's requests by name (stable: repeated
+    /// parameters keep their order) before they are cached and sent on. Default `false`.
+    #[serde(default)]
+    pub query_sort: bool,
+    /// Query parameters dropped from this route's requests before they are cached and sent
+    /// on: names, or prefixes followed by `*` (`"utm_*"`). Default: none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub query_drop: Vec<String>,
 }
 
 impl Default for RouteConfig {
@@ -210,6 +218,8 @@ impl Default for RouteConfig {
             files: None,
             esi: false,
             esi_hosts: Vec::new(),
+            query_sort: false,
+            query_drop: Vec::new(),
         }
     }
 }
@@ -692,6 +702,13 @@ impl Config {
                     r.path_prefix
                 ));
             }
+            if r.files.is_some() && (r.query_sort || !r.query_drop.is_empty()) {
+                return invalid(format!(
+                    "route `{}` serves files, which ignore the query: query_sort and query_drop do not apply",
+                    r.path_prefix
+                ));
+            }
+            sluice_http::query::QueryRules::new(r.query_sort, &r.query_drop).map_err(route_err)?;
             if !r.esi_hosts.is_empty() && !r.esi {
                 return invalid(format!("route `{}` sets esi_hosts without esi = true", r.path_prefix));
             }

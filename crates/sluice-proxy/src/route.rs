@@ -8,6 +8,7 @@ use crate::source::FileSource;
 use crate::upstream::Target;
 use http::uri::{Authority, PathAndQuery, Scheme};
 use http::HeaderValue;
+use sluice_http::query::QueryRules;
 use std::sync::Arc;
 
 /// A parsed origin base URL.
@@ -63,6 +64,9 @@ pub struct Route {
     pub preserve_host: bool,
     /// ESI settings when the route has `esi = true`.
     pub esi: Option<Arc<crate::esi::EsiRoute>>,
+    /// How the queries of its requests are rewritten (`query_sort`, `query_drop`); `None`
+    /// when they are left alone.
+    query: Option<QueryRules>,
 }
 
 /// All routes, matched most specific first (host routes before any-host routes, longer
@@ -96,6 +100,7 @@ impl Routes {
                         let hosts = c.esi_hosts.iter().map(|h| h.to_ascii_lowercase()).collect();
                         Arc::new(crate::esi::EsiRoute { hosts })
                     }),
+                    query: Some(QueryRules::new(c.query_sort, &c.query_drop)?).filter(|q| !q.is_noop()),
                 })
             })
             .collect::<Result<Vec<_>, String>>()?;
@@ -146,10 +151,19 @@ impl Route {
         path.get(self.prefix.len()..).unwrap_or("")
     }
 
-    /// The origin URI for a request's path and query under `origin`, this route's origin.
-    /// Without a base path the request's own path and query are reused (shared, not copied
-    /// and validated again).
+    /// The origin URI for a request's path and query under `origin`, this route's origin,
+    /// its query rewritten by the route's rules. Without a base path or a rewrite the
+    /// request's own path and query are reused (shared, not copied and validated again).
     pub fn target(&self, origin: &Origin, path_and_query: &PathAndQuery) -> Result<http::Uri, http::Error> {
+        let rewritten = match (&self.query, path_and_query.query()) {
+            (Some(rules), Some(query)) => match rules.apply(query) {
+                Some(query) if query.is_empty() => Some(PathAndQuery::try_from(path_and_query.path())?),
+                Some(query) => Some(PathAndQuery::try_from(format!("{}?{query}", path_and_query.path()))?),
+                None => None,
+            },
+            _ => None,
+        };
+        let path_and_query = rewritten.as_ref().unwrap_or(path_and_query);
         let path_and_query = if origin.base_path.is_empty() {
             path_and_query.clone()
         } else {
@@ -225,5 +239,21 @@ mod tests {
             assert_eq!(Some(origin.target.clone()), Target::of(&uri), "{text}");
             assert_eq!(origin.host, uri.authority().unwrap().as_str(), "{text}");
         }
+    }
+
+    #[test]
+    fn a_route_rewrites_the_query_before_its_base_path_is_applied() {
+        let config = RouteConfig {
+            query_sort: true,
+            query_drop: vec!["utm_*".into()],
+            ..route(None, "/static/", "http://static:80/assets")
+        };
+        let routes = Routes::new(&[config], &clock()).unwrap();
+        let r = routes.find(None, "/static/a.png").unwrap();
+        let target = |pq: &'static str| r.target(origin_of(r), &PathAndQuery::from_static(pq)).unwrap().to_string();
+        assert_eq!(target("/static/a.png?b=1&utm_x=2&a=0"), "http://static:80/assets/a.png?a=0&b=1");
+        assert_eq!(target("/static/a.png?utm_x=2"), "http://static:80/assets/a.png");
+        assert_eq!(target("/static/a.png?a=0"), "http://static:80/assets/a.png?a=0");
+        assert_eq!(target("/static/a.png"), "http://static:80/assets/a.png");
     }
 }
