@@ -13,11 +13,16 @@ pub struct Heuristic {
     pub last_modified_fraction: f64,
     /// Upper bound of a heuristic lifetime.
     pub max: Duration,
+    /// When set, the heuristic lifetime of every response a heuristic applies to, with or
+    /// without `Last-Modified`, in place of the fraction (and not capped by `max`): an
+    /// operator's default TTL for the origins of a reverse route (Varnish's `default_ttl`,
+    /// nginx's `proxy_cache_valid`). §4.2.2 leaves the heuristic to the cache.
+    pub fixed: Option<Duration>,
 }
 
 impl Default for Heuristic {
     fn default() -> Self {
-        Self { last_modified_fraction: 0.1, max: Duration::from_secs(24 * 3600) }
+        Self { last_modified_fraction: 0.1, max: Duration::from_secs(24 * 3600), fixed: None }
     }
 }
 
@@ -43,8 +48,9 @@ pub enum LifetimeSource {
 /// Details: only the first `Expires`/`Date` line counts (§4.2.1 allows using the first
 /// occurrence). A CDN cache must ignore `Expires` under a valid `CDN-Cache-Control` (RFC 9213
 /// §2.2): it passes `headers` without `Expires` then, see
-/// [`crate::cache_control::cdn_cache_control_in_force`]. The heuristic lifetime is `fraction × (Date − Last-Modified)` truncated to whole seconds and
-/// capped at `heuristic.max`; a negative or NaN fraction gives 0.
+/// [`crate::cache_control::cdn_cache_control_in_force`]. The heuristic lifetime is
+/// `heuristic.fixed` when set, else `fraction × (Date − Last-Modified)` truncated to whole
+/// seconds and capped at `heuristic.max`; a negative or NaN fraction gives 0.
 pub fn freshness_lifetime(
     status: StatusCode,
     headers: &HeaderMap,
@@ -69,6 +75,9 @@ pub fn freshness_lifetime(
     // sending it without `Cache-Control` means "do not cache": no heuristic, as Squid,
     // Varnish, nginx, Traffic Server and Apache httpd read it too.
     if (heuristically_cacheable(status) || cc.public) && !crate::cache_control::pragma_no_cache(headers) {
+        if let Some(fixed) = heuristic.fixed {
+            return (fixed, LifetimeSource::Heuristic);
+        }
         let since_modified = header_date(headers, &LAST_MODIFIED).and_then(|lm| date.duration_since(lm).ok());
         if let Some(since) = since_modified.filter(|d| !d.is_zero()) {
             return (heuristic_lifetime(since, heuristic), LifetimeSource::Heuristic);

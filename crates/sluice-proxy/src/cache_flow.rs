@@ -55,6 +55,8 @@ struct FetchSpec {
     /// The client's request fields (for the Vary key of what gets stored).
     client_headers: HeaderMap,
     reverse: bool,
+    /// The route's `default_ttl` (the lifetime of a response without an explicit one).
+    default_ttl: Option<std::time::Duration>,
 }
 
 /// What a fetch produced.
@@ -388,6 +390,7 @@ fn spec(state: &State, forward: &Forward, key: &str) -> FetchSpec {
         out_headers: forward.origin_headers(state),
         client_headers: forward.client.headers.clone(),
         reverse: forward.reverse,
+        default_ttl: forward.default_ttl,
     }
 }
 
@@ -738,7 +741,8 @@ fn build_meta(
 ) -> ObjectMeta {
     let received =
         Received { key: spec.key.clone(), status, headers, request: &spec.client_headers, request_time, response_time };
-    crate::meta::describe(received, directives(state, spec), &state.heuristic)
+    let heuristic = sluice_http::freshness::Heuristic { fixed: spec.default_ttl, ..state.heuristic };
+    crate::meta::describe(received, directives(state, spec), &heuristic)
 }
 
 /// Reads an origin body into `fill`, through the modules' `origin_resp_body` phase when

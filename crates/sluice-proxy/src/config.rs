@@ -198,6 +198,11 @@ pub struct RouteConfig {
     /// on: names, or prefixes followed by `*` (`"utm_*"`). Default: none.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub query_drop: Vec<String>,
+    /// How long a response of this route's origins that has no explicit lifetime stays
+    /// fresh, in place of the `Last-Modified` heuristic (`cache.heuristic_fraction`), for
+    /// the statuses a heuristic may apply to. Default: none (the heuristic).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default_ttl: Option<crate::units::Dur>,
 }
 
 impl Default for RouteConfig {
@@ -220,6 +225,7 @@ impl Default for RouteConfig {
             esi_hosts: Vec::new(),
             query_sort: false,
             query_drop: Vec::new(),
+            default_ttl: None,
         }
     }
 }
@@ -702,6 +708,12 @@ impl Config {
                     r.path_prefix
                 ));
             }
+            if r.files.is_some() && r.default_ttl.is_some() {
+                return invalid(format!(
+                    "route `{}` serves files, whose lifetime is their cache_control: default_ttl does not apply",
+                    r.path_prefix
+                ));
+            }
             if r.files.is_some() && (r.query_sort || !r.query_drop.is_empty()) {
                 return invalid(format!(
                     "route `{}` serves files, which ignore the query: query_sort and query_drop do not apply",
@@ -845,6 +857,25 @@ mod tests {
         assert!(err.to_string().contains("esi_hosts without esi"), "{err}");
         let err = Config::parse(&format!("{route}esi = true\nesi_hosts = [\"x:80\"]\n")).unwrap_err();
         assert!(err.to_string().contains("plain host name"), "{err}");
+    }
+
+    #[test]
+    fn query_rules_and_default_ttl_are_for_origin_routes() {
+        let route = "[[route]]\norigin = \"http://127.0.0.1:8080\"\n";
+        let c = Config::parse(route).unwrap();
+        assert!(!c.route[0].query_sort && c.route[0].query_drop.is_empty() && c.route[0].default_ttl.is_none());
+        let c = Config::parse(&format!(
+            "{route}query_sort = true\nquery_drop = [\"utm_*\", \"fbclid\"]\ndefault_ttl = \"10m\"\n"
+        ))
+        .unwrap();
+        assert_eq!(c.route[0].default_ttl, Some(Dur(Duration::from_secs(600))));
+        let err = Config::parse(&format!("{route}query_drop = [\"a*b\"]\n")).unwrap_err();
+        assert!(err.to_string().contains("query_drop pattern \"a*b\""), "{err}");
+        let files = "[[route]]\nfiles = { root = \"/tmp\" }\n";
+        let err = Config::parse(&format!("{files}query_sort = true\n")).unwrap_err();
+        assert!(err.to_string().contains("ignore the query"), "{err}");
+        let err = Config::parse(&format!("{files}default_ttl = \"1m\"\n")).unwrap_err();
+        assert!(err.to_string().contains("default_ttl does not apply"), "{err}");
     }
 
     #[test]

@@ -67,6 +67,8 @@ pub struct Route {
     /// How the queries of its requests are rewritten (`query_sort`, `query_drop`); `None`
     /// when they are left alone.
     query: Option<QueryRules>,
+    /// The lifetime of its origins' responses that have no explicit one (`default_ttl`).
+    pub default_ttl: Option<std::time::Duration>,
 }
 
 /// All routes, matched most specific first (host routes before any-host routes, longer
@@ -101,6 +103,7 @@ impl Routes {
                         Arc::new(crate::esi::EsiRoute { hosts })
                     }),
                     query: Some(QueryRules::new(c.query_sort, &c.query_drop)?).filter(|q| !q.is_noop()),
+                    default_ttl: c.default_ttl.map(|ttl| ttl.0),
                 })
             })
             .collect::<Result<Vec<_>, String>>()?;

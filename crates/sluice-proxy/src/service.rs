@@ -77,6 +77,8 @@ pub struct Forward {
     pub client_tls: bool,
     /// Reached through a reverse-proxy route (`CDN-Cache-Control` applies).
     pub reverse: bool,
+    /// The route's `default_ttl`: the lifetime of a stored response without an explicit one.
+    pub default_ttl: Option<std::time::Duration>,
 }
 
 impl Forward {
@@ -221,7 +223,7 @@ async fn route(
     if let Some(response) = answer_max_forwards(state, &mut parts)? {
         return Ok(Routed::Response(response));
     }
-    let Resolved { target, uri, reverse, host, esi } = resolve_target(state, conn, &parts)?;
+    let Resolved { target, uri, reverse, host, esi, default_ttl } = resolve_target(state, conn, &parts)?;
     if let Some(auth) = state.proxy_auth.as_ref().filter(|_| !reverse) {
         authenticate(auth, txn, &parts.headers).await?;
     }
@@ -240,8 +242,16 @@ async fn route(
         parts.extensions.insert(crate::esi::EsiRoute::clone(&route));
         (route, client_url(conn, &parts), parts.headers.clone())
     });
-    let mut forward =
-        Forward { target, uri, client: parts, host, client_ip: conn.client_ip.clone(), client_tls: conn.tls, reverse };
+    let mut forward = Forward {
+        target,
+        uri,
+        client: parts,
+        host,
+        client_ip: conn.client_ip.clone(),
+        client_tls: conn.tls,
+        reverse,
+        default_ttl,
+    };
     if forward.client.method.as_str() == "PURGE" {
         return purge(state, conn, &forward).map(Routed::Response);
     }
@@ -371,6 +381,8 @@ pub(crate) struct Resolved {
     pub host: HeaderValue,
     /// The matched route's ESI settings, when it has `esi = true`.
     pub esi: Option<Arc<crate::esi::EsiRoute>>,
+    /// The matched route's `default_ttl`.
+    pub default_ttl: Option<std::time::Duration>,
 }
 
 /// Proxy authentication of a forward-proxy request (`[proxy_auth]`): the user its
@@ -407,7 +419,14 @@ pub(crate) fn resolve_target(state: &State, conn: &ConnInfo, parts: &request::Pa
                     let uri = files.uri_for(route.tail(parts.uri.path()))?;
                     let host = authority_value(&uri)?;
                     let esi = route.esi.clone();
-                    return Ok(Resolved { target: Dest::Files(Arc::clone(files)), uri, reverse: true, host, esi });
+                    return Ok(Resolved {
+                        target: Dest::Files(Arc::clone(files)),
+                        uri,
+                        reverse: true,
+                        host,
+                        esi,
+                        default_ttl: None,
+                    });
                 }
             };
             let root = PathAndQuery::from_static("/");
@@ -421,7 +440,8 @@ pub(crate) fn resolve_target(state: &State, conn: &ConnInfo, parts: &request::Pa
                 _ => origin.host.clone(),
             };
             let esi = route.esi.clone();
-            return Ok(Resolved { target: Dest::Origin(target), uri, reverse: true, host, esi });
+            let default_ttl = route.default_ttl;
+            return Ok(Resolved { target: Dest::Origin(target), uri, reverse: true, host, esi, default_ttl });
         }
     }
     let absolute = parts.uri.scheme().is_some() && parts.uri.authority().is_some();
@@ -429,7 +449,14 @@ pub(crate) fn resolve_target(state: &State, conn: &ConnInfo, parts: &request::Pa
         let target = Target::of(&parts.uri)
             .ok_or_else(|| ProxyError::bad_request(format!("unsupported URI scheme in {}", parts.uri)))?;
         let host = authority_value(&parts.uri)?;
-        return Ok(Resolved { target: Dest::Origin(target), uri: parts.uri.clone(), reverse: false, host, esi: None });
+        return Ok(Resolved {
+            target: Dest::Origin(target),
+            uri: parts.uri.clone(),
+            reverse: false,
+            host,
+            esi: None,
+            default_ttl: None,
+        });
     }
     if conn.mode.reverses() {
         return Err(ProxyError::new(
@@ -459,7 +486,7 @@ fn pooled(
         _ => pool.members()[member].origin.host.clone(),
     };
     let target = Dest::Pool(crate::source::PoolMember { pool: Arc::clone(pool), member });
-    Ok(Resolved { target, uri, reverse: true, host, esi: route.esi.clone() })
+    Ok(Resolved { target, uri, reverse: true, host, esi: route.esi.clone(), default_ttl: route.default_ttl })
 }
 
 fn strip_port(host: &str) -> &str {

@@ -101,8 +101,11 @@ impl State {
         );
         routes.watch_files(&store).map_err(StateError)?;
         let name = config.cache.name.clone();
-        let heuristic =
-            Heuristic { last_modified_fraction: config.cache.heuristic_fraction, max: config.cache.heuristic_max.0 };
+        let heuristic = Heuristic {
+            last_modified_fraction: config.cache.heuristic_fraction,
+            max: config.cache.heuristic_max.0,
+            fixed: None,
+        };
         let content_impl = Arc::new(crate::content::Content::new(Arc::clone(&store), Arc::clone(&clock), heuristic));
         let content: Arc<dyn CacheApi> = Arc::clone(&content_impl) as Arc<dyn CacheApi>;
         let via = ["1.0", "1.1", "2"].map(|v| HeaderValue::from_str(&format!("{v} {name}")).expect("name is a token"));

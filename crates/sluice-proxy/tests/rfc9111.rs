@@ -172,6 +172,38 @@ async fn rfc9111_4_2_2_heuristic_freshness_is_a_fraction_of_last_modified_age() 
 }
 
 #[tokio::test]
+async fn rfc9111_4_2_2_a_routes_default_ttl_is_its_heuristic() {
+    let h = Harness::build(Mode::Reverse, |c| {
+        c.route[0].default_ttl = Some(sluice_proxy::units::Dur(std::time::Duration::from_secs(60)));
+    })
+    .await;
+    h.origin.on("/bare", Reply::ok("no caching fields at all"));
+    h.origin.on("/lm", Reply::ok("old").date("Last-Modified", -100_000));
+    h.origin.on("/explicit", Reply::ok("x").header("Cache-Control", "max-age=5"));
+    h.origin.on("/private", Reply::ok("x").header("Cache-Control", "private"));
+    for path in ["/bare", "/lm", "/explicit", "/private"] {
+        h.get(path).await;
+    }
+    h.advance(4);
+    for path in ["/bare", "/lm", "/explicit", "/private"] {
+        h.get(path).await;
+    }
+    let hits = |h: &Harness| ["/bare", "/lm", "/explicit", "/private"].map(|p| h.origin.hits(p));
+    assert_eq!(hits(&h), [1, 1, 1, 2], "fresh for 60 s, explicit 5 s; private is never stored");
+    h.advance(6);
+    for path in ["/bare", "/lm", "/explicit"] {
+        h.get(path).await;
+    }
+    assert_eq!(hits(&h), [1, 1, 2, 2], "the explicit lifetime wins");
+    h.advance(55);
+    for path in ["/bare", "/lm"] {
+        h.get(path).await;
+    }
+    // Without default_ttl, /lm would be fresh for 10% of 100,000 s.
+    assert_eq!(hits(&h), [2, 2, 2, 2], "60 s in place of the Last-Modified heuristic");
+}
+
+#[tokio::test]
 async fn rfc9111_4_2_3_age_counts_upstream_age_and_resident_time() {
     let h = Harness::forward().await;
     h.origin.on("/age", Reply::ok("x").header("Cache-Control", "max-age=60").header("Age", "30"));

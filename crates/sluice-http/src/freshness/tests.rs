@@ -103,18 +103,18 @@ fn rfc9111_5_4_a_response_pragma_no_cache_without_cache_control_has_no_heuristic
 fn rfc9111_4_2_2_heuristic_is_capped() {
     let r = Resp::new().date(DATE, T).date(LAST_MODIFIED, T - 100 * 24 * 3600);
     assert_eq!(r.lifetime(200), (secs(24 * 3600), LifetimeSource::Heuristic));
-    let small = Heuristic { last_modified_fraction: 0.1, max: secs(60) };
+    let small = Heuristic { last_modified_fraction: 0.1, max: secs(60), fixed: None };
     assert_eq!(r.lifetime_with(200, &small), (secs(60), LifetimeSource::Heuristic));
 }
 
 #[test]
 fn rfc9111_4_2_2_heuristic_tolerates_odd_fractions() {
     let r = Resp::new().date(DATE, T).date(LAST_MODIFIED, T - 1_000);
-    let negative = Heuristic { last_modified_fraction: -1.0, max: secs(60) };
+    let negative = Heuristic { last_modified_fraction: -1.0, max: secs(60), fixed: None };
     assert_eq!(r.lifetime_with(200, &negative), (Duration::ZERO, LifetimeSource::Heuristic));
-    let nan = Heuristic { last_modified_fraction: f64::NAN, max: secs(60) };
+    let nan = Heuristic { last_modified_fraction: f64::NAN, max: secs(60), fixed: None };
     assert_eq!(r.lifetime_with(200, &nan), (Duration::ZERO, LifetimeSource::Heuristic));
-    let infinite = Heuristic { last_modified_fraction: f64::INFINITY, max: secs(60) };
+    let infinite = Heuristic { last_modified_fraction: f64::INFINITY, max: secs(60), fixed: None };
     assert_eq!(r.lifetime_with(200, &infinite), (secs(60), LifetimeSource::Heuristic));
 }
 
@@ -168,4 +168,18 @@ fn rfc9213_2_2_expires_is_consulted_unless_the_caller_removes_it() {
     let mut headers = r.0.clone();
     headers.remove(EXPIRES);
     assert_eq!(Resp(headers).lifetime(200), (secs(10), LifetimeSource::Heuristic));
+}
+
+#[test]
+fn rfc9111_4_2_2_a_fixed_heuristic_replaces_the_fraction_where_a_heuristic_applies() {
+    let fixed = Heuristic { fixed: Some(secs(600)), ..Heuristic::default() };
+    // With or without Last-Modified, for heuristically cacheable statuses.
+    let modified = Resp::new().date(DATE, T).date(LAST_MODIFIED, T - 100 * 24 * 3600);
+    assert_eq!(modified.lifetime_with(200, &fixed), (secs(600), LifetimeSource::Heuristic));
+    let bare = Resp::new().date(DATE, T);
+    assert_eq!(bare.lifetime_with(404, &fixed), (secs(600), LifetimeSource::Heuristic));
+    assert_eq!(bare.lifetime_with(302, &fixed), (Duration::ZERO, LifetimeSource::None), "302: no heuristic");
+    // Never over an explicit lifetime.
+    let explicit = Resp::new().date(DATE, T).date(EXPIRES, T + 5);
+    assert_eq!(explicit.lifetime_with(200, &fixed), (secs(5), LifetimeSource::Expires));
 }

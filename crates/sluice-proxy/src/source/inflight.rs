@@ -106,7 +106,7 @@ mod tests {
             request_time: UNIX_EPOCH,
             response_time: UNIX_EPOCH,
         };
-        let heuristic = Heuristic { last_modified_fraction: 0.1, max: Duration::from_secs(60) };
+        let heuristic = Heuristic { last_modified_fraction: 0.1, max: Duration::from_secs(60), fixed: None };
         let meta = describe(received, Directives::default(), &heuristic);
         store.insert(Object::new(Arc::new(meta), StoredBody::new(vec![bytes::Bytes::from_static(b"old")])));
     }
