@@ -10,6 +10,9 @@
 //! most applications. Sorting is by name only and stable, so repeated parameters
 //! (`a=1&a=2`), whose order an application may read as a list, keep their order.
 
+use http::uri::{InvalidUri, PathAndQuery};
+use http::Uri;
+
 /// Which parameters of a query are dropped: a name, or a name prefix ending in `*`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Pattern {
@@ -83,6 +86,27 @@ impl QueryRules {
         let rewritten = params.join("&");
         (rewritten != query).then_some(rewritten)
     }
+
+    /// `path_and_query` with its query rewritten by the rules ([`Self::apply`]), or `None`
+    /// when it stays as it is; an emptied query leaves the path alone, without its `?`.
+    pub fn rewrite(&self, path_and_query: &PathAndQuery) -> Result<Option<PathAndQuery>, InvalidUri> {
+        let Some(query) = path_and_query.query().and_then(|query| self.apply(query)) else {
+            return Ok(None);
+        };
+        let path = path_and_query.path();
+        let rewritten =
+            if query.is_empty() { PathAndQuery::try_from(path) } else { format!("{path}?{query}").try_into() };
+        rewritten.map(Some)
+    }
+
+    /// `uri` with its query rewritten by the rules, or `None` when it stays as it is (or the
+    /// result would not be a URI).
+    pub fn rewrite_uri(&self, uri: &Uri) -> Option<Uri> {
+        let path_and_query = self.rewrite(uri.path_and_query()?).ok()??;
+        let mut parts = uri.clone().into_parts();
+        parts.path_and_query = Some(path_and_query);
+        Uri::from_parts(parts).ok()
+    }
 }
 
 #[cfg(test)]
@@ -120,6 +144,20 @@ mod tests {
         assert!(rules(false, &[]).is_noop());
         assert!(!r.is_noop());
         assert_eq!(rules(false, &[]).apply("b&a"), None);
+    }
+
+    #[test]
+    fn paths_and_uris_are_rewritten_by_their_query_only() {
+        let r = rules(true, &["utm_*"]);
+        let pq = |s: &'static str| PathAndQuery::from_static(s);
+        assert_eq!(r.rewrite(&pq("/p?b=2&a=1")).unwrap(), Some(pq("/p?a=1&b=2")));
+        assert_eq!(r.rewrite(&pq("/p?utm_source=x")).unwrap(), Some(pq("/p")), "an emptied query loses its `?`");
+        assert_eq!(r.rewrite(&pq("/p?a=1&b=2")).unwrap(), None);
+        assert_eq!(r.rewrite(&pq("/p")).unwrap(), None);
+        let uri: Uri = "http://Example.com:8080/b%20c?z=1&utm_medium=m&a=2".parse().unwrap();
+        assert_eq!(r.rewrite_uri(&uri).unwrap().to_string(), "http://Example.com:8080/b%20c?a=2&z=1");
+        assert_eq!(r.rewrite_uri(&"/p?a&b".parse().unwrap()), None, "already in order");
+        assert_eq!(r.rewrite_uri(&"/p?b&a".parse().unwrap()).unwrap().to_string(), "/p?a&b", "origin-form too");
     }
 
     #[test]

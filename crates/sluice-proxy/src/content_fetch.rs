@@ -113,6 +113,7 @@ pub async fn fetch_as(state: &Arc<State>, request: Request<()>, mode: Mode) -> F
             client_tls: false,
             reverse,
             default_ttl: resolved.default_ttl,
+            query: resolved.query,
         };
         crate::cache_flow::serve(state, &conn.timers, &mut txn, forward, key).await
     }

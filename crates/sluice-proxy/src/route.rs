@@ -66,7 +66,7 @@ pub struct Route {
     pub esi: Option<Arc<crate::esi::EsiRoute>>,
     /// How the queries of its requests are rewritten (`query_sort`, `query_drop`); `None`
     /// when they are left alone.
-    query: Option<QueryRules>,
+    pub query: Option<Arc<QueryRules>>,
     /// The lifetime of its origins' responses that have no explicit one (`default_ttl`).
     pub default_ttl: Option<std::time::Duration>,
 }
@@ -102,7 +102,7 @@ impl Routes {
                         let hosts = c.esi_hosts.iter().map(|h| h.to_ascii_lowercase()).collect();
                         Arc::new(crate::esi::EsiRoute { hosts })
                     }),
-                    query: Some(QueryRules::new(c.query_sort, &c.query_drop)?).filter(|q| !q.is_noop()),
+                    query: Some(QueryRules::new(c.query_sort, &c.query_drop)?).filter(|q| !q.is_noop()).map(Arc::new),
                     default_ttl: c.default_ttl.map(|ttl| ttl.0),
                 })
             })
@@ -158,13 +158,9 @@ impl Route {
     /// its query rewritten by the route's rules. Without a base path or a rewrite the
     /// request's own path and query are reused (shared, not copied and validated again).
     pub fn target(&self, origin: &Origin, path_and_query: &PathAndQuery) -> Result<http::Uri, http::Error> {
-        let rewritten = match (&self.query, path_and_query.query()) {
-            (Some(rules), Some(query)) => match rules.apply(query) {
-                Some(query) if query.is_empty() => Some(PathAndQuery::try_from(path_and_query.path())?),
-                Some(query) => Some(PathAndQuery::try_from(format!("{}?{query}", path_and_query.path()))?),
-                None => None,
-            },
-            _ => None,
+        let rewritten = match &self.query {
+            Some(rules) => rules.rewrite(path_and_query)?,
+            None => None,
         };
         let path_and_query = rewritten.as_ref().unwrap_or(path_and_query);
         let path_and_query = if origin.base_path.is_empty() {

@@ -18,6 +18,7 @@ use http::uri::PathAndQuery;
 use http::{request, Method, Request, Response, StatusCode, Uri, Version};
 use hyper::body::Incoming;
 use sluice_http::cache_status::Fwd;
+use sluice_http::query::QueryRules;
 use sluice_http::surrogate::SURROGATE_CAPABILITY;
 use sluice_module::Subject;
 use std::convert::Infallible;
@@ -79,6 +80,9 @@ pub struct Forward {
     pub reverse: bool,
     /// The route's `default_ttl`: the lifetime of a stored response without an explicit one.
     pub default_ttl: Option<std::time::Duration>,
+    /// The route's query rules (`query_sort`, `query_drop`), which made `uri`'s query; the
+    /// URLs an unsafe method invalidates go through them too.
+    pub query: Option<Arc<QueryRules>>,
 }
 
 impl Forward {
@@ -223,7 +227,7 @@ async fn route(
     if let Some(response) = answer_max_forwards(state, &mut parts)? {
         return Ok(Routed::Response(response));
     }
-    let Resolved { target, uri, reverse, host, esi, default_ttl } = resolve_target(state, conn, &parts)?;
+    let Resolved { target, uri, reverse, host, esi, default_ttl, query } = resolve_target(state, conn, &parts)?;
     if let Some(auth) = state.proxy_auth.as_ref().filter(|_| !reverse) {
         authenticate(auth, txn, &parts.headers).await?;
     }
@@ -251,6 +255,7 @@ async fn route(
         client_tls: conn.tls,
         reverse,
         default_ttl,
+        query,
     };
     if forward.client.method.as_str() == "PURGE" {
         return purge(state, conn, &forward).map(Routed::Response);
@@ -383,6 +388,8 @@ pub(crate) struct Resolved {
     pub esi: Option<Arc<crate::esi::EsiRoute>>,
     /// The matched route's `default_ttl`.
     pub default_ttl: Option<std::time::Duration>,
+    /// The matched route's query rules.
+    pub query: Option<Arc<QueryRules>>,
 }
 
 /// Proxy authentication of a forward-proxy request (`[proxy_auth]`): the user its
@@ -426,6 +433,7 @@ pub(crate) fn resolve_target(state: &State, conn: &ConnInfo, parts: &request::Pa
                         host,
                         esi,
                         default_ttl: None,
+                        query: None,
                     });
                 }
             };
@@ -440,8 +448,8 @@ pub(crate) fn resolve_target(state: &State, conn: &ConnInfo, parts: &request::Pa
                 _ => origin.host.clone(),
             };
             let esi = route.esi.clone();
-            let default_ttl = route.default_ttl;
-            return Ok(Resolved { target: Dest::Origin(target), uri, reverse: true, host, esi, default_ttl });
+            let (default_ttl, query) = (route.default_ttl, route.query.clone());
+            return Ok(Resolved { target: Dest::Origin(target), uri, reverse: true, host, esi, default_ttl, query });
         }
     }
     let absolute = parts.uri.scheme().is_some() && parts.uri.authority().is_some();
@@ -456,6 +464,7 @@ pub(crate) fn resolve_target(state: &State, conn: &ConnInfo, parts: &request::Pa
             host,
             esi: None,
             default_ttl: None,
+            query: None,
         });
     }
     if conn.mode.reverses() {
@@ -486,7 +495,15 @@ fn pooled(
         _ => pool.members()[member].origin.host.clone(),
     };
     let target = Dest::Pool(crate::source::PoolMember { pool: Arc::clone(pool), member });
-    Ok(Resolved { target, uri, reverse: true, host, esi: route.esi.clone(), default_ttl: route.default_ttl })
+    Ok(Resolved {
+        target,
+        uri,
+        reverse: true,
+        host,
+        esi: route.esi.clone(),
+        default_ttl: route.default_ttl,
+        query: route.query.clone(),
+    })
 }
 
 fn strip_port(host: &str) -> &str {
@@ -620,12 +637,7 @@ pub async fn pass(
     let (mut parts, body) = origin.response.into_parts();
     sluice_http::hop::remove_hop_by_hop(&mut parts.headers);
     module_phase!(txn, Nothing, Subject::Response(&mut parts), |m, info| m.origin_resp_headers(info, &mut parts))?;
-    for uri in sluice_http::invalidation::targets(&forward.client.method, &forward.uri, parts.status, &parts.headers) {
-        if let Some(key) = sluice_http::key::primary_key(&uri) {
-            state.store.remove(&key);
-            state.hit_for_pass.forget(&key);
-        }
-    }
+    invalidate(state, &forward, parts.status, &parts.headers);
     if state.config.headers.cache_status {
         let status = sluice_http::cache_status::CacheStatus {
             fwd: Some(reason.fwd()),
@@ -636,6 +648,20 @@ pub async fn pass(
         parts.headers.append("cache-status", status.to_header_value(&state.name));
     }
     Ok(Response::from_parts(parts, ProxyBody::origin(body)))
+}
+
+/// Invalidation after an unsafe method (RFC 9111 §4.4): the stored responses of the target
+/// and of the same-origin `Location` and `Content-Location` URLs go. A route's query rules
+/// made the stored URLs' queries, so a URL the origin wrote goes both as written and as the
+/// rules rewrite it.
+fn invalidate(state: &State, forward: &Forward, status: StatusCode, response: &HeaderMap) {
+    for uri in sluice_http::invalidation::targets(&forward.client.method, &forward.uri, status, response) {
+        let rewritten = forward.query.as_ref().and_then(|rules| rules.rewrite_uri(&uri));
+        for key in [Some(&uri), rewritten.as_ref()].into_iter().flatten().filter_map(sluice_http::key::primary_key) {
+            state.store.remove(&key);
+            state.hit_for_pass.forget(&key);
+        }
+    }
 }
 
 /// `PURGE`: removes every stored variant of the URI. 200 when something was removed, 404

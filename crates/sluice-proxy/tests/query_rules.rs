@@ -1,6 +1,7 @@
 //! A reverse route's `query_sort` and `query_drop`: URLs that differ only in tracking
 //! parameters or in the order of the others share one cache entry, the origin gets the
-//! normalised URL, and every way of writing a URL reaches that entry (hits, PURGE).
+//! normalised URL, and every way of writing a URL reaches that entry (hits, PURGE, and
+//! invalidation by an unsafe method's `Location` and `Content-Location`).
 
 mod common;
 
@@ -59,6 +60,26 @@ async fn purge_in_any_spelling_removes_the_entry() {
     assert_eq!(h.send("PURGE", "/p?utm_campaign=z&b=2&a=1", &[], None).await.status, 200);
     h.get("/p?b=2&a=1").await;
     assert_eq!(fetched(&h), [("/p?a=1&b=2", 2)], "purged, fetched again");
+}
+
+#[tokio::test]
+async fn rfc9111_4_4_location_urls_as_the_origin_writes_them_invalidate_the_normalised_entries() {
+    let h = harness(true).await;
+    h.get("/p?a=1&b=2").await;
+    h.get("/p?a=1&b=3").await;
+    // The origin names the pages in its own spelling: parameters out of order, a tag; one
+    // URL relative, one absolute.
+    let content_location = h.origin.url("/p?b=3&a=1");
+    h.origin.on(
+        "/cart",
+        Reply::status(201, "made")
+            .header("Location", "/p?b=2&a=1&utm_source=cart")
+            .header("Content-Location", &content_location),
+    );
+    assert_eq!(h.send("POST", "/cart", &[], Some("item")).await.status, 201);
+    h.get("/p?a=1&b=2").await;
+    h.get("/p?a=1&b=3").await;
+    assert_eq!(fetched(&h), [("/p?a=1&b=2", 2), ("/p?a=1&b=3", 2)], "both invalidated, fetched again");
 }
 
 #[tokio::test]
