@@ -59,8 +59,25 @@ impl TimerSlot {
 
     /// `work`, bounded by `timeout` from now: `Err(Elapsed)` if it is not done by then (and
     /// `work` is dropped). The timer comes from this slot, or is new, and goes back to it.
-    pub fn within<F: Future>(&self, timeout: Duration, work: F) -> Within<'_, F> {
-        Within { work, deadline: Instant::now() + timeout, timer: None, slot: self }
+    pub fn within<F: Future>(&self, timeout: Duration, work: F) -> Within<'_, F, Unchanged> {
+        // Not `within_then(.., Unchanged)`: `work` would move twice.
+        let deadline = Instant::now() + timeout;
+        Within { work, deadline, timer: None, slot: self, then: Some(Unchanged) }
+    }
+
+    /// [`Self::within`], its outcome given to `then`. One future where `within(..).map(..)`
+    /// would be two: `work` (a whole transaction, kilobytes) is moved once, not twice.
+    pub fn within_then<F: Future, T: Then<Result<F::Output, Elapsed>>>(
+        &self,
+        timeout: Duration,
+        work: F,
+        then: T,
+    ) -> Within<'_, F, T> {
+        // The deadline first: computed inside the struct expression, after `work` was moved
+        // into it, it would make the compiler copy `work` once more, to drop it should the
+        // addition panic.
+        let deadline = Instant::now() + timeout;
+        Within { work, deadline, timer: None, slot: self, then: Some(then) }
     }
 
     /// An idle timer set to `deadline`, or a new one.
@@ -92,9 +109,27 @@ impl TimerSlot {
     }
 }
 
+/// What a bounded wait does with its outcome ([`TimerSlot::within_then`]): a `FnOnce` that
+/// can be named in a type.
+pub trait Then<In> {
+    type Output;
+    fn then(self, outcome: In) -> Self::Output;
+}
+
+/// The outcome as it is ([`TimerSlot::within`]).
+#[derive(Debug, Clone, Copy)]
+pub struct Unchanged;
+
+impl<In> Then<In> for Unchanged {
+    type Output = In;
+    fn then(self, outcome: In) -> In {
+        outcome
+    }
+}
+
 pin_project_lite::pin_project! {
-    /// The future of [`TimerSlot::within`].
-    pub struct Within<'a, F> {
+    /// The future of [`TimerSlot::within`] and [`TimerSlot::within_then`].
+    pub struct Within<'a, F, T> {
         #[pin]
         work: F,
         deadline: Instant,
@@ -102,9 +137,11 @@ pin_project_lite::pin_project! {
         // once costs no timer).
         timer: Option<Pin<Box<Sleep>>>,
         slot: &'a TimerSlot,
+        // Taken when the outcome is known.
+        then: Option<T>,
     }
 
-    impl<'a, F> PinnedDrop for Within<'a, F> {
+    impl<'a, F, T> PinnedDrop for Within<'a, F, T> {
         fn drop(this: Pin<&mut Self>) {
             let this = this.project();
             if let Some(timer) = this.timer.take() {
@@ -114,23 +151,27 @@ pin_project_lite::pin_project! {
     }
 }
 
-impl<F: Future> Future for Within<'_, F> {
-    type Output = Result<F::Output, Elapsed>;
+impl<F: Future, T: Then<Result<F::Output, Elapsed>>> Future for Within<'_, F, T> {
+    type Output = T::Output;
 
+    /// # Panics
+    /// When polled again after it was ready.
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.project();
-        if let Poll::Ready(output) = this.work.poll(cx) {
+        let outcome = if let Poll::Ready(output) = this.work.poll(cx) {
             if let Some(timer) = this.timer.take() {
                 this.slot.give_back(timer);
             }
-            return Poll::Ready(Ok(output));
-        }
-        let deadline = *this.deadline;
-        let timer = this.timer.get_or_insert_with(|| this.slot.take(deadline));
-        match timer.as_mut().poll(cx) {
-            Poll::Ready(()) => Poll::Ready(Err(Elapsed)),
-            Poll::Pending => Poll::Pending,
-        }
+            Ok(output)
+        } else {
+            let deadline = *this.deadline;
+            let timer = this.timer.get_or_insert_with(|| this.slot.take(deadline));
+            match timer.as_mut().poll(cx) {
+                Poll::Ready(()) => Err(Elapsed),
+                Poll::Pending => return Poll::Pending,
+            }
+        };
+        Poll::Ready(this.then.take().expect("Within polled after it was ready").then(outcome))
     }
 }
 
@@ -153,6 +194,25 @@ mod tests {
         assert_eq!(late.await, Err(Elapsed));
         assert_eq!(Instant::now() - started, Duration::from_secs(10));
         assert_eq!(slot.idle.lock().len(), 1, "the reused timer went back, no second one");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn within_then_hands_the_outcome_over_in_time_or_late() {
+        struct Describe;
+        impl Then<Result<u8, Elapsed>> for Describe {
+            type Output = String;
+            fn then(self, outcome: Result<u8, Elapsed>) -> String {
+                format!("{outcome:?}")
+            }
+        }
+        let slot = TimerSlot::default();
+        assert_eq!(slot.within_then(Duration::from_secs(1), async { 7 }, Describe).await, "Ok(7)");
+        let late = async {
+            tokio::time::sleep(Duration::from_secs(2)).await;
+            7
+        };
+        assert_eq!(slot.within_then(Duration::from_secs(1), late, Describe).await, "Err(Elapsed)");
+        assert_eq!(slot.idle.lock().len(), 1, "the timer went back");
     }
 
     #[tokio::test(start_paused = true)]
