@@ -3,9 +3,10 @@
 # tests as a real client), calamaris (a Squid log analyser, run on Sluice's access log),
 # htpasswd from apache2-utils (it writes the users files of the proxy authentication tests), Node.js
 # and the HTTP cache test suite of cache-tests.fyi (run against Sluice as a conformance test),
-# the Rust components fmt and clippy, the wasm32-wasip1 target (the Proxy-Wasm test plugins)
-# and Go (the ext_proc interoperability test builds a processor on Envoy's Go API). Safe to
-# run repeatedly.
+# the Rust components fmt and clippy, the wasm32-wasip1 target (the Proxy-Wasm test plugins),
+# Go (the ext_proc interoperability test builds a processor on Envoy's Go API) and, built with
+# it, h2spec (the HTTP/2 conformance suite, run against Sluice's listeners). Safe to run
+# repeatedly.
 set -euo pipefail
 
 need_apt=()
@@ -71,3 +72,4 @@ if ! go_usable go && ! go_usable /usr/local/go/bin/go; then
 fi
 
 "$(dirname "$0")/cache-tests/install.sh"
+"$(dirname "$0")/h2spec/install.sh"
