@@ -3,6 +3,11 @@
 //! Records are formatted and written by a dedicated thread, off the request path; the
 //! writer flushes whenever it has nothing queued, so lines appear promptly at low load and
 //! are batched at high load.
+//!
+//! For log rotation the file can be reopened ([`AccessLog::reopen`]: `SIGUSR1`, as with nginx
+//! and `squid -k rotate`, or `POST /log/reopen` on the admin listener): a rotator renames the
+//! file, asks for the reopen, and every line queued before it goes to the renamed file,
+//! every later one to a new file at the configured path.
 
 use crate::config::LogFormat;
 use crate::outcome::ResultCode;
@@ -42,38 +47,85 @@ pub struct LogRecord {
 /// Sends records to the writer thread. Cheap to clone.
 #[derive(Debug, Clone)]
 pub struct AccessLog {
-    tx: mpsc::Sender<LogRecord>,
+    tx: mpsc::Sender<Message>,
+}
+
+/// What the writer thread is asked to do, in order. (A record goes unboxed: it is nearly
+/// every message, and a box would cost an allocation per logged request.)
+#[derive(Debug)]
+#[allow(clippy::large_enum_variant)]
+enum Message {
+    Record(LogRecord),
+    /// Flush, then open the path anew; the outcome goes back.
+    Reopen(tokio::sync::oneshot::Sender<std::io::Result<()>>),
+}
+
+/// Where the lines go: standard output, or a file opened for appending at its path.
+enum Output {
+    Stdout,
+    File(std::path::PathBuf),
+}
+
+impl Output {
+    fn open(&self) -> std::io::Result<Box<dyn Write + Send>> {
+        Ok(match self {
+            Output::Stdout => Box::new(std::io::stdout()),
+            Output::File(path) => Box::new(std::fs::OpenOptions::new().create(true).append(true).open(path)?),
+        })
+    }
 }
 
 impl AccessLog {
     /// Opens `path` (`-` for standard output) for appending and starts the writer thread.
     pub fn open(path: &Path, format: LogFormat) -> std::io::Result<Self> {
-        let out: Box<dyn Write + Send> = if path == Path::new("-") {
-            Box::new(std::io::stdout())
-        } else {
-            Box::new(std::fs::OpenOptions::new().create(true).append(true).open(path)?)
-        };
-        let (tx, rx) = mpsc::channel::<LogRecord>();
-        std::thread::Builder::new().name("sluice-access-log".into()).spawn(move || write_loop(rx, out, format))?;
+        let output = if path == Path::new("-") { Output::Stdout } else { Output::File(path.to_owned()) };
+        let out = output.open()?;
+        let (tx, rx) = mpsc::channel::<Message>();
+        std::thread::Builder::new()
+            .name("sluice-access-log".into())
+            .spawn(move || write_loop(rx, output, out, format))?;
         Ok(Self { tx })
     }
 
     /// Queues a record. Never blocks; records are dropped only if the writer thread died.
     pub fn log(&self, record: LogRecord) {
-        let _ = self.tx.send(record);
+        let _ = self.tx.send(Message::Record(record));
+    }
+
+    /// Reopens the log file at its path, once every record queued before this call is
+    /// written and flushed to the file open until now (log rotation). When the path cannot
+    /// be opened, the error comes back and the log goes on in the file it was writing.
+    /// Standard output is not reopened.
+    pub async fn reopen(&self) -> std::io::Result<()> {
+        let gone = || std::io::Error::other("the access log's writer thread has stopped");
+        let (done, outcome) = tokio::sync::oneshot::channel();
+        self.tx.send(Message::Reopen(done)).map_err(|_| gone())?;
+        outcome.await.map_err(|_| gone())?
     }
 }
 
-fn write_loop(rx: mpsc::Receiver<LogRecord>, out: Box<dyn Write + Send>, format: LogFormat) {
+fn write_loop(rx: mpsc::Receiver<Message>, output: Output, out: Box<dyn Write + Send>, format: LogFormat) {
     let mut out = std::io::BufWriter::with_capacity(64 * 1024, out);
     let mut line = String::with_capacity(256);
     while let Ok(first) = rx.recv() {
         let mut next = Some(first);
-        while let Some(record) = next {
-            line.clear();
-            format_record(&record, format, &mut line);
-            if out.write_all(line.as_bytes()).is_err() {
-                return;
+        while let Some(message) = next {
+            match message {
+                Message::Record(record) => {
+                    line.clear();
+                    format_record(&record, format, &mut line);
+                    if out.write_all(line.as_bytes()).is_err() {
+                        return;
+                    }
+                }
+                Message::Reopen(done) => {
+                    let reopened = match out.flush() {
+                        Err(e) => Err(e),
+                        Ok(()) if matches!(output, Output::Stdout) => Ok(()),
+                        Ok(()) => output.open().map(|file| out = std::io::BufWriter::with_capacity(64 * 1024, file)),
+                    };
+                    let _ = done.send(reopened);
+                }
             }
             next = rx.try_recv().ok();
         }
@@ -219,6 +271,45 @@ mod tests {
             user: None,
             extra: vec![],
         }
+    }
+
+    fn url_of(line: &str) -> &str {
+        line.split_whitespace().nth(6).unwrap()
+    }
+
+    #[tokio::test]
+    async fn reopening_after_a_rename_puts_earlier_lines_in_the_renamed_file_and_later_ones_in_a_new_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let (path, rotated) = (dir.path().join("access.log"), dir.path().join("access.log.1"));
+        let log = AccessLog::open(&path, LogFormat::Squid).unwrap();
+        log.log(LogRecord { url: "first".into(), ..record() });
+        log.log(LogRecord { url: "second".into(), ..record() });
+        // The rotator renames the file while lines may still be queued for it.
+        std::fs::rename(&path, &rotated).unwrap();
+        log.reopen().await.unwrap();
+        log.log(LogRecord { url: "third".into(), ..record() });
+        log.reopen().await.unwrap(); // (flushes the third line: its answer follows the write)
+        let old = std::fs::read_to_string(&rotated).unwrap();
+        assert_eq!(old.lines().map(url_of).collect::<Vec<_>>(), ["first", "second"]);
+        let new = std::fs::read_to_string(&path).unwrap();
+        assert_eq!(new.lines().map(url_of).collect::<Vec<_>>(), ["third"]);
+    }
+
+    #[tokio::test]
+    async fn a_path_that_cannot_be_reopened_is_an_error_and_the_log_goes_on_in_its_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let logs = dir.path().join("logs");
+        std::fs::create_dir(&logs).unwrap();
+        let (path, moved) = (logs.join("access.log"), dir.path().join("moved"));
+        let log = AccessLog::open(&path, LogFormat::Squid).unwrap();
+        // The directory goes away with the open file in it: the path can no longer be made.
+        std::fs::rename(&logs, &moved).unwrap();
+        let err = log.reopen().await.unwrap_err();
+        assert_eq!(err.kind(), std::io::ErrorKind::NotFound, "{err}");
+        log.log(LogRecord { url: "kept".into(), ..record() });
+        let _ = log.reopen().await;
+        let text = std::fs::read_to_string(moved.join("access.log")).unwrap();
+        assert_eq!(text.lines().map(url_of).collect::<Vec<_>>(), ["kept"]);
     }
 
     #[test]

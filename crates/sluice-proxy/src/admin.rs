@@ -7,6 +7,7 @@
 //! | `GET /stats` | yes | JSON counters and cache gauges |
 //! | `GET\|PUT\|DELETE /cache`, `/cache/*`, `POST /fetch`, `/prefetch` | yes | content management (`admin_content`, docs/content.md) |
 //! | `POST /cache/sweep` | yes | one expiry sweep now (`sweep`); the report as JSON |
+//! | `POST /log/reopen` | yes | reopen the access log file at its path (log rotation); 404 without one, 500 when it cannot be opened |
 //! | `GET /modules` | yes | JSON list of the `[[module]]` entries: name, kind, order, state, modules |
 //! | `GET /modules/<name>` | yes | one entry, as listed |
 //! | `PUT /modules/<name>` | yes | load or reload an entry (body: JSON or TOML entry, or a `.wasm` path as `text/plain`; empty: reload as is); 201 new, 200 reloaded, 400 bad spec |
@@ -91,10 +92,11 @@ impl Admin {
                 reply(StatusCode::OK, "application/json", json.to_string())
             }
             (&Method::POST, "/cache/sweep") => crate::sweep::admin(state),
+            (&Method::POST, "/log/reopen") => reopen_log(state).await,
             (_, p) if crate::admin_pools::owns(p) => crate::admin_pools::handle(state, &req),
             (_, p) if crate::admin_modules::owns(p) => crate::admin_modules::handle(state, req).await,
             (_, p) if p.starts_with("/modules/") => self.module(req).await,
-            (_, "/cache/sweep") => not_allowed("POST"),
+            (_, "/cache/sweep" | "/log/reopen") => not_allowed("POST"),
             (_, "/healthz" | "/metrics" | "/stats") => not_allowed("GET"),
             _ => text(StatusCode::NOT_FOUND, format!("no admin endpoint {path}\n")),
         };
@@ -132,6 +134,17 @@ impl Admin {
         let Some(given) = req.headers().get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()) else { return false };
         let Some(given) = given.strip_prefix("Bearer ") else { return false };
         constant_time_eq(given.trim().as_bytes(), self.token.as_bytes())
+    }
+}
+
+/// `POST /log/reopen`.
+async fn reopen_log(state: &State) -> AdminResponse {
+    let Some(log) = &state.access_log else {
+        return text(StatusCode::NOT_FOUND, "no access log is configured ([log] access_log)\n");
+    };
+    match log.reopen().await {
+        Ok(()) => text(StatusCode::OK, "access log reopened\n"),
+        Err(e) => text(StatusCode::INTERNAL_SERVER_ERROR, format!("cannot reopen the access log: {e}\n")),
     }
 }
 

@@ -2,15 +2,12 @@
 //! entry, and SIGHUP re-reads the entries while the proxy runs (a bad file changes nothing).
 //! Waits poll a condition with a deadline; nothing sleeps as synchronisation.
 
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+mod common;
 
-fn sluice() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_sluice"))
-}
+use common::{exchange, free_port, signal, sluice, until, Server};
+use std::net::SocketAddr;
+use std::path::Path;
+use std::process::Stdio;
 
 fn check(dir: &Path, name: &str, text: &str) -> (bool, String) {
     let path = dir.join(name);
@@ -60,48 +57,9 @@ fn check_config_names_bad_wasm_and_extproc_entries() {
     assert!(ok, "{err}");
 }
 
-/// A free port on 127.0.0.1 (bound, then released for sluice to take).
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
-
-/// One HTTP/1.1 exchange on a new connection; the whole response as text.
-fn exchange(addr: SocketAddr, request: &str) -> std::io::Result<String> {
-    let mut stream = TcpStream::connect(addr)?;
-    stream.set_read_timeout(Some(Duration::from_secs(10)))?;
-    stream.write_all(request.as_bytes())?;
-    let mut response = String::new();
-    stream.read_to_string(&mut response)?;
-    Ok(response)
-}
-
 fn modules(admin: SocketAddr) -> String {
     exchange(admin, "GET /modules HTTP/1.1\r\nHost: a\r\nAuthorization: Bearer t\r\nConnection: close\r\n\r\n")
         .unwrap_or_default()
-}
-
-/// Polls `done` for up to 30 s.
-fn until(what: &str, mut done: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !done() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
-
-fn signal(child: &Child, name: &str) {
-    let status = Command::new("kill").arg(format!("-{name}")).arg(child.id().to_string()).status().unwrap();
-    assert!(status.success());
-}
-
-/// Stops the server (by its pid) if the test fails half-way.
-struct Server(Child);
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
 }
 
 /// One worker: a current-thread runtime, where loading modules, signals, the admin API and

@@ -99,25 +99,43 @@ async fn serve(config: Config, path: Option<PathBuf>) -> anyhow::Result<()> {
     if let Some(admin) = running.admin {
         tracing::info!("admin API on http://{admin}/ (metrics at /metrics)");
     }
-    wait_for_signal(path.as_deref(), &manager).await?;
+    wait_for_signal(path.as_deref(), &manager, &running.state).await?;
     tracing::info!("shutting down: draining in-flight requests");
     running.shutdown().await;
     tracing::info!("stopped");
     Ok(())
 }
 
-/// Waits for SIGTERM or SIGINT; on SIGHUP, re-reads the `[[module]]` entries of `path`.
-async fn wait_for_signal(path: Option<&Path>, manager: &Arc<ModuleManager>) -> anyhow::Result<()> {
+/// Waits for SIGTERM or SIGINT; on SIGHUP, re-reads the `[[module]]` entries of `path`; on
+/// SIGUSR1, reopens the access log (log rotation, as nginx and `squid -k rotate` do).
+async fn wait_for_signal(
+    path: Option<&Path>,
+    manager: &Arc<ModuleManager>,
+    state: &sluice_proxy::State,
+) -> anyhow::Result<()> {
     use tokio::signal::unix::{signal, SignalKind};
     let mut term = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
     let mut int = signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
     let mut hup = signal(SignalKind::hangup()).context("installing the SIGHUP handler")?;
+    let mut usr1 = signal(SignalKind::user_defined1()).context("installing the SIGUSR1 handler")?;
     loop {
         tokio::select! {
             _ = term.recv() => return Ok(()),
             _ = int.recv() => return Ok(()),
             _ = hup.recv() => reload_modules(path, manager).await,
+            _ = usr1.recv() => reopen_access_log(state).await,
         }
+    }
+}
+
+/// SIGUSR1: the access log file is opened anew at its path.
+async fn reopen_access_log(state: &sluice_proxy::State) {
+    match &state.access_log {
+        None => tracing::warn!("SIGUSR1: no access log is configured; nothing to reopen"),
+        Some(log) => match log.reopen().await {
+            Ok(()) => tracing::info!("SIGUSR1: access log reopened"),
+            Err(e) => tracing::error!("SIGUSR1: cannot reopen the access log ({e}); writing on to the old file"),
+        },
     }
 }
 

@@ -1,0 +1,85 @@
+//! Rotating the access log of a running `sluice serve` as logrotate does it: the file is
+//! renamed, then the proxy is asked to reopen it, by `SIGUSR1` (as nginx, and Squid's
+//! `squid -k rotate`) or by `POST /log/reopen` on the admin listener. Lines written before
+//! stay in the renamed file, later ones go to a new file at the configured path, none is lost.
+//! Waits poll a condition with a deadline; nothing sleeps as synchronisation.
+
+mod common;
+
+use common::{exchange, free_port, signal, sluice, until, Server};
+use std::net::SocketAddr;
+use std::path::Path;
+use std::process::Stdio;
+
+/// The URLs in an access log file, line by line (none if it does not exist).
+fn logged(path: &Path) -> Vec<String> {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    text.lines().map(|line| line.split_whitespace().nth(6).unwrap_or_default().to_owned()).collect()
+}
+
+#[test]
+fn the_access_log_is_reopened_on_sigusr1_and_by_the_admin_api() {
+    let dir = tempfile::tempdir().unwrap();
+    let (proxy, admin): (SocketAddr, SocketAddr) =
+        (format!("127.0.0.1:{}", free_port()).parse().unwrap(), format!("127.0.0.1:{}", free_port()).parse().unwrap());
+    let access = dir.path().join("access.log");
+    let config = dir.path().join("sluice.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[[listener]]\naddr = \"{proxy}\"\n\n[admin]\naddr = \"{admin}\"\ntoken = \"t\"\n\n[log]\naccess_log = {:?}\n",
+            access.display().to_string()
+        ),
+    )
+    .unwrap();
+    let stderr = dir.path().join("stderr.log");
+    let mut server = Server(
+        sluice()
+            .args(["serve", "--threads", "1", "--config"])
+            .arg(&config)
+            .stderr(Stdio::from(std::fs::File::create(&stderr).unwrap()))
+            .spawn()
+            .unwrap(),
+    );
+    // Each request goes to an origin that refuses connections: a 502, logged with its URL.
+    let refused = free_port();
+    let get = |path: &str| {
+        let request = format!(
+            "GET http://127.0.0.1:{refused}{path} HTTP/1.1\r\nHost: 127.0.0.1:{refused}\r\nConnection: close\r\n\r\n"
+        );
+        let response = exchange(proxy, &request).unwrap_or_default();
+        assert!(response.starts_with("HTTP/1.1 502"), "{response}");
+    };
+    let url = |path: &str| format!("http://127.0.0.1:{refused}{path}");
+    let health = "GET /healthz HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n";
+    until("the admin API", || exchange(admin, health).is_ok_and(|r| r.starts_with("HTTP/1.1 200")));
+
+    get("/one");
+    until("the first line", || logged(&access) == [url("/one")]);
+    let first = dir.path().join("access.log.1");
+    std::fs::rename(&access, &first).unwrap();
+    get("/two");
+    until("the second line, in the renamed file", || logged(&first) == [url("/one"), url("/two")]);
+    signal(&server.0, "USR1");
+    until("the reopen", || std::fs::read_to_string(&stderr).is_ok_and(|l| l.contains("SIGUSR1: access log reopened")));
+    get("/three");
+    until("a line in the new file", || logged(&access) == [url("/three")]);
+
+    let second = dir.path().join("access.log.2");
+    std::fs::rename(&access, &second).unwrap();
+    let reopen = "POST /log/reopen HTTP/1.1\r\nHost: a\r\nAuthorization: Bearer t\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
+    let answer = exchange(admin, reopen).unwrap();
+    assert!(answer.starts_with("HTTP/1.1 200") && answer.ends_with("access log reopened\n"), "{answer}");
+    get("/four");
+    until("a line in the newest file", || logged(&access) == [url("/four")]);
+    assert_eq!(logged(&second), [url("/three")]);
+    assert_eq!(logged(&first), [url("/one"), url("/two")]);
+
+    let unauthorized =
+        exchange(admin, "POST /log/reopen HTTP/1.1\r\nHost: a\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+    assert!(unauthorized.unwrap().starts_with("HTTP/1.1 401"));
+
+    signal(&server.0, "TERM");
+    let status = server.0.wait().unwrap();
+    assert!(status.success(), "{status}: {}", std::fs::read_to_string(&stderr).unwrap_or_default());
+}
