@@ -2,6 +2,7 @@
 //! renamed, then the proxy is asked to reopen it, by `SIGUSR1` (as nginx, and Squid's
 //! `squid -k rotate`) or by `POST /log/reopen` on the admin listener. Lines written before
 //! stay in the renamed file, later ones go to a new file at the configured path, none is lost.
+//! The signal goes to the process id of `--pid-file`, as a logrotate script sends it.
 //! Waits poll a condition with a deadline; nothing sleeps as synchronisation.
 
 mod common;
@@ -33,10 +34,13 @@ fn the_access_log_is_reopened_on_sigusr1_and_by_the_admin_api() {
     )
     .unwrap();
     let stderr = dir.path().join("stderr.log");
+    let pid_file = dir.path().join("sluice.pid");
     let mut server = Server(
         sluice()
             .args(["serve", "--threads", "1", "--config"])
             .arg(&config)
+            .arg("--pid-file")
+            .arg(&pid_file)
             .stderr(Stdio::from(std::fs::File::create(&stderr).unwrap()))
             .spawn()
             .unwrap(),
@@ -53,6 +57,9 @@ fn the_access_log_is_reopened_on_sigusr1_and_by_the_admin_api() {
     let url = |path: &str| format!("http://127.0.0.1:{refused}{path}");
     let health = "GET /healthz HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n";
     until("the admin API", || exchange(admin, health).is_ok_and(|r| r.starts_with("HTTP/1.1 200")));
+    until("the pid file", || std::fs::read_to_string(&pid_file).is_ok_and(|p| p.ends_with('\n')));
+    let pid = std::fs::read_to_string(&pid_file).unwrap();
+    assert_eq!(pid.trim(), server.0.id().to_string());
 
     get("/one");
     until("the first line", || logged(&access) == [url("/one")]);
@@ -60,7 +67,8 @@ fn the_access_log_is_reopened_on_sigusr1_and_by_the_admin_api() {
     std::fs::rename(&access, &first).unwrap();
     get("/two");
     until("the second line, in the renamed file", || logged(&first) == [url("/one"), url("/two")]);
-    signal(&server.0, "USR1");
+    let usr1 = std::process::Command::new("kill").args(["-USR1", pid.trim()]).status().unwrap();
+    assert!(usr1.success());
     until("the reopen", || std::fs::read_to_string(&stderr).is_ok_and(|l| l.contains("SIGUSR1: access log reopened")));
     get("/three");
     until("a line in the new file", || logged(&access) == [url("/three")]);
@@ -82,4 +90,5 @@ fn the_access_log_is_reopened_on_sigusr1_and_by_the_admin_api() {
     signal(&server.0, "TERM");
     let status = server.0.wait().unwrap();
     assert!(status.success(), "{status}: {}", std::fs::read_to_string(&stderr).unwrap_or_default());
+    assert!(!pid_file.exists(), "the pid file goes with a clean stop");
 }

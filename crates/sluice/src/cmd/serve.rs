@@ -26,6 +26,12 @@ pub struct Args {
     /// Worker threads (default: one per core). One runs the proxy as a single event loop.
     #[arg(long, value_name = "N")]
     threads: Option<usize>,
+
+    /// Write the process id to FILE once every listener is open (for signals: `kill -USR1
+    /// $(cat FILE)` reopens the access log, `-HUP` reloads modules, `-TERM` stops); removed
+    /// on a clean stop.
+    #[arg(long, value_name = "FILE")]
+    pid_file: Option<PathBuf>,
 }
 
 /// Raises the soft limit on open descriptors to the hard limit, as proxies do (nginx's
@@ -66,7 +72,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     init_tracing();
     raise_descriptor_limit();
     let runtime = runtime(args.threads).enable_all().build().context("starting the runtime")?;
-    runtime.block_on(serve(config, args.config))
+    runtime.block_on(serve(config, args.config, args.pid_file))
 }
 
 /// The runtime for `threads` workers (by default one per core). One worker is a
@@ -83,7 +89,7 @@ fn runtime(threads: Option<usize>) -> tokio::runtime::Builder {
     builder
 }
 
-async fn serve(config: Config, path: Option<PathBuf>) -> anyhow::Result<()> {
+async fn serve(config: Config, path: Option<PathBuf>, pid_file: Option<PathBuf>) -> anyhow::Result<()> {
     let mut state = sluice_proxy::State::new(config, Arc::new(SystemClock), Vec::new())?;
     // Modules load at start-up, before anything is served: blocking the thread that drives
     // this future (not a worker of a multi-thread runtime) is fine.
@@ -99,9 +105,18 @@ async fn serve(config: Config, path: Option<PathBuf>) -> anyhow::Result<()> {
     if let Some(admin) = running.admin {
         tracing::info!("admin API on http://{admin}/ (metrics at /metrics)");
     }
+    if let Some(pid_file) = &pid_file {
+        std::fs::write(pid_file, format!("{}\n", std::process::id()))
+            .with_context(|| format!("writing the pid file {}", pid_file.display()))?;
+    }
     wait_for_signal(path.as_deref(), &manager, &running.state).await?;
     tracing::info!("shutting down: draining in-flight requests");
     running.shutdown().await;
+    if let Some(pid_file) = &pid_file {
+        if let Err(e) = std::fs::remove_file(pid_file) {
+            tracing::warn!("cannot remove the pid file {}: {e}", pid_file.display());
+        }
+    }
     tracing::info!("stopped");
     Ok(())
 }
