@@ -90,6 +90,9 @@ fn runtime(threads: Option<usize>) -> tokio::runtime::Builder {
 }
 
 async fn serve(config: Config, path: Option<PathBuf>, pid_file: Option<PathBuf>) -> anyhow::Result<()> {
+    // The handlers first: a signal that comes while the proxy starts (or as soon as the pid
+    // file names the process) must not find the default action, which ends the process.
+    let signals = Signals::install()?;
     let mut state = sluice_proxy::State::new(config, Arc::new(SystemClock), Vec::new())?;
     // Modules load at start-up, before anything is served: blocking the thread that drives
     // this future (not a worker of a multi-thread runtime) is fine.
@@ -109,7 +112,7 @@ async fn serve(config: Config, path: Option<PathBuf>, pid_file: Option<PathBuf>)
         std::fs::write(pid_file, format!("{}\n", std::process::id()))
             .with_context(|| format!("writing the pid file {}", pid_file.display()))?;
     }
-    wait_for_signal(path.as_deref(), &manager, &running.state).await?;
+    signals.wait(path.as_deref(), &manager, &running.state).await;
     tracing::info!("shutting down: draining in-flight requests");
     running.shutdown().await;
     if let Some(pid_file) = &pid_file {
@@ -121,24 +124,35 @@ async fn serve(config: Config, path: Option<PathBuf>, pid_file: Option<PathBuf>)
     Ok(())
 }
 
-/// Waits for SIGTERM or SIGINT; on SIGHUP, re-reads the `[[module]]` entries of `path`; on
-/// SIGUSR1, reopens the access log (log rotation, as nginx and `squid -k rotate` do).
-async fn wait_for_signal(
-    path: Option<&Path>,
-    manager: &Arc<ModuleManager>,
-    state: &sluice_proxy::State,
-) -> anyhow::Result<()> {
-    use tokio::signal::unix::{signal, SignalKind};
-    let mut term = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
-    let mut int = signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
-    let mut hup = signal(SignalKind::hangup()).context("installing the SIGHUP handler")?;
-    let mut usr1 = signal(SignalKind::user_defined1()).context("installing the SIGUSR1 handler")?;
-    loop {
-        tokio::select! {
-            _ = term.recv() => return Ok(()),
-            _ = int.recv() => return Ok(()),
-            _ = hup.recv() => reload_modules(path, manager).await,
-            _ = usr1.recv() => reopen_access_log(state).await,
+/// The signals `sluice serve` handles.
+struct Signals {
+    term: tokio::signal::unix::Signal,
+    int: tokio::signal::unix::Signal,
+    hup: tokio::signal::unix::Signal,
+    usr1: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    fn install() -> anyhow::Result<Self> {
+        use tokio::signal::unix::{signal, SignalKind};
+        Ok(Self {
+            term: signal(SignalKind::terminate()).context("installing the SIGTERM handler")?,
+            int: signal(SignalKind::interrupt()).context("installing the SIGINT handler")?,
+            hup: signal(SignalKind::hangup()).context("installing the SIGHUP handler")?,
+            usr1: signal(SignalKind::user_defined1()).context("installing the SIGUSR1 handler")?,
+        })
+    }
+
+    /// Waits for SIGTERM or SIGINT; on SIGHUP, re-reads the `[[module]]` entries of `path`;
+    /// on SIGUSR1, reopens the access log (log rotation, as nginx and `squid -k rotate` do).
+    async fn wait(mut self, path: Option<&Path>, manager: &Arc<ModuleManager>, state: &sluice_proxy::State) {
+        loop {
+            tokio::select! {
+                _ = self.term.recv() => return,
+                _ = self.int.recv() => return,
+                _ = self.hup.recv() => reload_modules(path, manager).await,
+                _ = self.usr1.recv() => reopen_access_log(state).await,
+            }
         }
     }
 }
