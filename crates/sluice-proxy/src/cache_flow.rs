@@ -390,7 +390,7 @@ fn spec(state: &State, forward: &Forward, key: &str) -> FetchSpec {
         out_headers: forward.origin_headers(state),
         client_headers: forward.client.headers.clone(),
         reverse: forward.reverse,
-        default_ttl: forward.default_ttl,
+        default_ttl: forward.caching.default_ttl,
     }
 }
 

@@ -112,8 +112,7 @@ pub async fn fetch_as(state: &Arc<State>, request: Request<()>, mode: Mode) -> F
             client_ip: conn.client_ip.clone(),
             client_tls: false,
             reverse,
-            default_ttl: resolved.default_ttl,
-            query: resolved.query,
+            caching: resolved.caching,
         };
         crate::cache_flow::serve(state, &conn.timers, &mut txn, forward, key).await
     }

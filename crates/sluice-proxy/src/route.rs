@@ -64,8 +64,17 @@ pub struct Route {
     pub preserve_host: bool,
     /// ESI settings when the route has `esi = true`.
     pub esi: Option<Arc<crate::esi::EsiRoute>>,
+    /// How it caches: carried by each of its requests.
+    pub caching: RouteCaching,
+}
+
+/// A route's caching settings, which its requests carry past routing (`Resolved`,
+/// `Forward`) to where they apply. The default, for forward-proxy requests and routes
+/// without such settings, changes nothing. Cheap to clone.
+#[derive(Debug, Clone, Default)]
+pub struct RouteCaching {
     /// How the queries of its requests are rewritten (`query_sort`, `query_drop`); `None`
-    /// when they are left alone.
+    /// when they are left alone. The URLs an unsafe method invalidates go through them too.
     pub query: Option<Arc<QueryRules>>,
     /// The lifetime of its origins' responses that have no explicit one (`default_ttl`).
     pub default_ttl: Option<std::time::Duration>,
@@ -102,8 +111,12 @@ impl Routes {
                         let hosts = c.esi_hosts.iter().map(|h| h.to_ascii_lowercase()).collect();
                         Arc::new(crate::esi::EsiRoute { hosts })
                     }),
-                    query: Some(QueryRules::new(c.query_sort, &c.query_drop)?).filter(|q| !q.is_noop()).map(Arc::new),
-                    default_ttl: c.default_ttl.map(|ttl| ttl.0),
+                    caching: RouteCaching {
+                        query: Some(QueryRules::new(c.query_sort, &c.query_drop)?)
+                            .filter(|q| !q.is_noop())
+                            .map(Arc::new),
+                        default_ttl: c.default_ttl.map(|ttl| ttl.0),
+                    },
                 })
             })
             .collect::<Result<Vec<_>, String>>()?;
@@ -158,7 +171,7 @@ impl Route {
     /// its query rewritten by the route's rules. Without a base path or a rewrite the
     /// request's own path and query are reused (shared, not copied and validated again).
     pub fn target(&self, origin: &Origin, path_and_query: &PathAndQuery) -> Result<http::Uri, http::Error> {
-        let rewritten = match &self.query {
+        let rewritten = match &self.caching.query {
             Some(rules) => rules.rewrite(path_and_query)?,
             None => None,
         };

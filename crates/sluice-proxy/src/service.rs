@@ -8,6 +8,7 @@ use crate::error::{Kind, ProxyError, Side};
 use crate::options_form::{AsteriskForm, OptionsForms};
 use crate::outcome::ResultCode;
 use crate::respond;
+use crate::route::RouteCaching;
 use crate::source::Dest;
 use crate::state::State;
 use crate::txn::{module_phase, Txn};
@@ -18,7 +19,6 @@ use http::uri::PathAndQuery;
 use http::{request, Method, Request, Response, StatusCode, Uri, Version};
 use hyper::body::Incoming;
 use sluice_http::cache_status::Fwd;
-use sluice_http::query::QueryRules;
 use sluice_http::surrogate::SURROGATE_CAPABILITY;
 use sluice_module::Subject;
 use std::convert::Infallible;
@@ -78,11 +78,8 @@ pub struct Forward {
     pub client_tls: bool,
     /// Reached through a reverse-proxy route (`CDN-Cache-Control` applies).
     pub reverse: bool,
-    /// The route's `default_ttl`: the lifetime of a stored response without an explicit one.
-    pub default_ttl: Option<std::time::Duration>,
-    /// The route's query rules (`query_sort`, `query_drop`), which made `uri`'s query; the
-    /// URLs an unsafe method invalidates go through them too.
-    pub query: Option<Arc<QueryRules>>,
+    /// The route's caching settings (`default_ttl`, the query rules that made `uri`'s query).
+    pub caching: RouteCaching,
 }
 
 impl Forward {
@@ -227,7 +224,7 @@ async fn route(
     if let Some(response) = answer_max_forwards(state, &mut parts)? {
         return Ok(Routed::Response(response));
     }
-    let Resolved { target, uri, reverse, host, esi, default_ttl, query } = resolve_target(state, conn, &parts)?;
+    let Resolved { target, uri, reverse, host, esi, caching } = resolve_target(state, conn, &parts)?;
     if let Some(auth) = state.proxy_auth.as_ref().filter(|_| !reverse) {
         authenticate(auth, txn, &parts.headers).await?;
     }
@@ -254,8 +251,7 @@ async fn route(
         client_ip: conn.client_ip.clone(),
         client_tls: conn.tls,
         reverse,
-        default_ttl,
-        query,
+        caching,
     };
     if forward.client.method.as_str() == "PURGE" {
         return purge(state, conn, &forward).map(Routed::Response);
@@ -398,10 +394,8 @@ pub(crate) struct Resolved {
     pub host: HeaderValue,
     /// The matched route's ESI settings, when it has `esi = true`.
     pub esi: Option<Arc<crate::esi::EsiRoute>>,
-    /// The matched route's `default_ttl`.
-    pub default_ttl: Option<std::time::Duration>,
-    /// The matched route's query rules.
-    pub query: Option<Arc<QueryRules>>,
+    /// The matched route's caching settings.
+    pub caching: RouteCaching,
 }
 
 /// Proxy authentication of a forward-proxy request (`[proxy_auth]`): the user its
@@ -444,8 +438,7 @@ pub(crate) fn resolve_target(state: &State, conn: &ConnInfo, parts: &request::Pa
                         reverse: true,
                         host,
                         esi,
-                        default_ttl: None,
-                        query: None,
+                        caching: RouteCaching::default(),
                     });
                 }
             };
@@ -460,8 +453,8 @@ pub(crate) fn resolve_target(state: &State, conn: &ConnInfo, parts: &request::Pa
                 _ => origin.host.clone(),
             };
             let esi = route.esi.clone();
-            let (default_ttl, query) = (route.default_ttl, route.query.clone());
-            return Ok(Resolved { target: Dest::Origin(target), uri, reverse: true, host, esi, default_ttl, query });
+            let caching = route.caching.clone();
+            return Ok(Resolved { target: Dest::Origin(target), uri, reverse: true, host, esi, caching });
         }
     }
     let absolute = parts.uri.scheme().is_some() && parts.uri.authority().is_some();
@@ -475,8 +468,7 @@ pub(crate) fn resolve_target(state: &State, conn: &ConnInfo, parts: &request::Pa
             reverse: false,
             host,
             esi: None,
-            default_ttl: None,
-            query: None,
+            caching: RouteCaching::default(),
         });
     }
     if conn.mode.reverses() {
@@ -507,15 +499,7 @@ fn pooled(
         _ => pool.members()[member].origin.host.clone(),
     };
     let target = Dest::Pool(crate::source::PoolMember { pool: Arc::clone(pool), member });
-    Ok(Resolved {
-        target,
-        uri,
-        reverse: true,
-        host,
-        esi: route.esi.clone(),
-        default_ttl: route.default_ttl,
-        query: route.query.clone(),
-    })
+    Ok(Resolved { target, uri, reverse: true, host, esi: route.esi.clone(), caching: route.caching.clone() })
 }
 
 fn strip_port(host: &str) -> &str {
@@ -668,7 +652,7 @@ pub async fn pass(
 /// rules rewrite it.
 fn invalidate(state: &State, forward: &Forward, status: StatusCode, response: &HeaderMap) {
     for uri in sluice_http::invalidation::targets(&forward.client.method, &forward.uri, status, response) {
-        let rewritten = forward.query.as_ref().and_then(|rules| rules.rewrite_uri(&uri));
+        let rewritten = forward.caching.query.as_ref().and_then(|rules| rules.rewrite_uri(&uri));
         for key in [Some(&uri), rewritten.as_ref()].into_iter().flatten().filter_map(sluice_http::key::primary_key) {
             state.store.remove(&key);
             state.hit_for_pass.forget(&key);
