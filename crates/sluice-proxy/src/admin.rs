@@ -8,12 +8,14 @@
 //! | `GET\|PUT\|DELETE /cache`, `/cache/*`, `POST /fetch`, `/prefetch` | yes | content management (`admin_content`, docs/content.md) |
 //! | `POST /cache/sweep` | yes | one expiry sweep now (`sweep`); the report as JSON |
 //! | `POST /log/reopen` | yes | reopen the access log file at its path (log rotation); 404 without one, 500 when it cannot be opened |
+//! | `POST /config/reload` | yes | re-read the `--config` file and make it the running configuration (`crate::generation`); the report as JSON; 404 without a file, 400 when it is rejected (nothing changes) |
 //! | `GET /modules` | yes | JSON list of the `[[module]]` entries: name, kind, order, state, modules |
 //! | `GET /modules/<name>` | yes | one entry, as listed |
 //! | `PUT /modules/<name>` | yes | load or reload an entry (body: JSON or TOML entry, or a `.wasm` path as `text/plain`; empty: reload as is); 201 new, 200 reloaded, 400 bad spec |
 //! | `DELETE /modules/<name>` | yes | unload an entry; 404 when there is none |
 //! | `GET\|POST /modules/<name>/<path>` | yes | the module's own admin endpoint |
 
+use crate::generation::{Generations, ReloadError};
 use crate::state::State;
 use bytes::Bytes;
 use http::{header, HeaderValue, Method, Request, Response, StatusCode};
@@ -22,10 +24,11 @@ use hyper::body::Incoming;
 use std::convert::Infallible;
 use std::sync::Arc;
 
-/// Admin state: the proxy's state and the token.
+/// Admin state: the proxy's generations (each request is served by the current one) and the
+/// token.
 #[derive(Debug)]
 pub struct Admin {
-    pub state: Arc<State>,
+    pub generations: Arc<Generations>,
     pub token: String,
 }
 
@@ -63,7 +66,7 @@ impl Admin {
     /// Serves one admin request.
     pub async fn handle(self: Arc<Self>, req: Request<Incoming>) -> Result<Response<AdminBody>, Infallible> {
         use http_body_util::Either;
-        let state = &self.state;
+        let state = &self.generations.current();
         if crate::admin_content::serves(req.uri().path()) {
             if !self.authorized(&req) {
                 return Ok(unauthorized().map(Either::Left));
@@ -93,10 +96,11 @@ impl Admin {
             }
             (&Method::POST, "/cache/sweep") => crate::sweep::admin(state),
             (&Method::POST, "/log/reopen") => reopen_log(state).await,
+            (&Method::POST, "/config/reload") => reload(&self.generations).await,
             (_, p) if crate::admin_pools::owns(p) => crate::admin_pools::handle(state, &req),
             (_, p) if crate::admin_modules::owns(p) => crate::admin_modules::handle(state, req).await,
-            (_, p) if p.starts_with("/modules/") => self.module(req).await,
-            (_, "/cache/sweep" | "/log/reopen") => not_allowed("POST"),
+            (_, p) if p.starts_with("/modules/") => self.module(state, req).await,
+            (_, "/cache/sweep" | "/log/reopen" | "/config/reload") => not_allowed("POST"),
             (_, "/healthz" | "/metrics" | "/stats") => not_allowed("GET"),
             _ => text(StatusCode::NOT_FOUND, format!("no admin endpoint {path}\n")),
         };
@@ -104,11 +108,11 @@ impl Admin {
     }
 
     /// Hands `/modules/<name>/<path>` to the module `name`.
-    async fn module(&self, req: Request<Incoming>) -> AdminResponse {
+    async fn module(&self, state: &State, req: Request<Incoming>) -> AdminResponse {
         use http_body_util::BodyExt;
         let path = req.uri().path().trim_start_matches("/modules/").to_owned();
         let (name, rest) = path.split_once('/').unwrap_or((path.as_str(), ""));
-        let Some(loaded) = self.state.modules.find(name) else {
+        let Some(loaded) = state.modules.find(name) else {
             return text(StatusCode::NOT_FOUND, format!("no module {name}\n"));
         };
         let method = req.method().clone();
@@ -145,6 +149,22 @@ async fn reopen_log(state: &State) -> AdminResponse {
     match log.reopen().await {
         Ok(()) => text(StatusCode::OK, "access log reopened\n"),
         Err(e) => text(StatusCode::INTERNAL_SERVER_ERROR, format!("cannot reopen the access log: {e}\n")),
+    }
+}
+
+/// `POST /config/reload`.
+async fn reload(generations: &Generations) -> AdminResponse {
+    match generations.reload_file().await {
+        Ok(report) => {
+            tracing::info!("configuration reloaded from {} (admin API)", report.path.display());
+            let json = serde_json::to_string(&report).unwrap_or_default();
+            reply(StatusCode::OK, "application/json", json + "\n")
+        }
+        Err(e @ ReloadError::NoFile) => text(StatusCode::NOT_FOUND, format!("{e}\n")),
+        Err(e) => {
+            tracing::error!("configuration reload refused (admin API): {e}; nothing changed");
+            text(StatusCode::BAD_REQUEST, format!("configuration rejected, nothing changed: {e}\n"))
+        }
     }
 }
 

@@ -28,6 +28,10 @@ pub struct Config {
     /// Proxy authentication of forward-proxy requests; none by default.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub proxy_auth: Option<crate::proxy_auth::ProxyAuthConfig>,
+    /// The file this configuration was read from ([`Config::load`]); what a reload re-reads.
+    /// Not a setting.
+    #[serde(skip)]
+    pub source: Option<PathBuf>,
 }
 
 impl Default for Config {
@@ -46,6 +50,7 @@ impl Default for Config {
             cpu_pool: CpuPoolConfig::default(),
             module: Vec::new(),
             proxy_auth: None,
+            source: None,
         }
     }
 }
@@ -649,10 +654,12 @@ impl Config {
     /// Reads and validates a configuration file.
     pub fn load(path: &Path) -> Result<Self, ConfigError> {
         let text = std::fs::read_to_string(path).map_err(|error| ConfigError::Read { path: path.into(), error })?;
-        Self::parse(&text).map_err(|e| match e {
+        let mut config = Self::parse(&text).map_err(|e| match e {
             ConfigError::Parse { message, .. } => ConfigError::Parse { path: path.into(), message },
             other => other,
-        })
+        })?;
+        config.source = Some(path.to_owned());
+        Ok(config)
     }
 
     /// Parses and validates configuration text.

@@ -11,22 +11,25 @@ use crate::state::State;
 use crate::tiers::{Held, Tiers};
 use bytes::Bytes;
 use http::{header, HeaderMap, HeaderValue, StatusCode};
+use parking_lot::RwLock;
 use sluice_http::freshness::Heuristic;
 use sluice_module::{
     CacheApi, CacheError, CacheFuture, Expiry, FetchMode, FetchResponse, Injection, ObjectInfo, ObjectReader, Validated,
 };
 use sluice_store::{Object, ObjectMeta, StoredBody};
-use std::sync::{Arc, OnceLock, Weak};
+use std::sync::{Arc, Weak};
 use std::time::{Duration, SystemTime};
 
 /// The proxy's [`CacheApi`].
 pub struct Content {
     store: Arc<Tiers>,
     clock: SharedClock,
+    /// Heuristic freshness until a generation is attached (then the generation's).
     heuristic: Heuristic,
-    /// The running proxy, for fetch, validate and hit-for-pass; set by [`Content::attach`]
-    /// once the state is shared (the state owns this object, hence the weak reference).
-    proxy: OnceLock<Weak<State>>,
+    /// The running proxy's current generation, for fetch, validate, hit-for-pass and
+    /// heuristic freshness; set by [`Content::attach`] once the state is shared (the state
+    /// owns this object, hence the weak reference).
+    proxy: RwLock<Weak<State>>,
 }
 
 impl std::fmt::Debug for Content {
@@ -37,17 +40,22 @@ impl std::fmt::Debug for Content {
 
 impl Content {
     pub fn new(store: Arc<Tiers>, clock: SharedClock, heuristic: Heuristic) -> Self {
-        Self { store, clock, heuristic, proxy: OnceLock::new() }
+        Self { store, clock, heuristic, proxy: RwLock::new(Weak::new()) }
     }
 
-    /// Connects this object to the running proxy (called once by `start`). Before that,
-    /// `fetch` and `validate` fail with `Unsupported`; everything else works.
+    /// Connects this object to the running proxy's current generation (called by `start`
+    /// and by each configuration reload). Before that, `fetch` and `validate` fail with
+    /// `Unsupported`; everything else works.
     pub fn attach(&self, state: &Arc<State>) {
-        let _ = self.proxy.set(Arc::downgrade(state));
+        *self.proxy.write() = Arc::downgrade(state);
     }
 
     fn proxy(&self) -> Option<Arc<State>> {
-        self.proxy.get().and_then(Weak::upgrade)
+        self.proxy.read().upgrade()
+    }
+
+    fn heuristic(&self) -> Heuristic {
+        self.proxy().map_or(self.heuristic, |state| state.heuristic)
     }
 
     /// The key stops being a hit-for-pass (it is stored, or deleted, on purpose).
@@ -82,7 +90,7 @@ impl Content {
         let now = self.clock.now();
         let request = HeaderMap::new();
         let received = Received { key, status, headers, request: &request, request_time: now, response_time: now };
-        Ok(crate::meta::describe(received, Directives::default(), &self.heuristic))
+        Ok(crate::meta::describe(received, Directives::default(), &self.heuristic()))
     }
 }
 
@@ -188,7 +196,7 @@ impl CacheApi for Content {
         Ok(Box::new(Pushing {
             store: Arc::clone(&self.store),
             clock: Arc::clone(&self.clock),
-            proxy: self.proxy.get().cloned(),
+            proxy: Some(self.proxy.read().clone()),
             meta,
             chunks: Vec::new(),
             size: 0,

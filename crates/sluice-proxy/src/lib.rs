@@ -34,6 +34,7 @@ pub mod error;
 mod esi;
 mod framing;
 mod gated;
+pub mod generation;
 mod hit_for_pass;
 mod idle;
 mod meta;

@@ -337,28 +337,40 @@ fn stable_hash(bytes: &[u8], seed: u64) -> u64 {
     h ^ (h >> 31)
 }
 
-/// Starts the active health checks of every pool that has one, until `shutdown`.
+/// Runs the active health checks of every pool of the current generation that has one,
+/// until `shutdown`. A reload's new generation has pools of its own (built from its routes,
+/// with fresh health state): its checks replace the previous generation's.
 pub fn spawn_checks(
-    state: &Arc<crate::State>,
+    mut generations: tokio::sync::watch::Receiver<Arc<crate::State>>,
     shutdown: &tokio::sync::watch::Receiver<bool>,
     tasks: &mut tokio::task::JoinSet<()>,
 ) {
-    for pool in state.routes.pools() {
-        let Some(check) = pool.health_check.clone() else { continue };
-        let (pool, state, mut shutdown) = (Arc::clone(pool), Arc::clone(state), shutdown.clone());
-        tasks.spawn(async move {
-            let mut ticks = tokio::time::interval(check.interval.0);
-            ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-            loop {
-                tokio::select! {
-                    _ = ticks.tick() => {}
-                    _ = shutdown.changed() => return,
-                }
-                let checks = (0..pool.members.len()).map(|i| check_member(&state.upstream, &pool, i, &check));
-                futures_util::future::join_all(checks).await;
+    let mut shutdown = shutdown.clone();
+    tasks.spawn(async move {
+        loop {
+            let state = Arc::clone(&generations.borrow_and_update());
+            // Dropped (so aborted) when the generation changes.
+            let mut checks = tokio::task::JoinSet::new();
+            for pool in state.routes.pools() {
+                let Some(check) = pool.health_check.clone() else { continue };
+                let (pool, upstream) = (Arc::clone(pool), state.upstream.clone());
+                checks.spawn(async move {
+                    let mut ticks = tokio::time::interval(check.interval.0);
+                    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+                    loop {
+                        ticks.tick().await;
+                        let checks = (0..pool.members.len()).map(|i| check_member(&upstream, &pool, i, &check));
+                        futures_util::future::join_all(checks).await;
+                    }
+                });
             }
-        });
-    }
+            drop(state);
+            tokio::select! {
+                changed = generations.changed() => if changed.is_err() { return },
+                _ = shutdown.changed() => return,
+            }
+        }
+    });
 }
 
 /// One health check of member `i`: a `GET` of the check's path, a 2xx or 3xx head within

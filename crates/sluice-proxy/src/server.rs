@@ -1,10 +1,13 @@
 //! Listeners: accept, TLS, HTTP/1.1 (keep-alive, pipelining, upgrades for CONNECT) and
-//! HTTP/2 (h2c prior knowledge, or ALPN over TLS), and graceful shutdown.
+//! HTTP/2 (h2c prior knowledge, or ALPN over TLS), graceful shutdown, and the hand-over of
+//! listeners and open connections to each new configuration generation
+//! (`crate::generation`).
 
 use crate::admin::Admin;
 use crate::config::{Config, ListenerConfig};
 use crate::framing::{Speaks, StrictHttp1, HYPER_MAX_HEADERS};
 use crate::gated::Gated;
+use crate::generation::Generations;
 use crate::idle::{Activity, Watched};
 use crate::options_form::OptionsForms;
 use crate::service::{self, ConnInfo};
@@ -25,8 +28,6 @@ use tokio::task::JoinSet;
 pub enum StartError {
     #[error("cannot listen on {addr}: {source}")]
     Bind { addr: SocketAddr, source: std::io::Error },
-    #[error("TLS for {addr}: {message}")]
-    Tls { addr: SocketAddr, message: String },
     #[error("{0}")]
     State(#[from] crate::state::StateError),
     #[error("admin token file {path}: {source}")]
@@ -42,18 +43,30 @@ pub struct Running {
     pub admin: Option<SocketAddr>,
     /// The admin bearer token (configured or generated).
     pub admin_token: String,
-    pub state: Arc<State>,
+    generations: Arc<Generations>,
     shutdown: watch::Sender<bool>,
     tasks: JoinSet<()>,
 }
 
 impl Running {
+    /// The current generation: the configuration new connections are served with, and
+    /// everything built from it, over the store, metrics and modules every generation
+    /// shares.
+    pub fn state(&self) -> Arc<State> {
+        self.generations.current()
+    }
+
+    /// The current generation and configuration reloads (`crate::generation`).
+    pub fn generations(&self) -> &Arc<Generations> {
+        &self.generations
+    }
+
     /// Stops accepting, lets in-flight requests finish (up to `shutdown.drain`), waits for
     /// the disk tier's background writes and deletions, then returns.
     pub async fn shutdown(mut self) {
         let _ = self.shutdown.send(true);
         while self.tasks.join_next().await.is_some() {}
-        self.state.store.flush().await;
+        self.state().store.flush().await;
     }
 }
 
@@ -61,35 +74,31 @@ impl Running {
 /// [`Running::listeners`]).
 pub async fn start(state: State) -> Result<Running, StartError> {
     let state = Arc::new(state);
-    state.content_impl.attach(&state);
+    let generations = Arc::new(Generations::new(Arc::clone(&state)));
     let config: &Config = &state.config;
     let (shutdown, shutdown_rx) = watch::channel(false);
     let mut tasks = JoinSet::new();
     let mut listeners = Vec::new();
-    for lc in &config.listener {
+    for (index, lc) in config.listener.iter().enumerate() {
         let listener = bind(lc.addr)?;
         let addr = listener.local_addr().map_err(|source| StartError::Bind { addr: lc.addr, source })?;
-        let tls = match &lc.tls {
-            Some(tls) => Some(crate::tls::acceptor(tls).map_err(|message| StartError::Tls { addr, message })?),
-            None => None,
-        };
         listeners.push(addr);
-        tasks.spawn(accept_loop(Arc::clone(&state), lc.clone(), listener, tls, shutdown_rx.clone()));
+        tasks.spawn(accept_loop(index, generations.subscribe(), listener, shutdown_rx.clone()));
     }
     crate::timers::spawn(&state, &shutdown_rx, &mut tasks);
-    crate::sweep::spawn(&state, &shutdown_rx, &mut tasks);
-    crate::origin_pool::spawn_checks(&state, &shutdown_rx, &mut tasks);
+    crate::sweep::spawn(generations.subscribe(), &shutdown_rx, &mut tasks);
+    crate::origin_pool::spawn_checks(generations.subscribe(), &shutdown_rx, &mut tasks);
     let admin_token = admin_token(config)?;
     let admin = if config.admin.enabled {
         let listener = bind(config.admin.addr)?;
         let addr = listener.local_addr().map_err(|source| StartError::Bind { addr: config.admin.addr, source })?;
-        let admin = Arc::new(Admin { state: Arc::clone(&state), token: admin_token.clone() });
+        let admin = Arc::new(Admin { generations: Arc::clone(&generations), token: admin_token.clone() });
         tasks.spawn(admin_loop(admin, listener, shutdown_rx.clone()));
         Some(addr)
     } else {
         None
     };
-    Ok(Running { listeners, admin, admin_token, state, shutdown, tasks })
+    Ok(Running { listeners, admin, admin_token, generations, shutdown, tasks })
 }
 
 fn bind(addr: SocketAddr) -> Result<TcpListener, StartError> {
@@ -157,59 +166,60 @@ fn http_builder(state: &State) -> auto::Builder<TokioExecutor> {
     builder
 }
 
+/// Accepts the connections of `[[listener]]` number `index`, each served by the generation
+/// current when it was accepted, until the proxy shuts down; then waits for them to finish
+/// (up to `shutdown.drain`).
 async fn accept_loop(
-    state: Arc<State>,
-    lc: ListenerConfig,
+    index: usize,
+    mut generations: watch::Receiver<Arc<State>>,
     listener: TcpListener,
-    tls: Option<tokio_rustls::TlsAcceptor>,
     mut shutdown: watch::Receiver<bool>,
 ) {
-    // Every connection task holds the setup, and so `open`; the drain below ends when all
-    // are gone.
+    // Every connection task holds its setup, and every setup a clone of `open`; the drain
+    // below ends when all are gone.
     let (open, mut closed) = mpsc::channel::<()>(1);
-    let setup = Arc::new(ConnSetup {
-        builder: http_builder(&state),
-        max_head: max_head(&state),
-        zero_copy: tls.is_none() && state.config.cache.disk.dir.is_some() && state.config.cache.disk.sendfile,
-        state: Arc::clone(&state),
-        lc: lc.clone(),
-        tls,
-        shutdown: shutdown.clone(),
-        _open: open,
-    });
+    let mut setup = ConnSetup::new(index, &mut generations, &shutdown, &open);
     loop {
         let (stream, peer) = tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok(pair) => pair,
                 Err(e) => {
                     // Out of descriptors and the like: back off briefly rather than spin.
-                    tracing::warn!("accept on {}: {e}", lc.addr);
+                    tracing::warn!("accept on {}: {e}", setup.lc.addr);
                     tokio::time::sleep(std::time::Duration::from_millis(50)).await;
                     continue;
                 }
             },
+            Ok(()) = generations.changed() => {
+                setup = ConnSetup::new(index, &mut generations, &shutdown, &open);
+                continue;
+            }
             _ = shutdown.changed() => break,
         };
         let _ = stream.set_nodelay(true);
-        state.metrics.client_connections.fetch_add(1, Relaxed);
+        setup.state.metrics.client_connections.fetch_add(1, Relaxed);
         let setup = Arc::clone(&setup);
-        if lc.proxy_protocol {
+        if setup.lc.proxy_protocol {
             tokio::spawn(async move { setup.run_proxied(stream, peer).await });
         } else {
             tokio::spawn(async move { setup.run(stream, peer).await });
         }
     }
     drop(listener);
+    let (addr, drain) = (setup.lc.addr, setup.state.config.shutdown.drain.0);
     drop(setup);
-    let drain = state.config.shutdown.drain.0;
+    drop(open);
     if tokio::time::timeout(drain, closed.recv()).await.is_err() {
-        tracing::warn!("listener {}: connections still open after {drain:?}; closing them", lc.addr);
+        tracing::warn!("listener {addr}: connections still open after {drain:?}; closing them");
     }
 }
 
-/// What every connection of one listener is served with.
+/// What every connection of one listener is served with, in one generation.
 struct ConnSetup {
     state: Arc<State>,
+    /// Follows the generations from this one on: a connection's requests move to the
+    /// current one after a reload ([`Serving`]).
+    generations: watch::Receiver<Arc<State>>,
     lc: ListenerConfig,
     builder: auto::Builder<TokioExecutor>,
     tls: Option<tokio_rustls::TlsAcceptor>,
@@ -223,6 +233,30 @@ struct ConnSetup {
 }
 
 impl ConnSetup {
+    /// The setup of `[[listener]]` number `index` in the current generation (which
+    /// `generations` marks seen).
+    fn new(
+        index: usize,
+        generations: &mut watch::Receiver<Arc<State>>,
+        shutdown: &watch::Receiver<bool>,
+        open: &mpsc::Sender<()>,
+    ) -> Arc<Self> {
+        let state = Arc::clone(&generations.borrow_and_update());
+        let lc = state.config.listener[index].clone();
+        let tls = state.listener_tls[index].clone();
+        Arc::new(ConnSetup {
+            builder: http_builder(&state),
+            max_head: max_head(&state),
+            zero_copy: tls.is_none() && state.config.cache.disk.dir.is_some() && state.config.cache.disk.sendfile,
+            generations: generations.clone(),
+            shutdown: shutdown.clone(),
+            lc,
+            tls,
+            state,
+            _open: open.clone(),
+        })
+    }
+
     /// Serves a connection whose client is `client`: TLS first on a TLS listener, then HTTP.
     async fn run(self: Arc<Self>, stream: tokio::net::TcpStream, client: SocketAddr) {
         let state = &self.state;
@@ -292,9 +326,9 @@ impl ConnSetup {
     }
 }
 
-/// Serves one client connection until it ends. It is shut down gracefully (HTTP/1: closed
-/// once the response in progress is sent; HTTP/2: `GOAWAY`, open streams finish) when the
-/// proxy shuts down, or when it has been idle for `client.header_read_timeout`: no request in
+/// Serves one client connection until it ends, each request by the current generation
+/// ([`Serving`]). It is shut down gracefully (HTTP/1: closed once the response in progress
+/// is sent; HTTP/2: `GOAWAY`, open streams finish) when the proxy shuts down, or when it has been idle for `client.header_read_timeout`: no request in
 /// progress and nothing written to it (see [`crate::idle`]). That idle timer also bounds the
 /// time a client has to deliver a complete request head, the first on the connection or a
 /// later one; a connection closed that way gets no response. A connection still open one
@@ -305,11 +339,17 @@ where
 {
     let (state, builder, mut shutdown) = (&setup.state, &setup.builder, setup.shutdown.clone());
     let activity = conn.activity.clone().unwrap_or_default();
-    let svc_state = Arc::clone(state);
-    let svc_conn = Arc::clone(&conn);
+    let serving = Serving {
+        accepted: (Arc::clone(state), Arc::clone(&conn)),
+        generations: setup.generations.clone(),
+        moved: parking_lot::Mutex::new(None),
+    };
     // `handle`'s future is returned as it is, not wrapped (it marks the connection busy
     // itself): hyper then builds the large future in its own slot instead of moving it there.
-    let service = service_fn(move |req| service::handle(Arc::clone(&svc_state), Arc::clone(&svc_conn), req));
+    let service = service_fn(move |req| {
+        let (state, conn) = serving.next();
+        service::handle(state, conn, req)
+    });
     let io = TokioIo::new(Watched::writes(io, Arc::clone(&activity)));
     let connection = builder.serve_connection_with_upgrades(io, service);
     tokio::pin!(connection);
@@ -349,6 +389,36 @@ where
         tracing::debug!("client {}: {e}", conn.client);
     }
     state.metrics.client_connections_open.fetch_sub(1, Relaxed);
+}
+
+/// Which generation serves a connection's next request: the one it was accepted in, until a
+/// reload; then the current one, with the connection's view of it (the client's access
+/// decided by its ACL; the rest as accepted).
+struct Serving {
+    accepted: (Arc<State>, Arc<ConnInfo>),
+    /// Has seen the generation the connection was accepted in.
+    generations: watch::Receiver<Arc<State>>,
+    /// The current generation and the connection's view of it, once a reload came.
+    moved: parking_lot::Mutex<Option<(Arc<State>, Arc<ConnInfo>)>>,
+}
+
+impl Serving {
+    fn next(&self) -> (Arc<State>, Arc<ConnInfo>) {
+        // One atomic load a request while no reload came.
+        if !self.generations.has_changed().unwrap_or(false) {
+            return (Arc::clone(&self.accepted.0), Arc::clone(&self.accepted.1));
+        }
+        let current = Arc::clone(&self.generations.borrow());
+        let mut moved = self.moved.lock();
+        match &*moved {
+            Some((state, conn)) if Arc::ptr_eq(state, &current) => (Arc::clone(state), Arc::clone(conn)),
+            _ => {
+                let conn = Arc::new(self.accepted.1.under(&current));
+                *moved = Some((Arc::clone(&current), Arc::clone(&conn)));
+                (current, conn)
+            }
+        }
+    }
 }
 
 async fn admin_loop(admin: Arc<Admin>, listener: TcpListener, mut shutdown: watch::Receiver<bool>) {

@@ -51,6 +51,25 @@ pub struct ConnInfo {
     pub timers: TimerSlot,
 }
 
+impl ConnInfo {
+    /// This connection as seen by generation `state` (after a configuration reload): the
+    /// client's access decided by its ACL, the rest as accepted; the same activity, framing
+    /// notes and `sendfile` queue, new deadline timers.
+    pub(crate) fn under(&self, state: &crate::state::State) -> Self {
+        Self {
+            client: self.client,
+            client_ip: self.client_ip.clone(),
+            mode: self.mode,
+            tls: self.tls,
+            allowed: state.client_acl.allows(self.client.ip()),
+            zero_copy: self.zero_copy.clone(),
+            activity: self.activity.clone(),
+            options_forms: self.options_forms.clone(),
+            timers: TimerSlot::default(),
+        }
+    }
+}
+
 /// The text of `ip` as a header field value.
 pub fn client_ip_value(ip: IpAddr) -> HeaderValue {
     // An IP address's text is ASCII digits, hex letters, `.` and `:`: always a valid value.

@@ -1,10 +1,16 @@
 //! What every transaction shares: configuration, store, upstream, metrics, log, modules.
+//!
+//! A [`State`] is one *generation* of the running proxy: the configuration and what is built
+//! from it (routes, ACLs, TLS, the upstream client), over the parts that outlive a
+//! configuration reload (the store, content management, request collapsing, hit-for-pass,
+//! metrics, the module list, the CPU pool, transaction ids). [`State::reconfigured`] builds
+//! the next generation over the same lasting parts; `crate::generation` swaps it in.
 
 use crate::access_log::AccessLog;
 use crate::acl::Acl;
 use crate::chain::LoadedModule;
 use crate::clock::SharedClock;
-use crate::config::Config;
+use crate::config::{Config, LogConfig};
 use crate::date::DateCache;
 use crate::metrics::Metrics;
 use crate::module_list::ModuleList;
@@ -19,7 +25,7 @@ use sluice_store::{Collapser, MemoryStore};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-/// Shared by all connections of one running proxy.
+/// Shared by all connections of one generation of a running proxy.
 pub struct State {
     pub config: Config,
     pub clock: SharedClock,
@@ -28,12 +34,13 @@ pub struct State {
     pub store: Arc<Tiers>,
     /// Content management over `store`, handed to modules.
     pub content: Arc<dyn CacheApi>,
-    /// The same object, concretely (attached to the running proxy by `start`).
+    /// The same object, concretely (attached to the current generation by `start` and by
+    /// each reload).
     pub(crate) content_impl: Arc<crate::content::Content>,
     /// The bounded pool for modules' CPU work (`[cpu_pool]`), handed to modules.
     pub cpu: CpuPool,
     pub collapser: Collapser,
-    pub hit_for_pass: crate::hit_for_pass::HitForPass,
+    pub hit_for_pass: Arc<crate::hit_for_pass::HitForPass>,
     pub upstream: Upstream,
     pub routes: Routes,
     pub client_acl: Acl,
@@ -52,11 +59,13 @@ pub struct State {
     pub heuristic: Heuristic,
     /// `Cache-Status` / `Via` name.
     pub name: String,
+    /// The TLS acceptor of each `[[listener]]` with `tls`, in configuration order.
+    pub(crate) listener_tls: Vec<Option<tokio_rustls::TlsAcceptor>>,
     via: [HeaderValue; 3],
     /// `Surrogate-Capability` announcing this cache, without and with ESI; `None` when
     /// `cache.surrogate_control` is off.
     surrogate_capability: Option<[HeaderValue; 2]>,
-    next_txn: AtomicU64,
+    next_txn: Arc<AtomicU64>,
 }
 
 impl std::fmt::Debug for State {
@@ -70,24 +79,25 @@ impl std::fmt::Debug for State {
 #[error("{0}")]
 pub struct StateError(pub String);
 
+/// The parts of a [`State`] that outlive a configuration: every generation shares them.
+struct Lasting {
+    clock: SharedClock,
+    store: Arc<Tiers>,
+    content_impl: Arc<crate::content::Content>,
+    cpu: CpuPool,
+    collapser: Collapser,
+    hit_for_pass: Arc<crate::hit_for_pass::HitForPass>,
+    metrics: Arc<Metrics>,
+    modules: ModuleList,
+    module_manager: Option<Arc<ModuleManager>>,
+    next_txn: Arc<AtomicU64>,
+}
+
 impl State {
-    /// Builds the shared state. Fails on an unusable configuration (bad routes, log file).
+    /// Builds the shared state. Fails on an unusable configuration (bad routes, log file,
+    /// TLS files).
     pub fn new(config: Config, clock: SharedClock, modules: Vec<LoadedModule>) -> Result<Self, StateError> {
         let metrics = Arc::new(Metrics::default());
-        let routes = Routes::new(&config.route, &clock).map_err(StateError)?;
-        let proxy_auth = config
-            .proxy_auth
-            .as_ref()
-            .map(|auth| crate::proxy_auth::ProxyAuth::load(auth, Arc::clone(&clock)))
-            .transpose()
-            .map_err(StateError)?;
-        let access_log = match &config.log.access_log {
-            Some(path) => Some(
-                AccessLog::open(path, config.log.format)
-                    .map_err(|e| StateError(format!("cannot open access log {}: {e}", path.display())))?,
-            ),
-            None => None,
-        };
         let capacity = config.cache.memory.0;
         let policy = crate::policy::build(&config.cache.policy, capacity).map_err(StateError)?;
         let admission = config.cache.admission_rule().map_err(StateError)?;
@@ -99,15 +109,93 @@ impl State {
             Tiers::new(memory, disk, config.cache.disk.promote_max.0)
                 .with_promote_min_hits(config.cache.disk.promote_min_hits),
         );
+        let content_impl =
+            Arc::new(crate::content::Content::new(Arc::clone(&store), Arc::clone(&clock), heuristic(&config)));
+        let lasting = Lasting {
+            clock,
+            store,
+            content_impl,
+            cpu: config.cpu_pool.build(),
+            collapser: Collapser::default(),
+            hit_for_pass: Arc::new(crate::hit_for_pass::HitForPass::new(config.cache.hit_for_pass.0, 100_000)),
+            metrics,
+            modules: ModuleList::new(modules),
+            module_manager: None,
+            next_txn: Arc::new(AtomicU64::new(1)),
+        };
+        let access_log = open_access_log(&config.log)?;
+        let upstream = Upstream::new(config.upstream.clone(), Arc::clone(&lasting.metrics));
+        Self::assemble(config, lasting, access_log, upstream)
+    }
+
+    /// The next generation: `config` over this generation's lasting parts (see the module
+    /// documentation). The access log and the upstream client (with its idle connections)
+    /// carry over when their sections are unchanged. The caller keeps settings that need a
+    /// restart as they run (`crate::generation::restart_only`).
+    pub fn reconfigured(&self, config: Config) -> Result<Self, StateError> {
+        let lasting = Lasting {
+            clock: Arc::clone(&self.clock),
+            store: Arc::clone(&self.store),
+            content_impl: Arc::clone(&self.content_impl),
+            cpu: self.cpu.clone(),
+            collapser: self.collapser.clone(),
+            hit_for_pass: Arc::clone(&self.hit_for_pass),
+            metrics: Arc::clone(&self.metrics),
+            modules: self.modules.clone(),
+            module_manager: self.module_manager.clone(),
+            next_txn: Arc::clone(&self.next_txn),
+        };
+        let access_log =
+            if same(&self.config.log, &config.log) { self.access_log.clone() } else { open_access_log(&config.log)? };
+        let upstream = if same(&self.config.upstream, &config.upstream) {
+            self.upstream.clone()
+        } else {
+            Upstream::new(config.upstream.clone(), Arc::clone(&lasting.metrics))
+        };
+        Self::assemble(config, lasting, access_log, upstream)
+    }
+
+    /// What each generation builds from its configuration, over `lasting`.
+    fn assemble(
+        config: Config,
+        lasting: Lasting,
+        access_log: Option<AccessLog>,
+        upstream: Upstream,
+    ) -> Result<Self, StateError> {
+        let Lasting {
+            clock,
+            store,
+            content_impl,
+            cpu,
+            collapser,
+            hit_for_pass,
+            metrics,
+            modules,
+            module_manager,
+            next_txn,
+        } = lasting;
+        let routes = Routes::new(&config.route, &clock).map_err(StateError)?;
+        let proxy_auth = config
+            .proxy_auth
+            .as_ref()
+            .map(|auth| crate::proxy_auth::ProxyAuth::load(auth, Arc::clone(&clock)))
+            .transpose()
+            .map_err(StateError)?;
+        let listener_tls = config
+            .listener
+            .iter()
+            .map(|lc| {
+                lc.tls
+                    .as_ref()
+                    .map(|tls| {
+                        crate::tls::acceptor(tls)
+                            .map_err(|message| StateError(format!("TLS for {}: {message}", lc.addr)))
+                    })
+                    .transpose()
+            })
+            .collect::<Result<Vec<_>, _>>()?;
         routes.watch_files(&store).map_err(StateError)?;
         let name = config.cache.name.clone();
-        let heuristic = Heuristic {
-            last_modified_fraction: config.cache.heuristic_fraction,
-            max: config.cache.heuristic_max.0,
-            fixed: None,
-        };
-        let content_impl = Arc::new(crate::content::Content::new(Arc::clone(&store), Arc::clone(&clock), heuristic));
-        let content: Arc<dyn CacheApi> = Arc::clone(&content_impl) as Arc<dyn CacheApi>;
         let via = ["1.0", "1.1", "2"].map(|v| HeaderValue::from_str(&format!("{v} {name}")).expect("name is a token"));
         let surrogate_capability = if config.cache.surrogate_control {
             let announce = |esi| sluice_http::surrogate::capability(&name, esi).expect("name is a token");
@@ -119,9 +207,9 @@ impl State {
             dates: DateCache::new(Arc::clone(&clock)),
             clock,
             store,
-            collapser: Collapser::default(),
-            hit_for_pass: crate::hit_for_pass::HitForPass::new(config.cache.hit_for_pass.0, 100_000),
-            upstream: Upstream::new(config.upstream.clone(), Arc::clone(&metrics)),
+            collapser,
+            hit_for_pass,
+            upstream,
             routes,
             client_acl: Acl::new(&config.access.allow),
             proxy_auth,
@@ -129,21 +217,22 @@ impl State {
             purge_acl: Acl::new(&config.access.purge_allow),
             metrics,
             access_log,
-            modules: ModuleList::new(modules),
-            module_manager: None,
-            heuristic,
-            content,
+            modules,
+            module_manager,
+            heuristic: heuristic(&config),
+            content: Arc::clone(&content_impl) as Arc<dyn CacheApi>,
             content_impl,
-            cpu: config.cpu_pool.build(),
+            cpu,
             name,
+            listener_tls,
             via,
             surrogate_capability,
-            next_txn: AtomicU64::new(1),
+            next_txn,
             config,
         })
     }
 
-    /// A new transaction id.
+    /// A new transaction id (unique across generations).
     pub fn next_txn_id(&self) -> u64 {
         self.next_txn.fetch_add(1, Ordering::Relaxed)
     }
@@ -162,4 +251,24 @@ impl State {
             _ => self.via[1].clone(),
         }
     }
+}
+
+fn heuristic(config: &Config) -> Heuristic {
+    Heuristic {
+        last_modified_fraction: config.cache.heuristic_fraction,
+        max: config.cache.heuristic_max.0,
+        fixed: None,
+    }
+}
+
+fn open_access_log(log: &LogConfig) -> Result<Option<AccessLog>, StateError> {
+    let Some(path) = &log.access_log else { return Ok(None) };
+    AccessLog::open(path, log.format)
+        .map(Some)
+        .map_err(|e| StateError(format!("cannot open access log {}: {e}", path.display())))
+}
+
+/// Whether two configuration sections say the same (compared as serialised).
+pub(crate) fn same<T: serde::Serialize>(a: &T, b: &T) -> bool {
+    serde_json::to_value(a).ok() == serde_json::to_value(b).ok()
 }

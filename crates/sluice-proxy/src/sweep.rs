@@ -61,14 +61,17 @@ fn report_json(r: &SweepReport) -> serde_json::Value {
     })
 }
 
-/// Starts the periodic sweep, unless `cache.sweep_interval` is 0 or the cache is off. The
-/// first sweep runs one interval after start; the task ends on shutdown.
-pub fn spawn(state: &Arc<State>, shutdown: &watch::Receiver<bool>, tasks: &mut JoinSet<()>) {
-    let interval = state.config.cache.sweep_interval.0;
-    if interval.is_zero() || !state.config.cache.enabled {
+/// Starts the periodic sweep, unless `cache.sweep_interval` is 0 or the cache is off (as
+/// configured at start: both need a restart). The first sweep runs one interval after
+/// start, each with the current generation's rules; the task ends on shutdown.
+pub fn spawn(generations: watch::Receiver<Arc<State>>, shutdown: &watch::Receiver<bool>, tasks: &mut JoinSet<()>) {
+    let (interval, enabled) = {
+        let cache = &generations.borrow().config.cache;
+        (cache.sweep_interval.0, cache.enabled)
+    };
+    if interval.is_zero() || !enabled {
         return;
     }
-    let state = Arc::clone(state);
     let mut shutdown = shutdown.clone();
     tasks.spawn(async move {
         let mut timer = tokio::time::interval(interval);
@@ -77,7 +80,7 @@ pub fn spawn(state: &Arc<State>, shutdown: &watch::Receiver<bool>, tasks: &mut J
         loop {
             tokio::select! {
                 _ = timer.tick() => {
-                    let state = Arc::clone(&state);
+                    let state = Arc::clone(&generations.borrow());
                     // The walk takes short locks; keep it off the async workers.
                     let _ = tokio::task::spawn_blocking(move || run(&state)).await;
                 }

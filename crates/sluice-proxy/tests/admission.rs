@@ -24,7 +24,7 @@ async fn second_hit_admission_stores_only_on_the_second_request() {
     assert_eq!(first.text(), "popular");
     assert!(cache_status(&first).contains("fwd=uri-miss"), "{}", cache_status(&first));
     assert!(!stored(&h, "/x").await, "not admitted on the first request");
-    assert_eq!(h.proxy.state.store.stats().rejected_admission, 2);
+    assert_eq!(h.proxy.state().store.stats().rejected_admission, 2);
 
     let second = h.get("/x").await;
     assert!(cache_status(&second).contains("fwd=uri-miss"), "{}", cache_status(&second));
@@ -65,21 +65,21 @@ async fn promote_min_hits_promotes_a_disk_object_on_its_second_disk_hit() {
     on_disk(&h, 1).await;
     // A restart empties the memory tier; the object is on disk only.
     let h = restart(h).await;
-    let promotions = |h: &Harness| h.proxy.state.store.counters().promotions.load(Relaxed);
+    let promotions = |h: &Harness| h.proxy.state().store.counters().promotions.load(Relaxed);
 
     let first = h.get("/p").await;
     assert_eq!(first.text(), "from disk");
     assert!(cache_status(&first).contains("detail=disk"), "{}", cache_status(&first));
     disk_hits(&h, 1).await;
-    assert_eq!((promotions(&h), h.proxy.state.store.stats().objects), (0, 0), "streamed, not promoted");
+    assert_eq!((promotions(&h), h.proxy.state().store.stats().objects), (0, 0), "streamed, not promoted");
 
     let second = h.get("/p").await;
     assert!(cache_status(&second).contains("detail=disk"), "{}", cache_status(&second));
     disk_hits(&h, 2).await;
-    assert_eq!((promotions(&h), h.proxy.state.store.stats().objects), (1, 1), "promoted on the second");
+    assert_eq!((promotions(&h), h.proxy.state().store.stats().objects), (1, 1), "promoted on the second");
 
     let third = h.get("/p").await;
     assert!(!cache_status(&third).contains("detail=disk"), "{}", cache_status(&third));
-    h.eventually("a memory hit", |h| h.proxy.state.metrics.results.get(ResultCode::MemHit) == 1).await;
+    h.eventually("a memory hit", |h| h.proxy.state().metrics.results.get(ResultCode::MemHit) == 1).await;
     assert_eq!(h.origin.hits("/p"), 1);
 }

@@ -378,7 +378,7 @@ async fn read_returns_the_stored_body_whole_or_a_range() {
 async fn modules_get_the_same_operations_through_cache_api() {
     let h = Harness::forward().await;
     h.origin.on("/m", cacheable("module", 60).header("etag", "\"m\"").validating());
-    let cache = std::sync::Arc::clone(&h.proxy.state.content);
+    let cache = std::sync::Arc::clone(&h.proxy.state().content);
     let url = h.origin.url("/m");
     let first = cache.fetch(&url, FetchMode::Body).await.unwrap();
     assert_eq!((first.status.as_u16(), first.result, first.hit), (200, "TCP_MISS", false));

@@ -35,9 +35,9 @@ async fn restart_keeps_the_cache() {
     let again = h.get("/a").await;
     assert_eq!(again.text(), "kept across restarts");
     assert!(!cache_status(&again).contains("detail=disk"), "{}", cache_status(&again));
-    h.eventually("a memory hit", |h| h.proxy.state.metrics.results.get(ResultCode::MemHit) == 1).await;
+    h.eventually("a memory hit", |h| h.proxy.state().metrics.results.get(ResultCode::MemHit) == 1).await;
     assert_eq!(h.origin.hits("/a"), 1);
-    assert_eq!(h.proxy.state.store.counters().promotions.load(std::sync::atomic::Ordering::Relaxed), 1);
+    assert_eq!(h.proxy.state().store.counters().promotions.load(std::sync::atomic::Ordering::Relaxed), 1);
 }
 
 #[tokio::test]
@@ -50,8 +50,8 @@ async fn memory_evicted_object_is_served_from_disk() {
         assert_eq!(h.get(path).await.text(), body(c));
     }
     on_disk(&h, 3).await;
-    assert!(h.proxy.state.store.stats().objects < 3, "the memory tier evicted something");
-    assert!(h.proxy.state.store.stats().evictions >= 1);
+    assert!(h.proxy.state().store.stats().objects < 3, "the memory tier evicted something");
+    assert!(h.proxy.state().store.stats().evictions >= 1);
     let reply = h.get("/a").await;
     assert_eq!(reply.text(), body('a'));
     assert!(cache_status(&reply).contains("detail=disk"), "{}", cache_status(&reply));
@@ -74,7 +74,7 @@ async fn a_corrupt_disk_file_is_never_served() {
     on_disk(&h, 1).await;
     let h = {
         let Harness { origin, others, proxy, clock, mode } = h;
-        let config = proxy.state.config.clone();
+        let config = proxy.state().config.clone();
         proxy.shutdown().await;
         // Flip one byte of the body (the body ends the file) while no process has it open.
         let files = object_files(dir.path());
@@ -150,7 +150,7 @@ async fn a_stale_disk_object_is_revalidated_and_the_disk_copy_freshened() {
     assert_eq!(validation.header("if-none-match"), Some("\"e1\""));
     // The 304 rewrote the disk copy with the new metadata (files are immutable).
     h.eventually("the freshened copy on disk", |h| {
-        disk(h).insertions == 1 && h.proxy.state.store.pending_disk_jobs() == 0
+        disk(h).insertions == 1 && h.proxy.state().store.pending_disk_jobs() == 0
     })
     .await;
     let h = restart(h).await;
@@ -197,7 +197,8 @@ async fn range_and_head(streamed: bool) {
     let unsatisfiable = h.get_with("/r", &[("range", "bytes=200000-")]).await;
     assert_eq!(unsatisfiable.status, 416);
     assert_eq!(h.origin.hits("/r"), 1);
-    let counters = h.proxy.state.store.counters();
+    let state = h.proxy.state();
+    let counters = state.store.counters();
     let promotions = counters.promotions.load(std::sync::atomic::Ordering::Relaxed);
     if streamed {
         assert_eq!(promotions, 0);
@@ -225,8 +226,9 @@ async fn a_truncated_origin_body_is_stored_in_neither_tier() {
     h.origin.on("/t", Reply::ok("x".repeat(10_000)).header("cache-control", FRESH).truncate_after(1_000));
     let cut = h.get("/t").await;
     assert!(cut.body.len() < 10_000);
-    let counters = h.proxy.state.store.counters();
-    assert_eq!(h.proxy.state.store.stats().objects, 0, "not in memory");
+    let state = h.proxy.state();
+    let counters = state.store.counters();
+    assert_eq!(h.proxy.state().store.stats().objects, 0, "not in memory");
     assert_eq!(counters.disk_writes.load(std::sync::atomic::Ordering::Relaxed), 0, "never written to disk");
     h.origin.on("/t", Reply::ok("whole").header("cache-control", FRESH));
     assert_eq!(h.get("/t").await.text(), "whole");
@@ -255,13 +257,13 @@ async fn disk_metrics_and_stats() {
 async fn an_unusable_directory_is_a_clear_start_up_error() {
     let dir = tempfile::tempdir().unwrap();
     let h = proxy(dir.path(), |_| {}).await;
-    let config = h.proxy.state.config.clone();
+    let config = h.proxy.state().config.clone();
     let err = State::new(config, Arc::new(h.clock.clone()), Vec::new()).unwrap_err().to_string();
     assert!(err.contains("cache.disk.dir") && err.contains("locked by another process"), "{err}");
 
     let file = dir.path().join("a-file");
     std::fs::write(&file, b"not a directory").unwrap();
-    let mut config = h.proxy.state.config.clone();
+    let mut config = h.proxy.state().config.clone();
     config.cache.disk.dir = Some(file.join("tier"));
     let err = State::new(config, Arc::new(h.clock.clone()), Vec::new()).unwrap_err().to_string();
     assert!(err.contains("cache.disk.dir") && err.contains("cannot open the disk tier"), "{err}");
@@ -284,12 +286,12 @@ async fn an_object_too_large_for_memory_is_kept_on_disk_and_streamed() {
     h.origin.on("/large", Reply::ok(body.clone()).header("cache-control", FRESH));
     assert_eq!(h.get("/large").await.text(), body);
     on_disk(&h, 1).await;
-    assert_eq!(h.proxy.state.store.stats().objects, 0, "not in memory");
+    assert_eq!(h.proxy.state().store.stats().objects, 0, "not in memory");
     let reply = h.get("/large").await;
     assert_eq!(reply.text(), body);
     assert!(cache_status(&reply).contains("detail=disk"), "{}", cache_status(&reply));
     assert_eq!(h.origin.hits("/large"), 1);
-    assert_eq!(h.proxy.state.store.counters().promotions.load(std::sync::atomic::Ordering::Relaxed), 0);
+    assert_eq!(h.proxy.state().store.counters().promotions.load(std::sync::atomic::Ordering::Relaxed), 0);
 }
 
 /// Collapsing works across tiers: concurrent misses wait on one origin fetch whether the
@@ -325,7 +327,7 @@ async fn concurrent_misses_collapse_and_concurrent_disk_hits_are_served_with_a_d
         }
         assert_eq!(h.origin.hits(path), 1, "{path}: one origin fetch for the burst");
     }
-    assert!(h.proxy.state.metrics.collapsed.load(std::sync::atomic::Ordering::Relaxed) >= 2);
+    assert!(h.proxy.state().metrics.collapsed.load(std::sync::atomic::Ordering::Relaxed) >= 2);
     on_disk(&h, 2).await;
 
     let h = restart(h).await;

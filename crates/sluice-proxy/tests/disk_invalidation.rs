@@ -91,7 +91,7 @@ async fn a_changed_file_is_removed_from_disk_too() {
         assert!(tokio::time::Instant::now() < deadline, "never settled on the new content");
         tokio::time::sleep(std::time::Duration::from_millis(5)).await;
     }
-    h.eventually("the write to finish", |h| h.proxy.state.store.pending_disk_jobs() == 0).await;
+    h.eventually("the write to finish", |h| h.proxy.state().store.pending_disk_jobs() == 0).await;
     let h = restart(h).await;
     let reply = h.get("/static/f.txt").await;
     assert_eq!(reply.text(), "second");
@@ -144,7 +144,7 @@ async fn a_stale_object_too_large_to_promote_is_revalidated() {
     assert_eq!(h.origin.last_request("/big").expect("a request").header("if-none-match"), Some("\"big1\""));
     assert_eq!(h.origin.hits("/big"), 2);
     h.eventually("the freshened copy on disk", |h| {
-        disk(h).insertions == 1 && h.proxy.state.store.pending_disk_jobs() == 0
+        disk(h).insertions == 1 && h.proxy.state().store.pending_disk_jobs() == 0
     })
     .await;
 }
@@ -172,14 +172,14 @@ async fn content_management_reads_and_expires_disk_only_objects() {
     let part = client::send(h.admin(), "GET", &format!("/cache/body?url={url}&range=bytes=1-3"), &auth, None).await;
     assert_eq!(part.status, 206);
     assert_eq!(part.text(), "uer");
-    assert_eq!(h.proxy.state.store.stats().objects, 0, "content reads do not promote");
+    assert_eq!(h.proxy.state().store.stats().objects, 0, "content reads do not promote");
 
     // Expiry rewrites the file with the new metadata: still stored, now stale, so the next
     // request revalidates it (304) instead of fetching it anew.
     let expired = client::send(h.admin(), "POST", &format!("/cache/expire?url={url}"), &auth, None).await;
     assert_eq!(expired.status, 200, "{}", expired.text());
     h.eventually("the rewritten copy on disk", |h| {
-        disk(h).insertions == 1 && h.proxy.state.store.pending_disk_jobs() == 0
+        disk(h).insertions == 1 && h.proxy.state().store.pending_disk_jobs() == 0
     })
     .await;
     assert_eq!(disk(&h).objects, 1);

@@ -51,7 +51,7 @@ fn key(path: &Path) -> String {
 }
 
 fn stored(h: &Harness, path: &Path) -> usize {
-    h.proxy.state.store.variants(&key(path)).len()
+    h.proxy.state().store.variants(&key(path)).len()
 }
 
 /// Waits (up to 5 s) until `path` answers `body` from the cache: a write is several inotify

@@ -156,7 +156,7 @@ async fn force_miss_fetches_and_stores_a_fresh_response() {
     h.origin.on("/f", Reply::ok("v2").header("Cache-Control", "max-age=600"));
     assert_eq!(h.get("/f").await.text(), "v2", "a fresh hit, forced to miss");
     assert_eq!(h.origin.hits("/f"), 2);
-    let (_, _, stored) = h.proxy.state.content.read(&h.origin.url("/f")).unwrap().unwrap();
+    let (_, _, stored) = h.proxy.state().content.read(&h.origin.url("/f")).unwrap().unwrap();
     assert_eq!(&stored[..], b"v2", "and what it fetched was stored");
 }
 

@@ -204,7 +204,7 @@ async fn a_client_that_leaves_during_a_fill_gets_resp_done_and_log_after_the_fil
     }
     drop(client);
     h.eventually("the client's transaction to end", |h| {
-        h.proxy.state.metrics.aborted.load(std::sync::atomic::Ordering::Relaxed) == 1
+        h.proxy.state().metrics.aborted.load(std::sync::atomic::Ordering::Relaxed) == 1
     })
     .await;
     assert!(!journal.entries().iter().any(|c| c.starts_with("resp_done")), "resp_done waits for the fill");
@@ -503,7 +503,7 @@ async fn a_client_that_leaves_during_defer_cancels_it_and_drops_the_state_once()
         let request = format!("GET {} HTTP/1.1\r\nHost: a\r\n\r\n", h.origin.url("/w"));
         stream.write_all(request.as_bytes()).await.unwrap();
         h.eventually("the request to be in the proxy", |h| {
-            h.proxy.state.metrics.client_connections.load(std::sync::atomic::Ordering::Relaxed) == 1
+            h.proxy.state().metrics.client_connections.load(std::sync::atomic::Ordering::Relaxed) == 1
         })
         .await;
     }
@@ -635,7 +635,7 @@ async fn the_cache_api_is_reachable_from_a_phase() {
     let h = Harness::forward_with(vec![stateless::<PurgerTxn>("purger", FailurePolicy::Open)]).await;
     h.origin.on("/c", Reply::ok("x").header("Cache-Control", "max-age=600"));
     h.get("/c").await;
-    let info = h.proxy.state.content.query(&h.origin.url("/c")).unwrap();
+    let info = h.proxy.state().content.query(&h.origin.url("/c")).unwrap();
     assert_eq!(info.len(), 1);
     assert!(info[0].is_fresh());
     assert_eq!(h.get_with("/c", &[("X-Purge", "1")]).await.text(), "removed 1");

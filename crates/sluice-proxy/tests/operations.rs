@@ -151,7 +151,7 @@ async fn concurrent_misses_collapse_onto_one_origin_fetch() {
         assert_eq!(reply.body.len(), 100_000);
     }
     assert_eq!(h.origin.hits("/popular"), 1);
-    let collapsed = h.proxy.state.metrics.collapsed.load(std::sync::atomic::Ordering::Relaxed);
+    let collapsed = h.proxy.state().metrics.collapsed.load(std::sync::atomic::Ordering::Relaxed);
     assert!(collapsed >= 1, "at least one request waited on the leader's fetch");
 }
 

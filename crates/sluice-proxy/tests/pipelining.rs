@@ -51,7 +51,7 @@ async fn rfc9112_9_3_2_pipelined_responses_are_matched_to_their_requests_in_orde
         assert_eq!(reply.text(), body(i), "the response to /p/{i} is its own");
     }
     assert_eq!(h.origin.connections(), 1, "all eight on one connection");
-    let metrics = &h.proxy.state.metrics;
+    let metrics = &h.proxy.state().metrics;
     assert_eq!(metrics.origin_pipelined.load(Relaxed), 8);
     let writes = metrics.origin_pipeline_writes.load(Relaxed);
     assert!(writes < 8, "requests queued together went out in one write ({writes} writes for 8)");
@@ -73,7 +73,7 @@ async fn rfc9112_9_3_2_requests_behind_a_response_that_closes_are_retried() {
     }
     assert_eq!(h.origin.hits("/last"), 6, "each request answered once");
     assert_eq!(h.origin.connections(), 6);
-    let metrics = &h.proxy.state.metrics;
+    let metrics = &h.proxy.state().metrics;
     assert_eq!(metrics.origin_errors.load(Relaxed), 0, "a retried request is no origin failure");
     assert_eq!(metrics.origin_pipelined.load(Relaxed), 6);
 }
@@ -86,7 +86,7 @@ async fn rfc9112_9_3_2_only_bodiless_gets_and_heads_are_pipelined() {
     assert_eq!(posted.text(), "posted");
     let deleted = h.send("DELETE", "/form", &[], None).await;
     assert_eq!(deleted.status, 200);
-    let metrics = &h.proxy.state.metrics;
+    let metrics = &h.proxy.state().metrics;
     assert_eq!(metrics.origin_pipelined.load(Relaxed), 0);
     assert_eq!(h.get("/form").await.text(), "posted");
     assert_eq!(h.send("HEAD", "/form", &[], None).await.status, 200);
@@ -99,5 +99,5 @@ async fn pipelining_is_off_by_default() {
     let h = Harness::reverse().await;
     h.origin.on("/p", Reply::ok("one at a time").header("Cache-Control", "no-store"));
     assert_eq!(h.get("/p").await.text(), "one at a time");
-    assert_eq!(h.proxy.state.metrics.origin_pipelined.load(Relaxed), 0);
+    assert_eq!(h.proxy.state().metrics.origin_pipelined.load(Relaxed), 0);
 }

@@ -552,7 +552,7 @@ async fn rfc5861_3_stale_while_revalidate_serves_stale_and_refreshes_in_backgrou
     assert_eq!(stale.text(), "old", "served stale at once");
     assert!(cache_status(&stale).contains("hit"), "{}", cache_status(&stale));
     h.eventually("the background revalidation", |h| {
-        h.origin.hits("/swr") == 2 && h.proxy.state.collapser.in_flight() == 0
+        h.origin.hits("/swr") == 2 && h.proxy.state().collapser.in_flight() == 0
     })
     .await;
     let fresh = h.get("/swr").await;

@@ -105,8 +105,8 @@ async fn a_conditional_client_gets_a_304_from_a_fresh_suspended_object_without_t
     let reply = h.get_with("/lm", &[("If-Modified-Since", "Mon, 02 Nov 2026 10:00:00 GMT")]).await;
     assert_eq!(reply.status, 304);
     assert_eq!((h.origin.hits("/a"), h.origin.hits("/lm")), (1, 1), "the origin was not asked");
-    assert_eq!(h.proxy.state.metrics.results.get(ResultCode::ImsHit), 2);
-    assert_eq!(h.proxy.state.metrics.suspended_hits.load(std::sync::atomic::Ordering::Relaxed), 2);
+    assert_eq!(h.proxy.state().metrics.results.get(ResultCode::ImsHit), 2);
+    assert_eq!(h.proxy.state().metrics.suspended_hits.load(std::sync::atomic::Ordering::Relaxed), 2);
     let metrics = client::send(h.admin(), "GET", "/metrics", &[], None).await.text();
     assert!(metrics.contains("\nsluice_cache_suspended_hits_total 2\n"), "{metrics}");
 
@@ -143,7 +143,7 @@ async fn a_conditional_client_revalidates_a_stale_suspended_object_with_one_cond
     h.origin.on("/a", with_etag("/a"));
     store_then_evict(&h, &["/a"]).await;
     assert_eq!(states(&h, "/a").await, (200, vec!["suspended".to_owned()]));
-    let stats = h.proxy.state.store.stats();
+    let stats = h.proxy.state().store.stats();
     assert_eq!((stats.suspended, stats.suspensions), (1, 1));
     assert!(stats.bytes <= stats.capacity);
     h.advance(601);
@@ -157,7 +157,7 @@ async fn a_conditional_client_revalidates_a_stale_suspended_object_with_one_cond
     assert_eq!(h.origin.hits("/a"), 2, "exactly one more origin request");
     let sent = h.origin.last_request("/a").unwrap();
     assert_eq!(sent.header("if-none-match"), Some("\"v1\""), "the stored validator was sent");
-    assert_eq!(h.proxy.state.metrics.results.get(ResultCode::RefreshUnmodified), 1);
+    assert_eq!(h.proxy.state().metrics.results.get(ResultCode::RefreshUnmodified), 1);
     assert_eq!(states(&h, "/a").await.1, vec!["suspended".to_owned()], "still without a body");
 
     let metrics = client::send(h.admin(), "GET", "/metrics", &[], None).await.text();
@@ -192,7 +192,7 @@ async fn an_unconditional_client_gets_a_full_fetch_and_the_history_carries_over(
     let reply = h.get_with("/a", &[("If-None-Match", "\"other\"")]).await;
     assert_eq!((reply.status.as_u16(), reply.body.len()), (200, BODY));
     assert_eq!(h.origin.last_request("/a").unwrap().header("if-none-match"), None);
-    assert_eq!(h.proxy.state.metrics.suspended_revalidations.load(std::sync::atomic::Ordering::Relaxed), 0);
+    assert_eq!(h.proxy.state().metrics.suspended_revalidations.load(std::sync::atomic::Ordering::Relaxed), 0);
 }
 
 #[tokio::test]
@@ -208,7 +208,7 @@ async fn a_changed_object_is_stored_when_the_origin_answers_200() {
     let reply = h.get_with("/a", &[("If-None-Match", "\"v1\"")]).await;
     assert_eq!((reply.status.as_u16(), reply.header("etag")), (200, "\"v2\""));
     assert_eq!(h.origin.last_request("/a").unwrap().header("if-none-match"), Some("\"v1\""));
-    assert_eq!(h.proxy.state.metrics.results.get(ResultCode::RefreshModified), 1);
+    assert_eq!(h.proxy.state().metrics.results.get(ResultCode::RefreshModified), 1);
     assert_eq!(states(&h, "/a").await.1, vec!["memory".to_owned()]);
     assert!(cache_status(&h.get("/a").await).contains("hit"));
 }
@@ -223,7 +223,7 @@ async fn purge_removes_a_suspended_entry_and_objects_without_validators_are_just
     assert_eq!(states(&h, "/a").await.1, vec!["suspended".to_owned()]);
     assert_eq!(h.send("PURGE", "/a", &[], None).await.status, 200);
     assert_eq!(states(&h, "/a").await.0, 404);
-    assert_eq!(h.proxy.state.store.stats().suspended, 0);
+    assert_eq!(h.proxy.state().store.stats().suspended, 0);
     // With nothing suspended, a conditional client is simply a miss.
     let reply = h.get_with("/a", &[("If-None-Match", "\"v1\"")]).await;
     assert_eq!(reply.status, 304, "answered from the fresh full response");

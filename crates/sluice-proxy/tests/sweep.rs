@@ -55,7 +55,7 @@ async fn sweep_removes_stale_idle_objects_and_keeps_busy_ones_for_revalidation()
     assert!(report["removed_bytes"].as_u64().unwrap_or(0) > 0);
     assert!(!stored(&h, "/idle1").await && !stored(&h, "/idle2").await);
     assert!(stored(&h, "/busy").await);
-    assert_eq!(h.proxy.state.store.stats().objects, 1);
+    assert_eq!(h.proxy.state().store.stats().objects, 1);
 
     // The busy one is revalidated by its next request; an idle one is fetched anew.
     let busy = h.get("/busy").await;
@@ -83,7 +83,7 @@ async fn the_sweep_endpoint_needs_the_token_and_a_post() {
     let get = admin(&h, "GET", "/cache/sweep", &[], None).await;
     assert_eq!(get.status, 405);
     assert_eq!(get.header("allow"), "POST");
-    assert_eq!(h.proxy.state.metrics.sweep_runs.load(Relaxed), 0);
+    assert_eq!(h.proxy.state().metrics.sweep_runs.load(Relaxed), 0);
 }
 
 #[tokio::test]
@@ -109,9 +109,10 @@ async fn the_periodic_sweep_runs_on_its_interval() {
     h.origin.on("/old", OriginReply::ok("x").header("cache-control", "max-age=10"));
     h.get("/old").await;
     h.advance(10 + 61);
-    h.eventually("the periodic sweep to remove /old", |h| h.proxy.state.metrics.sweep_removed.load(Relaxed) == 1).await;
+    h.eventually("the periodic sweep to remove /old", |h| h.proxy.state().metrics.sweep_removed.load(Relaxed) == 1)
+        .await;
     assert!(!stored(&h, "/old").await);
-    assert!(h.proxy.state.metrics.sweep_runs.load(Relaxed) >= 1);
+    assert!(h.proxy.state().metrics.sweep_runs.load(Relaxed) >= 1);
 }
 
 #[tokio::test]
@@ -144,7 +145,7 @@ async fn the_sweep_deletes_stale_idle_disk_objects_and_keeps_busy_ones() {
     assert!(report["disk"]["removed_bytes"].as_u64().unwrap() >= 4096, "{report}");
     assert_eq!(disk(&h).objects, 1, "the index forgot it at once");
     h.eventually("the idle file to be deleted", |h| {
-        h.proxy.state.store.pending_disk_jobs() == 0 && object_files(dir.path()).len() == 1
+        h.proxy.state().store.pending_disk_jobs() == 0 && object_files(dir.path()).len() == 1
     })
     .await;
     assert!(!stored(&h, "/idle").await && stored(&h, "/busy").await);

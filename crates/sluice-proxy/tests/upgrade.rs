@@ -157,7 +157,7 @@ async fn rfc9110_7_8_a_websocket_handshake_switches_and_bytes_flow_both_ways() {
     assert!(field(upstream, "x-forwarded-for").is_some(), "{upstream}");
     drop(stream);
     h.eventually("the tunnel closed", |h| {
-        h.proxy.state.metrics.tunnels_open.load(std::sync::atomic::Ordering::Relaxed) == 0
+        h.proxy.state().metrics.tunnels_open.load(std::sync::atomic::Ordering::Relaxed) == 0
     })
     .await;
 }

@@ -147,7 +147,7 @@ async fn rfc9112_7_1_a_malformed_chunked_request_body_is_the_clients_error() {
     )
     .await;
     assert!(answer.starts_with("HTTP/1.1 400"), "{answer}");
-    let metrics = &h.proxy.state.metrics;
+    let metrics = &h.proxy.state().metrics;
     assert_eq!(metrics.origin_errors.load(std::sync::atomic::Ordering::Relaxed), 0, "not the origin's failure");
 }
 

@@ -111,7 +111,7 @@ async fn water_marks_hold_under_concurrent_load() {
     }
     done.store(true, Ordering::Relaxed);
     let samples = sampler.await.expect("sampler");
-    h.eventually("background disk writes to finish", |h| h.proxy.state.store.pending_disk_jobs() == 0).await;
+    h.eventually("background disk writes to finish", |h| h.proxy.state().store.pending_disk_jobs() == 0).await;
 
     let stats = json(&admin(&h, "GET", "/stats", &[], None).await);
     check(&stats);
@@ -123,9 +123,9 @@ async fn water_marks_hold_under_concurrent_load() {
     assert!(stats["hits"].as_u64().unwrap() > 0, "{stats}");
     assert!(cache["suspensions"].as_u64().unwrap() > 0, "memory-only objects were suspended: {cache}");
     // The tiers' own figures agree with /stats after the load.
-    let memory = h.proxy.state.store.stats();
+    let memory = h.proxy.state().store.stats();
     assert!(memory.bytes <= memory.capacity);
-    let tier = h.proxy.state.store.disk_stats().unwrap();
+    let tier = h.proxy.state().store.disk_stats().unwrap();
     assert!(tier.bytes <= tier.high_water_bytes && tier.objects <= (DISK_ENTRIES as f64 * 0.9) as u64);
     println!(
         "load: {} requests, {} hits, {samples} samples; memory {} B / {MEMORY} B, {} evictions, {} suspensions, {} suspended; disk {} B / {} B high, {} objects, {} evictions",

@@ -19,7 +19,7 @@ fn numbered(len: usize) -> Vec<u8> {
 }
 
 fn zero_copy_hits(h: &Harness) -> u64 {
-    h.proxy.state.store.counters().zero_copy_hits.load(Relaxed)
+    h.proxy.state().store.counters().zero_copy_hits.load(Relaxed)
 }
 
 /// A proxy that promotes only disk hits up to 1 KiB (larger ones are streamed from their
@@ -155,9 +155,10 @@ async fn a_large_object_moves_to_disk_once_durable_and_its_hits_use_sendfile() {
     assert!(h.get("/big").await.body == body);
     h.get("/small").await;
     on_disk(&h, 2).await;
-    let counters = h.proxy.state.store.counters();
+    let state = h.proxy.state();
+    let counters = state.store.counters();
     assert_eq!(counters.demotions.load(Relaxed), 1, "only the body over promote_max left memory");
-    assert_eq!(h.proxy.state.store.stats().objects, 1);
+    assert_eq!(h.proxy.state().store.stats().objects, 1);
 
     let reply = h.get("/big").await;
     assert!(reply.body == body);

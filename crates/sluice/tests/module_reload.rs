@@ -117,7 +117,7 @@ fn sighup_reloads_the_module_entries(threads: &str) {
     .unwrap();
     signal(&server.0, "HUP");
     until("the reload error in the log", || {
-        std::fs::read_to_string(&log).is_ok_and(|l| l.contains("modules unchanged"))
+        std::fs::read_to_string(&log).is_ok_and(|l| l.contains("the running configuration is unchanged"))
     });
     let listed = modules(admin);
     assert!(listed.contains("\"add-headers\"") && !listed.contains("\"w\""), "{listed}");

@@ -20,12 +20,12 @@ async fn a_config_reload_keeps_unchanged_modules_and_swaps_the_rest() {
     proxy.origin.on("/d", Reply::ok("d"));
     let reply = proxy.get("/d").await;
     assert_eq!((reply.header("x-a"), reply.header("x-wasm-1")), ("1", "one"));
-    let before = proxy.running.state.modules.snapshot();
+    let before = proxy.running.state().modules.snapshot();
 
     // The same file again: nothing is rebuilt.
     let changes = proxy.manager.configure(&entries(&first)).unwrap();
     assert_eq!((changes.kept.len(), changes.built.len(), changes.removed.len()), (2, 0, 0));
-    let after = proxy.running.state.modules.snapshot();
+    let after = proxy.running.state().modules.snapshot();
     assert!(before.iter().zip(after.iter()).all(|(a, b)| Arc::ptr_eq(&a.module, &b.module)));
 
     // Changed settings rebuild that entry; a removed plugin is unloaded.
@@ -52,8 +52,8 @@ fn txn_info(proxy: &Proxy) -> sluice_module::TxnInfo {
     sluice_module::TxnInfo {
         id: 1,
         client: "127.0.0.1:1".parse().unwrap(),
-        cache: Arc::clone(&proxy.running.state.content),
-        cpu: proxy.running.state.cpu.clone(),
+        cache: Arc::clone(&proxy.running.state().content),
+        cpu: proxy.running.state().cpu.clone(),
         background: false,
     }
 }

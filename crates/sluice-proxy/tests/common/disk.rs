@@ -24,7 +24,7 @@ pub async fn proxy(dir: &Path, tweak: impl FnOnce(&mut Config)) -> Harness {
 /// and clock (so on the same disk directory).
 pub async fn restart(h: Harness) -> Harness {
     let Harness { origin, others, proxy, clock, mode } = h;
-    let config = proxy.state.config.clone();
+    let config = proxy.state().config.clone();
     proxy.shutdown().await;
     let state = new_state(config, &clock).await;
     let proxy = sluice_proxy::start(state).await.expect("start");
@@ -32,13 +32,13 @@ pub async fn restart(h: Harness) -> Harness {
 }
 
 pub fn disk(h: &Harness) -> sluice_store::disk::DiskStats {
-    h.proxy.state.store.disk_stats().expect("a disk tier")
+    h.proxy.state().store.disk_stats().expect("a disk tier")
 }
 
 /// Waits until `n` objects are committed to disk (the background write is durable).
 pub async fn on_disk(h: &Harness, n: u64) {
     h.eventually(&format!("{n} object(s) on disk"), |h| {
-        disk(h).objects == n && h.proxy.state.store.pending_disk_jobs() == 0
+        disk(h).objects == n && h.proxy.state().store.pending_disk_jobs() == 0
     })
     .await;
 }
@@ -61,7 +61,7 @@ pub fn object_files(dir: &Path) -> Vec<PathBuf> {
 }
 
 pub async fn disk_hits(h: &Harness, n: u64) {
-    h.eventually(&format!("{n} TCP_HIT(s) counted"), |h| h.proxy.state.metrics.results.get(ResultCode::DiskHit) == n)
+    h.eventually(&format!("{n} TCP_HIT(s) counted"), |h| h.proxy.state().metrics.results.get(ResultCode::DiskHit) == n)
         .await;
 }
 

@@ -3,8 +3,8 @@
 use anyhow::Context;
 use sluice_proxy::clock::SystemClock;
 use sluice_proxy::config::Config;
-use sluice_proxy::module_manager::{check_entries, ModuleManager};
-use std::path::{Path, PathBuf};
+use sluice_proxy::module_manager::check_entries;
+use std::path::PathBuf;
 use std::sync::Arc;
 
 /// Arguments of `sluice serve`.
@@ -28,8 +28,8 @@ pub struct Args {
     threads: Option<usize>,
 
     /// Write the process id to FILE once every listener is open (for signals: `kill -USR1
-    /// $(cat FILE)` reopens the access log, `-HUP` reloads modules, `-TERM` stops); removed
-    /// on a clean stop.
+    /// $(cat FILE)` reopens the access log, `-HUP` reloads the configuration file, `-TERM`
+    /// stops); removed on a clean stop.
     #[arg(long, value_name = "FILE")]
     pid_file: Option<PathBuf>,
 }
@@ -72,7 +72,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     init_tracing();
     raise_descriptor_limit();
     let runtime = runtime(args.threads).enable_all().build().context("starting the runtime")?;
-    runtime.block_on(serve(config, args.config, args.pid_file))
+    runtime.block_on(serve(config, args.pid_file))
 }
 
 /// The runtime for `threads` workers (by default one per core). One worker is a
@@ -89,16 +89,16 @@ fn runtime(threads: Option<usize>) -> tokio::runtime::Builder {
     builder
 }
 
-async fn serve(config: Config, path: Option<PathBuf>, pid_file: Option<PathBuf>) -> anyhow::Result<()> {
+async fn serve(config: Config, pid_file: Option<PathBuf>) -> anyhow::Result<()> {
     // The handlers first: a signal that comes while the proxy starts (or as soon as the pid
     // file names the process) must not find the default action, which ends the process.
     let signals = Signals::install()?;
     let mut state = sluice_proxy::State::new(config, Arc::new(SystemClock), Vec::new())?;
     // Modules load at start-up, before anything is served: blocking the thread that drives
     // this future (not a worker of a multi-thread runtime) is fine.
-    let manager = sluice_modules::Factory::attach(&mut state)?;
+    sluice_modules::Factory::attach(&mut state)?;
     let running = sluice_proxy::start(state).await?;
-    for (listener, addr) in running.state.config.listener.iter().zip(&running.listeners) {
+    for (listener, addr) in running.state().config.listener.iter().zip(&running.listeners) {
         tracing::info!(
             "listening on {addr} ({:?}{})",
             listener.mode,
@@ -112,7 +112,7 @@ async fn serve(config: Config, path: Option<PathBuf>, pid_file: Option<PathBuf>)
         std::fs::write(pid_file, format!("{}\n", std::process::id()))
             .with_context(|| format!("writing the pid file {}", pid_file.display()))?;
     }
-    signals.wait(path.as_deref(), &manager, &running.state).await;
+    signals.wait(&running).await;
     tracing::info!("shutting down: draining in-flight requests");
     running.shutdown().await;
     if let Some(pid_file) = &pid_file {
@@ -143,15 +143,16 @@ impl Signals {
         })
     }
 
-    /// Waits for SIGTERM or SIGINT; on SIGHUP, re-reads the `[[module]]` entries of `path`;
-    /// on SIGUSR1, reopens the access log (log rotation, as nginx and `squid -k rotate` do).
-    async fn wait(mut self, path: Option<&Path>, manager: &Arc<ModuleManager>, state: &sluice_proxy::State) {
+    /// Waits for SIGTERM or SIGINT; on SIGHUP, reloads the configuration file (as
+    /// `nginx -s reload` and `squid -k reconfigure` do); on SIGUSR1, reopens the access log
+    /// (log rotation, as nginx and `squid -k rotate` do).
+    async fn wait(mut self, running: &sluice_proxy::Running) {
         loop {
             tokio::select! {
                 _ = self.term.recv() => return,
                 _ = self.int.recv() => return,
-                _ = self.hup.recv() => reload_modules(path, manager).await,
-                _ = self.usr1.recv() => reopen_access_log(state).await,
+                _ = self.hup.recv() => reload(running).await,
+                _ = self.usr1.recv() => reopen_access_log(&running.state()).await,
             }
         }
     }
@@ -168,32 +169,30 @@ async fn reopen_access_log(state: &sluice_proxy::State) {
     }
 }
 
-/// SIGHUP: the module list becomes the file's `[[module]]` entries (unchanged entries keep
-/// their modules; other sections are not re-read). On any error the list stays as it was.
-async fn reload_modules(path: Option<&Path>, manager: &Arc<ModuleManager>) {
-    let Some(path) = path else {
-        tracing::warn!("SIGHUP: sluice serve runs without --config; nothing to re-read");
-        return;
-    };
-    let config = match Config::load(path) {
-        Ok(config) => config,
-        Err(e) => {
-            tracing::error!("SIGHUP: {e}; modules unchanged");
-            return;
+/// SIGHUP: the `--config` file becomes the running configuration (see
+/// `sluice_proxy::generation`); on any error nothing changes.
+async fn reload(running: &sluice_proxy::Running) {
+    match running.generations().reload_file().await {
+        Ok(report) => {
+            let modules = report.modules.map(|m| {
+                format!(
+                    "; modules kept {:?}, reconfigured {:?}, built {:?}, removed {:?}",
+                    m.kept, m.reconfigured, m.built, m.removed
+                )
+            });
+            tracing::info!(
+                "SIGHUP: configuration reloaded from {}{}",
+                report.path.display(),
+                modules.unwrap_or_default()
+            );
+            if !report.restart_needed.is_empty() {
+                tracing::warn!(
+                    "SIGHUP: these settings changed but keep their running values until a restart: {}",
+                    report.restart_needed.join(", ")
+                );
+            }
         }
-    };
-    let manager = Arc::clone(manager);
-    match tokio::task::spawn_blocking(move || manager.configure(&config.module)).await {
-        Ok(Ok(changes)) => tracing::info!(
-            "SIGHUP: modules reloaded from {} (kept {:?}, reconfigured {:?}, built {:?}, removed {:?})",
-            path.display(),
-            changes.kept,
-            changes.reconfigured,
-            changes.built,
-            changes.removed
-        ),
-        Ok(Err(e)) => tracing::error!("SIGHUP: {e}; modules unchanged"),
-        Err(_) => tracing::error!("SIGHUP: reloading the modules panicked; modules unchanged"),
+        Err(e) => tracing::error!("SIGHUP: {e}; the running configuration is unchanged"),
     }
 }
 

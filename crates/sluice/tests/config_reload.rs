@@ -1,0 +1,59 @@
+//! SIGHUP reloads the whole `--config` file of a running `sluice serve` (as `nginx -s
+//! reload` and `squid -k reconfigure` do): access rules change for the next connection,
+//! settings that need a restart are named in the log and keep their values, and a file that
+//! does not parse changes nothing. Waits poll a condition with a deadline; nothing sleeps as
+//! synchronisation.
+
+mod common;
+
+use common::{exchange, free_port, signal, sluice, until, Server};
+use std::net::SocketAddr;
+use std::path::Path;
+use std::process::Stdio;
+
+fn log_has(log: &Path, text: &str) -> bool {
+    std::fs::read_to_string(log).is_ok_and(|l| l.contains(text))
+}
+
+#[test]
+fn sighup_reloads_the_configuration_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let (proxy, admin): (SocketAddr, SocketAddr) =
+        (format!("127.0.0.1:{}", free_port()).parse().unwrap(), format!("127.0.0.1:{}", free_port()).parse().unwrap());
+    let base = format!("[[listener]]\naddr = \"{proxy}\"\n\n[admin]\naddr = \"{admin}\"\ntoken = \"t\"\n\n");
+    let config = dir.path().join("sluice.toml");
+    std::fs::write(&config, &base).unwrap();
+    let log = dir.path().join("stderr.log");
+    let mut server = Server(
+        sluice()
+            .args(["serve", "--threads", "1", "--config"])
+            .arg(&config)
+            .stderr(Stdio::from(std::fs::File::create(&log).unwrap()))
+            .spawn()
+            .unwrap(),
+    );
+    let health = "GET /healthz HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n";
+    until("the admin API", || exchange(admin, health).is_ok_and(|r| r.starts_with("HTTP/1.1 200")));
+    // An origin that refuses connections: 502 while the client is allowed, 403 once not.
+    let refused = free_port();
+    let get =
+        format!("GET http://127.0.0.1:{refused}/x HTTP/1.1\r\nHost: 127.0.0.1:{refused}\r\nConnection: close\r\n\r\n");
+    let status = || exchange(proxy, &get).unwrap_or_default().get(..12).unwrap_or_default().to_owned();
+    assert_eq!(status(), "HTTP/1.1 502");
+
+    std::fs::write(&config, format!("{base}[access]\nallow = [\"10.0.0.0/8\"]\n\n[cache]\nmemory = \"1GiB\"\n"))
+        .unwrap();
+    signal(&server.0, "HUP");
+    until("the reload in the log", || log_has(&log, "SIGHUP: configuration reloaded from"));
+    assert!(log_has(&log, "keep their running values until a restart: cache.memory"));
+    assert_eq!(status(), "HTTP/1.1 403", "loopback is no longer allowed");
+
+    std::fs::write(&config, format!("{base}[access\n")).unwrap();
+    signal(&server.0, "HUP");
+    until("the refusal in the log", || log_has(&log, "the running configuration is unchanged"));
+    assert_eq!(status(), "HTTP/1.1 403", "the last good configuration runs on");
+
+    signal(&server.0, "TERM");
+    let exit = server.0.wait().unwrap();
+    assert!(exit.success(), "{exit}: {}", std::fs::read_to_string(&log).unwrap_or_default());
+}
