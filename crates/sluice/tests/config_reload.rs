@@ -6,10 +6,8 @@
 
 mod common;
 
-use common::{exchange, free_port, signal, sluice, until, Server};
-use std::net::SocketAddr;
+use common::{exchange, free_port, serve_configured, signal, until, Configured};
 use std::path::Path;
-use std::process::Stdio;
 
 fn log_has(log: &Path, text: &str) -> bool {
     std::fs::read_to_string(log).is_ok_and(|l| l.contains(text))
@@ -17,21 +15,7 @@ fn log_has(log: &Path, text: &str) -> bool {
 
 #[test]
 fn sighup_reloads_the_configuration_file() {
-    let dir = tempfile::tempdir().unwrap();
-    let (proxy, admin): (SocketAddr, SocketAddr) =
-        (format!("127.0.0.1:{}", free_port()).parse().unwrap(), format!("127.0.0.1:{}", free_port()).parse().unwrap());
-    let base = format!("[[listener]]\naddr = \"{proxy}\"\n\n[admin]\naddr = \"{admin}\"\ntoken = \"t\"\n\n");
-    let config = dir.path().join("sluice.toml");
-    std::fs::write(&config, &base).unwrap();
-    let log = dir.path().join("stderr.log");
-    let mut server = Server(
-        sluice()
-            .args(["serve", "--threads", "1", "--config"])
-            .arg(&config)
-            .stderr(Stdio::from(std::fs::File::create(&log).unwrap()))
-            .spawn()
-            .unwrap(),
-    );
+    let Configured { dir: _dir, proxy, admin, base, config, log, mut server } = serve_configured("1");
     let health = "GET /healthz HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n";
     until("the admin API", || exchange(admin, health).is_ok_and(|r| r.starts_with("HTTP/1.1 200")));
     // An origin that refuses connections: 502 while the client is allowed, 403 once not.

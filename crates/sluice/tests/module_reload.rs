@@ -4,10 +4,9 @@
 
 mod common;
 
-use common::{exchange, free_port, signal, sluice, until, Server};
+use common::{exchange, free_port, serve_configured, signal, sluice, until, Configured};
 use std::net::SocketAddr;
 use std::path::Path;
-use std::process::Stdio;
 
 fn check(dir: &Path, name: &str, text: &str) -> (bool, String) {
     let path = dir.join(name);
@@ -76,21 +75,7 @@ fn sighup_reloads_the_module_entries_with_two_workers() {
 }
 
 fn sighup_reloads_the_module_entries(threads: &str) {
-    let dir = tempfile::tempdir().unwrap();
-    let (proxy, admin): (SocketAddr, SocketAddr) =
-        (format!("127.0.0.1:{}", free_port()).parse().unwrap(), format!("127.0.0.1:{}", free_port()).parse().unwrap());
-    let base = format!("[[listener]]\naddr = \"{proxy}\"\n\n[admin]\naddr = \"{admin}\"\ntoken = \"t\"\n\n");
-    let config = dir.path().join("sluice.toml");
-    std::fs::write(&config, &base).unwrap();
-    let log = dir.path().join("stderr.log");
-    let mut server = Server(
-        sluice()
-            .args(["serve", "--threads", threads, "--config"])
-            .arg(&config)
-            .stderr(Stdio::from(std::fs::File::create(&log).unwrap()))
-            .spawn()
-            .unwrap(),
-    );
+    let Configured { dir: _dir, proxy, admin, base, config, log, mut server } = serve_configured(threads);
     until("the admin API", || modules(admin).contains("200 OK"));
     assert!(modules(admin).ends_with("[]"), "{}", modules(admin));
 

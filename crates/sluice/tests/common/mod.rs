@@ -6,7 +6,8 @@
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::process::{Child, Command};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// The `sluice` binary under test.
@@ -52,4 +53,37 @@ impl Drop for Server {
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
+}
+
+/// A `sluice serve --config` child whose file starts with `base`: a listener and an admin
+/// listener (token `t`) on free ports. Its standard error goes to `log`.
+pub struct Configured {
+    pub dir: tempfile::TempDir,
+    pub proxy: SocketAddr,
+    pub admin: SocketAddr,
+    /// The listener and admin sections; tests append to it and rewrite `config`.
+    pub base: String,
+    pub config: PathBuf,
+    pub log: PathBuf,
+    pub server: Server,
+}
+
+/// Starts `sluice serve --threads threads` on a [`Configured`] file holding `base` only.
+pub fn serve_configured(threads: &str) -> Configured {
+    let dir = tempfile::tempdir().unwrap();
+    let (proxy, admin): (SocketAddr, SocketAddr) =
+        (format!("127.0.0.1:{}", free_port()).parse().unwrap(), format!("127.0.0.1:{}", free_port()).parse().unwrap());
+    let base = format!("[[listener]]\naddr = \"{proxy}\"\n\n[admin]\naddr = \"{admin}\"\ntoken = \"t\"\n\n");
+    let config = dir.path().join("sluice.toml");
+    std::fs::write(&config, &base).unwrap();
+    let log = dir.path().join("stderr.log");
+    let server = Server(
+        sluice()
+            .args(["serve", "--threads", threads, "--config"])
+            .arg(&config)
+            .stderr(Stdio::from(std::fs::File::create(&log).unwrap()))
+            .spawn()
+            .unwrap(),
+    );
+    Configured { dir, proxy, admin, base, config, log, server }
 }
