@@ -38,22 +38,7 @@ pub struct ReloadReport {
     /// Settings that changed in the file but keep their running values until a restart.
     pub restart_needed: Vec<String>,
     /// The `[[module]]` entries: kept, reconfigured in place, built anew, removed.
-    pub modules: Option<ModuleReport>,
-}
-
-/// [`Changes`] of the module entries, by name.
-#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
-pub struct ModuleReport {
-    pub kept: Vec<String>,
-    pub reconfigured: Vec<String>,
-    pub built: Vec<String>,
-    pub removed: Vec<String>,
-}
-
-impl From<Changes> for ModuleReport {
-    fn from(c: Changes) -> Self {
-        Self { kept: c.kept, reconfigured: c.reconfigured, built: c.built, removed: c.removed }
-    }
+    pub modules: Option<Changes>,
 }
 
 /// Why a reload changed nothing.
@@ -114,7 +99,7 @@ impl Generations {
                     .await
                     .map_err(|_| ReloadError::Modules("configuring the modules panicked".to_owned()))?
                     .map_err(|e| ReloadError::Modules(e.to_string()))?;
-                Some(changes.into())
+                Some(changes)
             }
             None => None,
         };

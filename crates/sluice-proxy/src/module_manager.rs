@@ -70,7 +70,7 @@ pub struct ModuleStatus {
 }
 
 /// What a configuration (re)load did, by entry name.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
 pub struct Changes {
     pub kept: Vec<String>,
     /// Entries with new settings that their running module took in place

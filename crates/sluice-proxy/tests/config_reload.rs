@@ -26,6 +26,13 @@ async fn two_origins() -> Harness {
     h
 }
 
+/// The running configuration with loopback clients no longer allowed.
+fn denying_loopback(h: &Harness) -> Config {
+    let mut config = h.proxy.state().config.clone();
+    config.access.allow = vec!["10.0.0.0/8".parse().unwrap()];
+    config
+}
+
 /// The running configuration with every route sent to the second origin.
 fn to_second(h: &Harness) -> Config {
     let mut config = h.proxy.state().config.clone();
@@ -63,20 +70,15 @@ async fn the_cache_and_transaction_ids_outlive_a_reload() {
 async fn a_connection_open_across_a_reload_serves_its_next_request_by_the_new_configuration() {
     let h = two_origins().await;
     let mut conn = tokio::net::TcpStream::connect(h.addr()).await.unwrap();
-    conn.write_all(b"GET /where HTTP/1.1\r\nHost: a\r\n\r\n").await.unwrap();
-    let first = read_response(&mut conn).await;
+    let first = get_on(&mut conn, "/where").await;
     assert!(first.ends_with("first"), "{first}");
 
     h.proxy.generations().reload(to_second(&h)).await.expect("reloaded");
-    conn.write_all(b"GET /where HTTP/1.1\r\nHost: a\r\n\r\n").await.unwrap();
-    let second = read_response(&mut conn).await;
+    let second = get_on(&mut conn, "/where").await;
     assert!(second.ends_with("second"), "the same connection, the new routes: {second}");
 
-    let mut config = h.proxy.state().config.clone();
-    config.access.allow = vec!["10.0.0.0/8".parse().unwrap()];
-    h.proxy.generations().reload(config).await.expect("reloaded");
-    conn.write_all(b"GET /where HTTP/1.1\r\nHost: a\r\n\r\n").await.unwrap();
-    let denied = read_response(&mut conn).await;
+    h.proxy.generations().reload(denying_loopback(&h)).await.expect("reloaded");
+    let denied = get_on(&mut conn, "/where").await;
     assert!(denied.starts_with("HTTP/1.1 403"), "the client is checked against the new rules: {denied}");
 }
 
@@ -91,8 +93,7 @@ async fn a_request_in_flight_during_a_reload_finishes_on_its_configuration() {
     h.proxy.generations().reload(to_second(&h)).await.expect("reloaded");
     let slow = read_response(&mut conn).await;
     assert!(slow.starts_with("HTTP/1.1 200") && slow.ends_with("slow first"), "{slow}");
-    conn.write_all(b"GET /where HTTP/1.1\r\nHost: a\r\n\r\n").await.unwrap();
-    let next = read_response(&mut conn).await;
+    let next = get_on(&mut conn, "/where").await;
     assert!(next.ends_with("second"), "the next request on the same connection: {next}");
 }
 
@@ -100,9 +101,7 @@ async fn a_request_in_flight_during_a_reload_finishes_on_its_configuration() {
 async fn access_rules_apply_to_the_next_connection() {
     let h = two_origins().await;
     assert_eq!(h.get("/where").await.status, 200);
-    let mut config = h.proxy.state().config.clone();
-    config.access.allow = vec!["10.0.0.0/8".parse().unwrap()];
-    h.proxy.generations().reload(config).await.expect("reloaded");
+    h.proxy.generations().reload(denying_loopback(&h)).await.expect("reloaded");
     assert_eq!(h.get("/where").await.status, 403, "loopback is no longer allowed");
 }
 
@@ -213,6 +212,12 @@ async fn handshake(addr: std::net::SocketAddr, cert: &rcgen::Certificate) -> std
     let tcp = tokio::net::TcpStream::connect(addr).await?;
     let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
     connector.connect(name, tcp).await.map(drop)
+}
+
+/// Sends `GET path` on the open connection `conn`; returns the response's head and body.
+async fn get_on(conn: &mut tokio::net::TcpStream, path: &str) -> String {
+    conn.write_all(format!("GET {path} HTTP/1.1\r\nHost: a\r\n\r\n").as_bytes()).await.unwrap();
+    read_response(conn).await
 }
 
 /// Reads one response with a `Content-Length` from `conn`; returns its head and body.
