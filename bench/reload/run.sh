@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Configuration reloads under load: Sluice serves 1 KiB cache hits to wrk (HTTP/1.1 keep-alive)
 # and then h2load (HTTP/2), while SIGHUP reloads its configuration file every RELOAD_EVERY
-# seconds. Reports each client's completed requests and its errors: a reload that closed
-# connections or lost requests shows up as wrk's socket errors or h2load's failed requests.
+# seconds. Every other reload adds a second listener to the file and the next removes it
+# again, so the listener under load is kept while another is opened and closed beside it.
+# Reports each client's completed requests and its errors: a reload that closed connections
+# or lost requests shows up as wrk's socket errors or h2load's failed requests.
 #
 #   bench/reload/run.sh
 #   SLUICE=/tmp/sluice-abc DURATION=10 RELOAD_EVERY=0.5 bench/reload/run.sh
@@ -41,6 +43,13 @@ token = "bench"
 origin = "http://127.0.0.1:$((PORT_BASE + 2))"
 default_ttl = "1h"
 TOML
+cp "$work/sluice.toml" "$work/one-listener.toml"
+cat "$work/sluice.toml" - >"$work/two-listeners.toml" <<TOML
+
+[[listener]]
+addr = "127.0.0.1:$((PORT_BASE + 3))"
+mode = "reverse"
+TOML
 "$SLUICE" serve --threads 1 --config "$work/sluice.toml" 2>"$work/sluice.log" &
 sluice=$!
 pids+=("$sluice")
@@ -56,8 +65,10 @@ reload_while() {
   while kill -0 "$1" 2>/dev/null; do
     sleep "$RELOAD_EVERY"
     kill -0 "$1" 2>/dev/null || break
-    kill -HUP "$sluice"
     sent=$((sent + 1))
+    if [ $((sent % 2)) = 1 ]; then variant=two-listeners; else variant=one-listener; fi
+    cp "$work/$variant.toml" "$work/sluice.toml"
+    kill -HUP "$sluice"
   done
   echo "$sent"
 }
@@ -77,4 +88,6 @@ h2_requests=$(echo "$h2_line" | grep -oE '[0-9]+ succeeded' | tr -dc 0-9 || true
 h2_errors=$(echo "$h2_line" | grep -oE '[0-9]+ failed, [0-9]+ errored, [0-9]+ timeout' || true)
 echo "| h2load (HTTP/2) | $h2_reloads | $h2_requests | $h2_errors |"
 echo
-echo "reloads logged by Sluice: $(grep -c 'configuration reloaded' "$work/sluice.log" || true)"
+echo "reloads logged by Sluice: $(grep -c 'configuration reloaded' "$work/sluice.log" || true);" \
+  "second listener opened $(grep -c "SIGHUP: listening on 127.0.0.1:$((PORT_BASE + 3))" "$work/sluice.log" || true)," \
+  "closed $(grep -c "no longer listening on 127.0.0.1:$((PORT_BASE + 3))" "$work/sluice.log" || true) times"

@@ -70,7 +70,7 @@ impl Harness {
     }
 
     fn addr(&self) -> SocketAddr {
-        self.proxy.listeners[0]
+        self.proxy.listeners()[0]
     }
 
     async fn get(&self, path: &str, headers: &[(&str, &str)]) -> ClientReply {

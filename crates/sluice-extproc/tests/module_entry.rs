@@ -69,20 +69,20 @@ message_timeout_ms = 5000
     assert_eq!(list().await[0]["state"], "up");
 
     origin.on("/a", Reply::ok("from the origin"));
-    let reply = client::get(proxy.listeners[0], &origin.url("/a"), &[("x-demo-remove", "1")]).await;
+    let reply = client::get(proxy.listeners()[0], &origin.url("/a"), &[("x-demo-remove", "1")]).await;
     assert_eq!(reply.text(), "from the origin");
     assert_eq!(reply.header("x-extproc-demo"), "response", "the helper's response mutation, applied");
     let seen = origin.last_request("/a").expect("the origin was asked");
     assert_eq!(seen.header("x-extproc-demo"), Some("request"), "the helper's request mutation, applied");
     assert!(seen.header("x-demo-remove").is_none());
-    let blocked = client::get(proxy.listeners[0], &origin.url("/blocked/x"), &[]).await;
+    let blocked = client::get(proxy.listeners()[0], &origin.url("/blocked/x"), &[]).await;
     assert_eq!(blocked.status, 403);
     let status = client::send(admin, "GET", "/modules/helper/status", &[AUTH], None).await;
     assert_eq!(status.status, 200, "the helper's own admin endpoint: {}", status.text());
 
     let deleted = client::send(admin, "DELETE", "/modules/helper", &[AUTH], None).await;
     assert_eq!(deleted.status, 200, "{}", deleted.text());
-    let reply = client::get(proxy.listeners[0], &origin.url("/a"), &[]).await;
+    let reply = client::get(proxy.listeners()[0], &origin.url("/a"), &[]).await;
     assert_eq!((reply.text().as_str(), reply.header("x-extproc-demo")), ("from the origin", ""));
     // Once no transaction holds its modules, the helper is stopped and its socket removed.
     until("the helper's socket to be removed", || !socket.exists()).await;
@@ -127,13 +127,13 @@ async fn a_changed_helper_entry_replaces_the_helper_on_the_same_socket() {
     assert_eq!(put(json(5000)).await.status, 201);
     until("the helper to be up", || manager.statuses().first().is_some_and(|s| s.state == "up")).await;
     let first = pid().await.expect("the first helper's pid");
-    assert_eq!(client::get(proxy.listeners[0], &origin.url("/r"), &[]).await.header("x-extproc-demo"), "response");
+    assert_eq!(client::get(proxy.listeners()[0], &origin.url("/r"), &[]).await.header("x-extproc-demo"), "response");
 
     // A request the old helper holds (until `release` exists) keeps the old modules alive
     // across the change.
     let release = dir.path().join("release");
     let held = {
-        let (addr, url, hold) = (proxy.listeners[0], origin.url("/r"), release.display().to_string());
+        let (addr, url, hold) = (proxy.listeners()[0], origin.url("/r"), release.display().to_string());
         tokio::spawn(async move { client::get(addr, &url, &[("x-demo-hold", &hold)]).await })
     };
     let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
@@ -163,7 +163,7 @@ async fn a_changed_helper_entry_replaces_the_helper_on_the_same_socket() {
     );
     until("the old helper to exit", || !std::path::Path::new(&format!("/proc/{first}")).exists()).await;
     assert!(socket.exists(), "the old supervisor removed the new helper's socket");
-    let reply = client::get(proxy.listeners[0], &origin.url("/r"), &[]).await;
+    let reply = client::get(proxy.listeners()[0], &origin.url("/r"), &[]).await;
     assert_eq!((reply.text().as_str(), reply.header("x-extproc-demo")), ("r", "response"));
     assert_eq!(origin.last_request("/r").unwrap().header("x-extproc-demo"), Some("request"));
 }

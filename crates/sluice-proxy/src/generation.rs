@@ -8,14 +8,18 @@
 //! 3. builds the next generation over the lasting parts ([`State::reconfigured`]): routes,
 //!    ACLs, proxy authentication, TLS certificates, headers and timeouts, the access log
 //!    (when its section changed) and the upstream client (when its section changed);
-//! 4. configures the `[[module]]` entries (unchanged entries keep their modules);
-//! 5. swaps it in: every request that starts from then on is served by it, on new
+//! 4. binds the listeners whose addresses are new ([`crate::listeners`]);
+//! 5. configures the `[[module]]` entries (unchanged entries keep their modules);
+//! 6. swaps it in: every request that starts from then on is served by it, on new
 //!    connections and on those already open (which stay open: no client sees the reload).
 //!    Transactions in progress finish on the generation they started with. What a connection
 //!    settled when it was accepted (its listener's mode, TLS certificate, h2c, PROXY
 //!    protocol, header limits) stays for its life; the client's access is checked anew.
+//!    Listeners no longer in the file stop accepting, and their connections close
+//!    gracefully; the reload returns once their sockets are closed.
 
 use crate::config::{Config, ConfigError};
+use crate::listeners::{ListenError, ListenerChanges, Listeners};
 use crate::module_manager::Changes;
 use crate::state::{same, State, StateError};
 use std::path::PathBuf;
@@ -26,6 +30,8 @@ use tokio::sync::watch;
 #[derive(Debug)]
 pub struct Generations {
     current: watch::Sender<Arc<State>>,
+    /// The client listeners, kept, opened and closed by reloads.
+    listeners: Listeners,
     /// One reload at a time.
     reloading: tokio::sync::Mutex<()>,
 }
@@ -37,6 +43,8 @@ pub struct ReloadReport {
     pub path: PathBuf,
     /// Settings that changed in the file but keep their running values until a restart.
     pub restart_needed: Vec<String>,
+    /// The listeners now open, and those the reload opened and closed.
+    pub listeners: ListenerChanges,
     /// The `[[module]]` entries: kept, reconfigured in place, built anew, removed.
     pub modules: Option<Changes>,
 }
@@ -50,14 +58,41 @@ pub enum ReloadError {
     Config(#[from] ConfigError),
     #[error("{0}")]
     State(#[from] StateError),
+    #[error("{0}")]
+    Listen(#[from] ListenError),
     #[error("modules: {0}")]
     Modules(String),
 }
 
 impl Generations {
-    pub(crate) fn new(first: Arc<State>) -> Self {
+    /// `first` as the current generation, its listeners not open yet
+    /// ([`Self::open_listeners`]); `shutdown` ends their accept loops.
+    pub(crate) fn new(first: Arc<State>, shutdown: watch::Receiver<bool>) -> Self {
         first.content_impl.attach(&first);
-        Self { current: watch::Sender::new(first), reloading: tokio::sync::Mutex::new(()) }
+        Self {
+            current: watch::Sender::new(first),
+            listeners: Listeners::new(shutdown),
+            reloading: tokio::sync::Mutex::new(()),
+        }
+    }
+
+    /// Binds the current generation's listeners and starts accepting on them (at start).
+    pub(crate) fn open_listeners(&self) -> Result<(), ListenError> {
+        let fresh = self.listeners.bind_new(&self.current())?;
+        let (_opened, _nothing_closed) = self.listeners.open(fresh, &self.current, None);
+        Ok(())
+    }
+
+    /// The bound address of each `[[listener]]` of the current generation, in configuration
+    /// order (ports given as 0 are the ones the system chose).
+    pub fn listener_addrs(&self) -> Vec<std::net::SocketAddr> {
+        self.listeners.addrs(&self.current)
+    }
+
+    /// Waits for the accept loops to end (they end at shutdown, once their connections have
+    /// closed or `shutdown.drain` has passed).
+    pub(crate) async fn join_listeners(&self) {
+        self.listeners.join().await;
     }
 
     /// The generation every request that starts now is served by.
@@ -83,7 +118,7 @@ impl Generations {
         let _one = self.reloading.lock().await;
         let running = self.current();
         let restart_needed = restart_only(&running.config, &mut config);
-        // What will run, with the kept settings: a kept reverse listener needs a route.
+        // What will run, with the settings kept for a restart.
         config.validate()?;
         let path = config.source.clone().unwrap_or_default();
         // Files are read (TLS, password file, access log) and directories watched: off the
@@ -92,6 +127,8 @@ impl Generations {
             .await
             .map_err(|_| StateError("building the configuration panicked".to_owned()))??;
         let next = Arc::new(next);
+        // Dropped (closed again) if a later step fails.
+        let fresh = self.listeners.bind_new(&next)?;
         let modules = match &next.module_manager {
             Some(manager) => {
                 let (manager, entries) = (Arc::clone(manager), next.config.module.clone());
@@ -104,15 +141,14 @@ impl Generations {
             None => None,
         };
         next.content_impl.attach(&next);
-        self.current.send_replace(next);
-        Ok(ReloadReport { path, restart_needed, modules })
+        let (listeners, sockets_closed) = self.listeners.open(fresh, &self.current, Some(next));
+        sockets_closed.await;
+        Ok(ReloadReport { path, restart_needed, listeners, modules })
     }
 }
 
 /// Gives the settings of `next` that cannot change while the proxy runs the values of
 /// `running`, and names those that differed. They are:
-/// - the listeners' addresses (their sockets stay open; every other listener setting
-///   reloads, TLS certificates included);
 /// - `[admin]` (its listener and token);
 /// - what shapes the store: `cache.memory`, `max_object`, `policy`, `admission`,
 ///   `admission_window`, `suspend`, `suspend_max_entries`, `hit_for_pass`, `sweep_interval`
@@ -120,11 +156,6 @@ impl Generations {
 /// - `[cpu_pool]`.
 pub fn restart_only(running: &Config, next: &mut Config) -> Vec<String> {
     let mut kept = Vec::new();
-    let addrs = |c: &Config| c.listener.iter().map(|l| l.addr).collect::<Vec<_>>();
-    if addrs(running) != addrs(next) {
-        kept.push("listener (addresses)".to_owned());
-        next.listener.clone_from(&running.listener);
-    }
     keep("admin", &running.admin, &mut next.admin, &mut kept);
     keep("cpu_pool", &running.cpu_pool, &mut next.cpu_pool, &mut kept);
     let (was, cache) = (&running.cache, &mut next.cache);
@@ -164,9 +195,8 @@ mod tests {
         )
         .unwrap();
         let kept = restart_only(&running, &mut next);
-        assert_eq!(kept, ["listener (addresses)", "cache.memory"]);
-        assert_eq!(next.listener[0].addr, running.listener[0].addr);
-        assert_eq!(next.listener[0].mode, running.listener[0].mode, "the listener list is kept whole");
+        assert_eq!(kept, ["cache.memory"]);
+        assert_eq!(next.listener[0].addr.port(), 4128, "reloadable: taken");
         assert_eq!(next.cache.memory.0, running.cache.memory.0);
         assert_eq!(next.cache.collapse_wait.0, std::time::Duration::from_secs(3), "reloadable: taken");
         assert_eq!(next.access.allow[0].to_string(), "10.0.0.0/8", "reloadable: taken");

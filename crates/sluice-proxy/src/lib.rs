@@ -7,7 +7,7 @@
 //! let config = sluice_proxy::config::Config::default();
 //! let state = sluice_proxy::State::new(config, Arc::new(sluice_proxy::clock::SystemClock), vec![])?;
 //! let running = sluice_proxy::start(state).await?;
-//! println!("proxy on {}", running.listeners[0]);
+//! println!("proxy on {}", running.listeners()[0]);
 //! running.shutdown().await;
 //! # Ok(()) }
 //! ```
@@ -37,6 +37,7 @@ mod gated;
 pub mod generation;
 mod hit_for_pass;
 mod idle;
+pub mod listeners;
 mod meta;
 pub mod metrics;
 mod module_list;

@@ -20,6 +20,10 @@
 //! - **Draining** ([`OriginPool::drain`], the admin API's `/pools`): an operator takes an
 //!   origin out of rotation (for maintenance or a deploy) until told otherwise; requests in
 //!   flight to it finish.
+//! - **Reloads** ([`OriginPool::carry_over`]): a configuration reload builds new pools; each
+//!   takes over what its route's previous pool knew of the origins they share (health,
+//!   drains, counters), so a reload neither sends requests to an origin known to be down nor
+//!   puts a drained one back.
 //!
 //! Every request of a route shares one cache key whichever origin answers (the first
 //! origin's URL): the origins are copies of one site.
@@ -259,13 +263,29 @@ impl OriginPool {
     /// Takes `origin` out of rotation (`drain`), or puts it back. False when the pool has no
     /// such origin.
     pub fn drain(&self, origin: &Origin, drain: bool) -> bool {
-        let same = |m: &&Member| m.origin.target == origin.target && m.origin.base_path == origin.base_path;
-        let Some(member) = self.members.iter().find(same) else { return false };
+        let Some(member) = self.members.iter().find(|m| m.origin.same_place(origin)) else { return false };
         if member.drained.swap(drain, Relaxed) != drain {
             let what = if drain { "drained: out of rotation" } else { "undrained: back in rotation" };
             tracing::info!("origin {} of route {} {what}", member.origin.authority, self.label);
         }
         true
+    }
+
+    /// Takes over what `previous` (the same route's pool in the generation before a
+    /// configuration reload) knows of the origins both pools have: failures counting towards
+    /// `max_fails`, time out of rotation, a failed health check, a drain, and the request and
+    /// failure counters (so `/metrics` counters do not restart). Origins are matched by URL;
+    /// new ones start healthy. Requests in flight stay counted by the pool that sent them.
+    pub fn carry_over(&self, previous: &OriginPool) {
+        for member in self.members.iter() {
+            let Some(was) = previous.members.iter().find(|m| m.origin.same_place(&member.origin)) else { continue };
+            member.fails.store(was.fails.load(Relaxed), Relaxed);
+            member.out_until_ms.store(was.out_until_ms.load(Relaxed), Relaxed);
+            member.check_failed.store(was.check_failed.load(Relaxed), Relaxed);
+            member.drained.store(was.drained.load(Relaxed), Relaxed);
+            member.requests.store(was.requests.load(Relaxed), Relaxed);
+            member.failures.store(was.failures.load(Relaxed), Relaxed);
+        }
     }
 
     fn in_rotation(&self, member: usize, now_ms: u64) -> bool {
@@ -339,7 +359,8 @@ fn stable_hash(bytes: &[u8], seed: u64) -> u64 {
 
 /// Runs the active health checks of every pool of the current generation that has one,
 /// until `shutdown`. A reload's new generation has pools of its own (built from its routes,
-/// with fresh health state): its checks replace the previous generation's.
+/// with the health state of the pools they replace): its checks replace the previous
+/// generation's.
 pub fn spawn_checks(
     mut generations: tokio::sync::watch::Receiver<Arc<crate::State>>,
     shutdown: &tokio::sync::watch::Receiver<bool>,
@@ -530,6 +551,30 @@ mod tests {
                 assert_eq!(now, was, "{url} stays where it was");
             }
         }
+    }
+
+    #[test]
+    fn a_pool_carries_over_the_state_of_the_origins_it_shares_with_its_predecessor() {
+        let (was, clock) = pool(Balance::RoundRobin, 3);
+        was.failed(0);
+        was.failed(0);
+        assert!(was.drain(&Origin::parse("http://10.0.0.2").unwrap(), true));
+        was.failed(2);
+        let config = RouteConfig {
+            origins: vec!["http://10.0.0.3:80".into(), "http://10.0.0.1".into(), "http://10.0.0.7".into()],
+            max_fails: 2,
+            ..RouteConfig::default()
+        };
+        let next = OriginPool::new(&config, Arc::new(clock.clone())).unwrap();
+        next.carry_over(&was);
+        let stats = next.stats();
+        assert!(stats[0].up && stats[0].failures == 1, "10.0.0.3: one failure, counted");
+        assert!(!stats[1].up && stats[1].failures == 2, "10.0.0.1: still out of rotation");
+        assert!(stats[2].up && stats[2].failures == 0, "10.0.0.7: new");
+        next.failed(0);
+        assert!(!next.stats()[0].up, "its failure count went on: max_fails reached");
+        clock.advance(Duration::from_secs(10));
+        assert!(next.stats()[1].up, "the carried fail_timeout ends as it would have");
     }
 
     #[test]

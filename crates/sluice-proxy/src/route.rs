@@ -42,6 +42,12 @@ impl Origin {
         let host = HeaderValue::from_str(authority.as_str()).map_err(|e| format!("origin `{text}`: {e}"))?;
         Ok(Self { scheme, authority, base_path, target, host })
     }
+
+    /// Whether `other` names the same origin: the same scheme, host and port (whatever
+    /// their spelling, `http://a` and `http://a:80` alike) and the same base path.
+    pub fn same_place(&self, other: &Origin) -> bool {
+        self.target == other.target && self.base_path == other.base_path
+    }
 }
 
 /// What a route serves from.
@@ -133,6 +139,17 @@ impl Routes {
             }
         }
         Ok(())
+    }
+
+    /// Gives each pool the health and counters of the pool of the same route (host and
+    /// prefix) in `previous`, the routes of the generation before a configuration reload
+    /// ([`OriginPool::carry_over`]).
+    pub fn carry_pool_state(&self, previous: &Routes) {
+        for pool in self.pools() {
+            if let Some(was) = previous.pools().find(|p| p.label == pool.label) {
+                pool.carry_over(was);
+            }
+        }
     }
 
     /// The origin pools of the routes that have one.

@@ -9,6 +9,7 @@ use crate::framing::{Speaks, StrictHttp1, HYPER_MAX_HEADERS};
 use crate::gated::Gated;
 use crate::generation::Generations;
 use crate::idle::{Activity, Watched};
+use crate::listeners::{ListenError, ListenerId};
 use crate::options_form::OptionsForms;
 use crate::service::{self, ConnInfo};
 use crate::state::State;
@@ -26,8 +27,8 @@ use tokio::task::JoinSet;
 /// Why the server could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
-    #[error("cannot listen on {addr}: {source}")]
-    Bind { addr: SocketAddr, source: std::io::Error },
+    #[error(transparent)]
+    Listen(#[from] ListenError),
     #[error("{0}")]
     State(#[from] crate::state::StateError),
     #[error("admin token file {path}: {source}")]
@@ -37,8 +38,6 @@ pub enum StartError {
 /// A running proxy.
 #[derive(Debug)]
 pub struct Running {
-    /// The bound address of each `[[listener]]`, in configuration order.
-    pub listeners: Vec<SocketAddr>,
     /// The admin listener's address, when enabled.
     pub admin: Option<SocketAddr>,
     /// The admin bearer token (configured or generated).
@@ -56,6 +55,12 @@ impl Running {
         self.generations.current()
     }
 
+    /// The bound address of each `[[listener]]` of the current generation, in configuration
+    /// order (ports given as 0 are the ones the system chose).
+    pub fn listeners(&self) -> Vec<SocketAddr> {
+        self.generations.listener_addrs()
+    }
+
     /// The current generation and configuration reloads (`crate::generation`).
     pub fn generations(&self) -> &Arc<Generations> {
         &self.generations
@@ -66,6 +71,7 @@ impl Running {
     pub async fn shutdown(mut self) {
         let _ = self.shutdown.send(true);
         while self.tasks.join_next().await.is_some() {}
+        self.generations.join_listeners().await;
         self.state().store.flush().await;
     }
 }
@@ -74,40 +80,26 @@ impl Running {
 /// [`Running::listeners`]).
 pub async fn start(state: State) -> Result<Running, StartError> {
     let state = Arc::new(state);
-    let generations = Arc::new(Generations::new(Arc::clone(&state)));
     let config: &Config = &state.config;
     let (shutdown, shutdown_rx) = watch::channel(false);
+    let generations = Arc::new(Generations::new(Arc::clone(&state), shutdown_rx.clone()));
+    generations.open_listeners()?;
     let mut tasks = JoinSet::new();
-    let mut listeners = Vec::new();
-    for (index, lc) in config.listener.iter().enumerate() {
-        let listener = bind(lc.addr)?;
-        let addr = listener.local_addr().map_err(|source| StartError::Bind { addr: lc.addr, source })?;
-        listeners.push(addr);
-        tasks.spawn(accept_loop(index, generations.subscribe(), listener, shutdown_rx.clone()));
-    }
     crate::timers::spawn(&state, &shutdown_rx, &mut tasks);
     crate::sweep::spawn(generations.subscribe(), &shutdown_rx, &mut tasks);
     crate::origin_pool::spawn_checks(generations.subscribe(), &shutdown_rx, &mut tasks);
     let admin_token = admin_token(config)?;
     let admin = if config.admin.enabled {
-        let listener = bind(config.admin.addr)?;
-        let addr = listener.local_addr().map_err(|source| StartError::Bind { addr: config.admin.addr, source })?;
+        let err = |source| ListenError::Bind { addr: config.admin.addr, source };
+        let listener = crate::listeners::bind(config.admin.addr).map_err(err)?;
+        let addr = listener.local_addr().map_err(err)?;
         let admin = Arc::new(Admin { generations: Arc::clone(&generations), token: admin_token.clone() });
         tasks.spawn(admin_loop(admin, listener, shutdown_rx.clone()));
         Some(addr)
     } else {
         None
     };
-    Ok(Running { listeners, admin, admin_token, generations, shutdown, tasks })
-}
-
-fn bind(addr: SocketAddr) -> Result<TcpListener, StartError> {
-    let err = |source| StartError::Bind { addr, source };
-    let socket =
-        if addr.is_ipv4() { tokio::net::TcpSocket::new_v4() } else { tokio::net::TcpSocket::new_v6() }.map_err(err)?;
-    socket.set_reuseaddr(true).map_err(err)?;
-    socket.bind(addr).map_err(err)?;
-    socket.listen(4096).map_err(err)
+    Ok(Running { admin, admin_token, generations, shutdown, tasks })
 }
 
 fn admin_token(config: &Config) -> Result<String, StartError> {
@@ -166,20 +158,25 @@ fn http_builder(state: &State) -> auto::Builder<TokioExecutor> {
     builder
 }
 
-/// Accepts the connections of `[[listener]]` number `index`, each served by the generation
-/// current when it was accepted, until the proxy shuts down; then waits for them to finish
-/// (up to `shutdown.drain`).
-async fn accept_loop(
-    index: usize,
+/// Accepts the connections of the listener `id` (`crate::listeners`) on `listener`, each
+/// served by the generation current when it was accepted, until the proxy shuts down or a
+/// generation no longer has the listener. Then it closes `listener` (and drops
+/// `socket_open`), has the connections close gracefully, and waits for them to finish (at
+/// shutdown, up to `shutdown.drain`).
+pub(crate) async fn accept_loop(
+    id: ListenerId,
     mut generations: watch::Receiver<Arc<State>>,
     listener: TcpListener,
     mut shutdown: watch::Receiver<bool>,
+    socket_open: tokio::sync::oneshot::Sender<()>,
 ) {
     // Every connection task holds its setup, and every setup a clone of `open`; the drain
     // below ends when all are gone.
     let (open, mut closed) = mpsc::channel::<()>(1);
-    let mut setup = ConnSetup::new(index, &mut generations, &shutdown, &open);
-    loop {
+    // Tells this listener's connections to close gracefully.
+    let (closing, closing_rx) = watch::channel(false);
+    let Some(mut setup) = ConnSetup::new(id, &mut generations, &closing_rx, &open) else { return };
+    let retired = loop {
         let (stream, peer) = tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok(pair) => pair,
@@ -191,10 +188,13 @@ async fn accept_loop(
                 }
             },
             Ok(()) = generations.changed() => {
-                setup = ConnSetup::new(index, &mut generations, &shutdown, &open);
+                match ConnSetup::new(id, &mut generations, &closing_rx, &open) {
+                    Some(next) => setup = next,
+                    None => break true,
+                }
                 continue;
             }
-            _ = shutdown.changed() => break,
+            _ = shutdown.changed() => break false,
         };
         let _ = stream.set_nodelay(true);
         setup.state.metrics.client_connections.fetch_add(1, Relaxed);
@@ -204,11 +204,21 @@ async fn accept_loop(
         } else {
             tokio::spawn(async move { setup.run(stream, peer).await });
         }
-    }
+    };
+    let addr = listener.local_addr().map_or_else(|_| setup.lc.addr.to_string(), |a| a.to_string());
     drop(listener);
-    let (addr, drain) = (setup.lc.addr, setup.state.config.shutdown.drain.0);
+    drop(socket_open);
+    let _ = closing.send(true);
     drop(setup);
     drop(open);
+    if retired {
+        tracing::info!("listener {addr} closed: no longer in the configuration");
+        tokio::select! {
+            _ = closed.recv() => return,
+            _ = shutdown.wait_for(|&stop| stop) => {}
+        }
+    }
+    let drain = generations.borrow().config.shutdown.drain.0;
     if tokio::time::timeout(drain, closed.recv()).await.is_err() {
         tracing::warn!("listener {addr}: connections still open after {drain:?}; closing them");
     }
@@ -226,35 +236,38 @@ struct ConnSetup {
     max_head: usize,
     /// Disk bodies go out with `sendfile` on this listener's connections.
     zero_copy: bool,
-    shutdown: watch::Receiver<bool>,
+    /// Turns true when the connections should close gracefully: at shutdown, or when the
+    /// listener is closed by a reload.
+    closing: watch::Receiver<bool>,
     /// Dropped with the last connection (each holds this setup): the listener's drain waits
     /// for that.
     _open: mpsc::Sender<()>,
 }
 
 impl ConnSetup {
-    /// The setup of `[[listener]]` number `index` in the current generation (which
-    /// `generations` marks seen).
+    /// The setup of the listener `id` in the current generation (which `generations` marks
+    /// seen); `None` when that generation does not have it.
     fn new(
-        index: usize,
+        id: ListenerId,
         generations: &mut watch::Receiver<Arc<State>>,
-        shutdown: &watch::Receiver<bool>,
+        closing: &watch::Receiver<bool>,
         open: &mpsc::Sender<()>,
-    ) -> Arc<Self> {
+    ) -> Option<Arc<Self>> {
         let state = Arc::clone(&generations.borrow_and_update());
+        let index = state.listener_ids.iter().position(|&listener| listener == id)?;
         let lc = state.config.listener[index].clone();
         let tls = state.listener_tls[index].clone();
-        Arc::new(ConnSetup {
+        Some(Arc::new(ConnSetup {
             builder: http_builder(&state),
             max_head: max_head(&state),
             zero_copy: tls.is_none() && state.config.cache.disk.dir.is_some() && state.config.cache.disk.sendfile,
             generations: generations.clone(),
-            shutdown: shutdown.clone(),
+            closing: closing.clone(),
             lc,
             tls,
             state,
             _open: open.clone(),
-        })
+        }))
     }
 
     /// Serves a connection whose client is `client`: TLS first on a TLS listener, then HTTP.
@@ -337,7 +350,7 @@ async fn serve<I>(setup: &ConnSetup, conn: Arc<ConnInfo>, io: I)
 where
     I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
-    let (state, builder, mut shutdown) = (&setup.state, &setup.builder, setup.shutdown.clone());
+    let (state, builder, mut shutdown) = (&setup.state, &setup.builder, setup.closing.clone());
     let activity = conn.activity.clone().unwrap_or_default();
     let serving = Serving {
         accepted: (Arc::clone(state), Arc::clone(&conn)),

@@ -3,7 +3,7 @@
 //! A [`State`] is one *generation* of the running proxy: the configuration and what is built
 //! from it (routes, ACLs, TLS, the upstream client), over the parts that outlive a
 //! configuration reload (the store, content management, request collapsing, hit-for-pass,
-//! metrics, the module list, the CPU pool, transaction ids). [`State::reconfigured`] builds
+//! metrics, the module list, the CPU pool, transaction and listener ids). [`State::reconfigured`] builds
 //! the next generation over the same lasting parts; `crate::generation` swaps it in.
 
 use crate::access_log::AccessLog;
@@ -12,6 +12,7 @@ use crate::chain::LoadedModule;
 use crate::clock::SharedClock;
 use crate::config::{Config, LogConfig};
 use crate::date::DateCache;
+use crate::listeners::ListenerId;
 use crate::metrics::Metrics;
 use crate::module_list::ModuleList;
 use crate::module_manager::ModuleManager;
@@ -61,11 +62,15 @@ pub struct State {
     pub name: String,
     /// The TLS acceptor of each `[[listener]]` with `tls`, in configuration order.
     pub(crate) listener_tls: Vec<Option<tokio_rustls::TlsAcceptor>>,
+    /// The identity of each `[[listener]]` across generations, in configuration order
+    /// (`crate::listeners`).
+    pub(crate) listener_ids: Vec<ListenerId>,
     via: [HeaderValue; 3],
     /// `Surrogate-Capability` announcing this cache, without and with ESI; `None` when
     /// `cache.surrogate_control` is off.
     surrogate_capability: Option<[HeaderValue; 2]>,
     next_txn: Arc<AtomicU64>,
+    next_listener_id: Arc<AtomicU64>,
 }
 
 impl std::fmt::Debug for State {
@@ -91,6 +96,7 @@ struct Lasting {
     modules: ModuleList,
     module_manager: Option<Arc<ModuleManager>>,
     next_txn: Arc<AtomicU64>,
+    next_listener_id: Arc<AtomicU64>,
 }
 
 impl State {
@@ -122,15 +128,19 @@ impl State {
             modules: ModuleList::new(modules),
             module_manager: None,
             next_txn: Arc::new(AtomicU64::new(1)),
+            next_listener_id: Arc::new(AtomicU64::new(config.listener.len() as u64)),
         };
         let access_log = open_access_log(&config.log)?;
         let upstream = Upstream::new(config.upstream.clone(), Arc::clone(&lasting.metrics));
-        Self::assemble(config, lasting, access_log, upstream)
+        let listener_ids = (0..config.listener.len() as u64).collect();
+        Self::assemble(config, lasting, access_log, upstream, listener_ids)
     }
 
     /// The next generation: `config` over this generation's lasting parts (see the module
     /// documentation). The access log and the upstream client (with its idle connections)
-    /// carry over when their sections are unchanged. The caller keeps settings that need a
+    /// carry over when their sections are unchanged; origin pools take over their route's
+    /// health state and counters; listeners keep their identity by address
+    /// (`crate::listeners::carry_ids`). The caller keeps settings that need a
     /// restart as they run (`crate::generation::restart_only`).
     pub fn reconfigured(&self, config: Config) -> Result<Self, StateError> {
         let lasting = Lasting {
@@ -144,6 +154,7 @@ impl State {
             modules: self.modules.clone(),
             module_manager: self.module_manager.clone(),
             next_txn: Arc::clone(&self.next_txn),
+            next_listener_id: Arc::clone(&self.next_listener_id),
         };
         let access_log =
             if same(&self.config.log, &config.log) { self.access_log.clone() } else { open_access_log(&config.log)? };
@@ -152,7 +163,13 @@ impl State {
         } else {
             Upstream::new(config.upstream.clone(), Arc::clone(&lasting.metrics))
         };
-        Self::assemble(config, lasting, access_log, upstream)
+        let listener_ids =
+            crate::listeners::carry_ids(&self.config.listener, &self.listener_ids, &config.listener, || {
+                self.next_listener_id.fetch_add(1, Ordering::Relaxed)
+            });
+        let next = Self::assemble(config, lasting, access_log, upstream, listener_ids)?;
+        next.routes.carry_pool_state(&self.routes);
+        Ok(next)
     }
 
     /// What each generation builds from its configuration, over `lasting`.
@@ -161,6 +178,7 @@ impl State {
         lasting: Lasting,
         access_log: Option<AccessLog>,
         upstream: Upstream,
+        listener_ids: Vec<ListenerId>,
     ) -> Result<Self, StateError> {
         let Lasting {
             clock,
@@ -173,6 +191,7 @@ impl State {
             modules,
             module_manager,
             next_txn,
+            next_listener_id,
         } = lasting;
         let routes = Routes::new(&config.route, &clock).map_err(StateError)?;
         let proxy_auth = config
@@ -225,9 +244,11 @@ impl State {
             cpu,
             name,
             listener_tls,
+            listener_ids,
             via,
             surrogate_capability,
             next_txn,
+            next_listener_id,
             config,
         })
     }

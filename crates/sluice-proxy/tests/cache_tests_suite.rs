@@ -90,7 +90,7 @@ async fn cache_tests_fyi_suite_passes_but_for_the_documented_exceptions() {
     let run = Command::new("node")
         .arg(scripts_dir().join("run.mjs"))
         .arg(&suite)
-        .arg(format!("http://{}", proxy.listeners[0]))
+        .arg(format!("http://{}", proxy.listeners()[0]))
         .kill_on_drop(true)
         .output()
         .await

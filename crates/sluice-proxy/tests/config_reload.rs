@@ -7,13 +7,14 @@
 mod common;
 
 use common::admin::{admin, json, AUTH};
+use common::raw::{get_on, read_response};
 use common::Harness;
 use sluice_proxy::config::{Config, Mode, TlsConfig};
 use sluice_testkit::client;
 use sluice_testkit::Reply;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 
 /// A reverse proxy routing to the first of two origins, which answer `/where` with their
 /// names and store `/kept` for a minute.
@@ -212,32 +213,4 @@ async fn handshake(addr: std::net::SocketAddr, cert: &rcgen::Certificate) -> std
     let tcp = tokio::net::TcpStream::connect(addr).await?;
     let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
     connector.connect(name, tcp).await.map(drop)
-}
-
-/// Sends `GET path` on the open connection `conn`; returns the response's head and body.
-async fn get_on(conn: &mut tokio::net::TcpStream, path: &str) -> String {
-    conn.write_all(format!("GET {path} HTTP/1.1\r\nHost: a\r\n\r\n").as_bytes()).await.unwrap();
-    read_response(conn).await
-}
-
-/// Reads one response with a `Content-Length` from `conn`; returns its head and body.
-async fn read_response(conn: &mut tokio::net::TcpStream) -> String {
-    let mut got = Vec::new();
-    let mut buf = [0u8; 4096];
-    loop {
-        let text = String::from_utf8_lossy(&got).into_owned();
-        if let Some(end) = text.find("\r\n\r\n") {
-            let length = text[..end]
-                .lines()
-                .find_map(|l| l.to_ascii_lowercase().strip_prefix("content-length:").map(|v| v.trim().parse::<usize>()))
-                .expect("content-length")
-                .unwrap();
-            if got.len() >= end + 4 + length {
-                return text;
-            }
-        }
-        let n = tokio::time::timeout(Duration::from_secs(5), conn.read(&mut buf)).await.unwrap().unwrap();
-        assert!(n > 0, "closed early: {text}");
-        got.extend_from_slice(&buf[..n]);
-    }
 }

@@ -332,3 +332,30 @@ async fn a_backup_origin_answers_only_while_no_origin_can() {
     h.origin.on("/p", Reply::ok("standby").header("Cache-Control", "no-store"));
     assert_eq!(h.get("/p").await.text(), "standby", "the origin refused: failed over to the backup");
 }
+
+#[tokio::test]
+async fn a_configuration_reload_keeps_what_the_pool_knows_of_its_origins() {
+    let dead = refusing().await;
+    let h = pool_with(3, Some(dead), |r| r.fail_timeout = Dur(Duration::from_secs(600))).await;
+    answer_everywhere(&h, "/p");
+    assert_eq!(h.get("/p").await.status, 200, "failed over from the dead origin");
+    let drain = format!("/pools/drain?origin={}", common::admin::enc(&h.others[1].url("")));
+    assert_eq!(admin(&h, "POST", &drain, &[], None).await.status, 200);
+
+    let mut config = h.proxy.state().config.clone();
+    config.route[0].balance = Balance::LeastConnections;
+    config.route[0].origins.push("http://127.0.0.1:1".into());
+    h.proxy.generations().reload(config).await.expect("reloaded");
+
+    let stats = pool_stats(&h).await;
+    let field = |i: usize, name: &str| stats[i][name].clone();
+    assert_eq!((field(0, "up"), field(0, "failures"), field(0, "requests")), (false.into(), 1.into(), 1.into()));
+    assert_eq!((field(3, "drained"), field(3, "up")), (true.into(), false.into()), "still drained");
+    assert_eq!((field(4, "up"), field(4, "requests")), (true.into(), 0.into()), "a new origin starts healthy");
+    for _ in 0..4 {
+        assert_eq!(h.get("/p").await.status, 200);
+    }
+    let stats = pool_stats(&h).await;
+    assert_eq!(stats[0]["requests"], 1, "the dead origin is not tried again after the reload");
+    assert_eq!(hits(&h, "/p")[2], 0, "nor is the drained one");
+}

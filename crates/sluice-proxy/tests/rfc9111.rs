@@ -972,7 +972,7 @@ async fn chained_sluice_instances_need_distinct_names() {
     let back = Harness::reverse().await;
     back.origin.on("/chain", Reply::ok("chained"));
     let distinct = front_of(&back, "front").await;
-    let reply = sluice_testkit::client::get(distinct.listeners[0], "/chain", &[]).await;
+    let reply = sluice_testkit::client::get(distinct.listeners()[0], "/chain", &[]).await;
     assert_eq!(reply.status, 200);
     assert_eq!(reply.text(), "chained");
     let request = back.origin.last_request("/chain").unwrap();
@@ -980,7 +980,7 @@ async fn chained_sluice_instances_need_distinct_names() {
         request.headers.iter().filter(|(n, _)| n.eq_ignore_ascii_case("via")).map(|(_, v)| v.as_str()).collect();
     assert_eq!(via.join(", "), "1.1 front, 1.1 sluice");
     let same = front_of(&back, "sluice").await;
-    let reply = sluice_testkit::client::get(same.listeners[0], "/chain", &[]).await;
+    let reply = sluice_testkit::client::get(same.listeners()[0], "/chain", &[]).await;
     assert_eq!(reply.status, 508, "the same name twice is a loop");
     assert_eq!(back.origin.hits("/chain"), 1);
 }

@@ -1,6 +1,6 @@
 //! SIGHUP reloads the whole `--config` file of a running `sluice serve` (as `nginx -s
-//! reload` and `squid -k reconfigure` do): access rules change for the next connection,
-//! settings that need a restart are named in the log and keep their values, and a file that
+//! reload` and `squid -k reconfigure` do): access rules change for the next connection, a
+//! listener added to the file is listened on, settings that need a restart are named in the log and keep their values, and a file that
 //! does not parse changes nothing. Waits poll a condition with a deadline; nothing sleeps as
 //! synchronisation.
 
@@ -25,12 +25,18 @@ fn sighup_reloads_the_configuration_file() {
     let status = || exchange(proxy, &get).unwrap_or_default().get(..12).unwrap_or_default().to_owned();
     assert_eq!(status(), "HTTP/1.1 502");
 
-    std::fs::write(&config, format!("{base}[access]\nallow = [\"10.0.0.0/8\"]\n\n[cache]\nmemory = \"1GiB\"\n"))
-        .unwrap();
+    let extra = format!("127.0.0.1:{}", free_port());
+    let reloaded = format!(
+        "{base}[[listener]]\naddr = \"{extra}\"\n\n[access]\nallow = [\"10.0.0.0/8\"]\n\n[cache]\nmemory = \"1GiB\"\n"
+    );
+    std::fs::write(&config, reloaded).unwrap();
     signal(&server.0, "HUP");
     until("the reload in the log", || log_has(&log, "SIGHUP: configuration reloaded from"));
     assert!(log_has(&log, "keep their running values until a restart: cache.memory"));
+    assert!(log_has(&log, &format!("SIGHUP: listening on {extra}")));
     assert_eq!(status(), "HTTP/1.1 403", "loopback is no longer allowed");
+    let on_extra = exchange(extra.parse().unwrap(), &get).unwrap_or_default();
+    assert!(on_extra.starts_with("HTTP/1.1 403"), "the new listener serves, by the new rules: {on_extra}");
 
     std::fs::write(&config, format!("{base}[access\n")).unwrap();
     signal(&server.0, "HUP");

@@ -40,7 +40,7 @@ impl Proxy {
     }
 
     pub fn addr(&self) -> SocketAddr {
-        self.running.listeners[0]
+        self.running.listeners()[0]
     }
 
     pub fn admin_addr(&self) -> SocketAddr {

@@ -5,6 +5,7 @@
 
 pub mod admin;
 pub mod disk;
+pub mod raw;
 pub mod recorder;
 
 use sluice_proxy::clock::{Clock, ManualClock};
@@ -103,7 +104,7 @@ impl Harness {
     }
 
     pub fn addr(&self) -> SocketAddr {
-        self.proxy.listeners[0]
+        self.proxy.listeners()[0]
     }
 
     pub fn admin(&self) -> SocketAddr {

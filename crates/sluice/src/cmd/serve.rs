@@ -98,7 +98,7 @@ async fn serve(config: Config, pid_file: Option<PathBuf>) -> anyhow::Result<()> 
     // this future (not a worker of a multi-thread runtime) is fine.
     sluice_modules::Factory::attach(&mut state)?;
     let running = sluice_proxy::start(state).await?;
-    for (listener, addr) in running.state().config.listener.iter().zip(&running.listeners) {
+    for (listener, addr) in running.state().config.listener.iter().zip(running.listeners()) {
         tracing::info!(
             "listening on {addr} ({:?}{})",
             listener.mode,
@@ -185,6 +185,12 @@ async fn reload(running: &sluice_proxy::Running) {
                 report.path.display(),
                 modules.unwrap_or_default()
             );
+            for addr in &report.listeners.opened {
+                tracing::info!("SIGHUP: listening on {addr}");
+            }
+            for addr in &report.listeners.closed {
+                tracing::info!("SIGHUP: no longer listening on {addr}; its connections close gracefully");
+            }
             if !report.restart_needed.is_empty() {
                 tracing::warn!(
                     "SIGHUP: these settings changed but keep their running values until a restart: {}",
