@@ -80,12 +80,15 @@ impl Admin {
                 StatusCode::OK,
                 "text/plain; version=0.0.4",
                 state.metrics.prometheus(&state.store.stats(), state.collapser.in_flight())
+                    + &state.connection_limit.prometheus()
                     + &crate::disk_metrics::prometheus(&state.store)
                     + &crate::pool_metrics::prometheus(&state.routes),
             ),
             _ if !self.authorized(&req) => unauthorized(),
             (&Method::GET, "/stats") => {
                 let mut json = state.metrics.json(&state.store.stats(), state.collapser.in_flight());
+                json["client"]["connections_limit"] = state.connection_limit.limit().into();
+                json["client"]["connection_waits"] = state.connection_limit.waits().into();
                 if let Some(disk) = crate::disk_metrics::json(&state.store) {
                     json["disk"] = disk;
                 }

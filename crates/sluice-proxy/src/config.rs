@@ -451,6 +451,9 @@ pub struct ClientConfig {
     pub tunnel_idle_timeout: Dur,
     /// Most header field lines an HTTP/1 request head may have (431 past it).
     pub max_header_fields: usize,
+    /// Most client connections open at once, over all listeners; past it the listeners stop
+    /// accepting (`crate::conn_limit`). 0: half the process's open-descriptor limit.
+    pub max_connections: usize,
 }
 
 impl Default for ClientConfig {
@@ -461,6 +464,7 @@ impl Default for ClientConfig {
             transaction_timeout: Dur(Duration::from_secs(60)),
             tunnel_idle_timeout: Dur(Duration::from_secs(300)),
             max_header_fields: crate::framing::HYPER_MAX_HEADERS,
+            max_connections: 0,
         }
     }
 }

@@ -141,6 +141,7 @@ impl Generations {
             None => None,
         };
         next.content_impl.attach(&next);
+        next.connection_limit.set(next.config.client.max_connections);
         let (listeners, sockets_closed) = self.listeners.open(fresh, &self.current, Some(next));
         sockets_closed.await;
         Ok(ReloadReport { path, restart_needed, listeners, modules })

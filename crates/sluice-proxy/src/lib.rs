@@ -23,6 +23,7 @@ mod cache_flow;
 mod chain;
 pub mod clock;
 pub mod config;
+pub mod conn_limit;
 mod connect;
 mod content;
 mod content_fetch;

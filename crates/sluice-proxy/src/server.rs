@@ -176,7 +176,7 @@ pub(crate) async fn accept_loop(
     // Tells this listener's connections to close gracefully.
     let (closing, closing_rx) = watch::channel(false);
     let Some(mut setup) = ConnSetup::new(id, &mut generations, &closing_rx, &open) else { return };
-    let retired = loop {
+    let retired = 'accepting: loop {
         let (stream, peer) = tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok(pair) => pair,
@@ -196,13 +196,41 @@ pub(crate) async fn accept_loop(
             }
             _ = shutdown.changed() => break false,
         };
+        // A slot under `client.max_connections` before serving it and accepting the next
+        // (`crate::conn_limit`); reloads and shutdown are still heard meanwhile.
+        let limit = Arc::clone(&setup.state.connection_limit);
+        let slot = match limit.try_take() {
+            Some(slot) => slot,
+            None => {
+                let waiting = limit.take();
+                tokio::pin!(waiting);
+                loop {
+                    tokio::select! {
+                        slot = &mut waiting => break slot,
+                        Ok(()) = generations.changed() => {
+                            match ConnSetup::new(id, &mut generations, &closing_rx, &open) {
+                                Some(next) => setup = next,
+                                None => break 'accepting true,
+                            }
+                        }
+                        _ = shutdown.changed() => break 'accepting false,
+                    }
+                }
+            }
+        };
         let _ = stream.set_nodelay(true);
         setup.state.metrics.client_connections.fetch_add(1, Relaxed);
         let setup = Arc::clone(&setup);
         if setup.lc.proxy_protocol {
-            tokio::spawn(async move { setup.run_proxied(stream, peer).await });
+            tokio::spawn(async move {
+                setup.run_proxied(stream, peer).await;
+                drop(slot);
+            });
         } else {
-            tokio::spawn(async move { setup.run(stream, peer).await });
+            tokio::spawn(async move {
+                setup.run(stream, peer).await;
+                drop(slot);
+            });
         }
     };
     let addr = listener.local_addr().map_or_else(|_| setup.lc.addr.to_string(), |a| a.to_string());
