@@ -452,7 +452,8 @@ pub struct ClientConfig {
     /// Most header field lines an HTTP/1 request head may have (431 past it).
     pub max_header_fields: usize,
     /// Most client connections open at once, over all listeners; past it the listeners stop
-    /// accepting (`crate::conn_limit`). 0: half the process's open-descriptor limit.
+    /// accepting (`crate::conn_limit`). 0: automatic, from the process's open-descriptor
+    /// limit.
     pub max_connections: usize,
 }
 

@@ -30,8 +30,8 @@ pub struct ConnectionLimit {
 }
 
 impl ConnectionLimit {
-    /// `configured` slots; 0: half the process's limit on open descriptors (the other half
-    /// for origin connections, disk files and the rest).
+    /// `configured` slots; 0: automatic, half of what the process's limit on open
+    /// descriptors leaves after [`RESERVED`] (the other half for origin connections).
     pub fn new(configured: usize) -> Self {
         let limit = effective(configured);
         Self {
@@ -109,9 +109,13 @@ impl ConnectionLimit {
     }
 }
 
+/// Descriptors the automatic limit leaves aside for what is neither a client nor an origin
+/// connection: listeners, the admin API, log and disk files, the runtime's own.
+pub const RESERVED: usize = 64;
+
 /// The number of slots for a configured limit (0: automatic).
 fn effective(configured: usize) -> usize {
-    let limit = if configured > 0 { configured } else { descriptor_limit() / 2 };
+    let limit = if configured > 0 { configured } else { descriptor_limit().saturating_sub(RESERVED) / 2 };
     limit.clamp(1, Semaphore::MAX_PERMITS.min(u32::MAX as usize))
 }
 
@@ -132,8 +136,8 @@ mod tests {
     use super::*;
 
     #[test]
-    fn automatic_is_half_the_descriptor_limit() {
-        assert_eq!(ConnectionLimit::new(0).limit(), (descriptor_limit() / 2).max(1));
+    fn automatic_is_half_the_descriptor_limit_less_a_reserve() {
+        assert_eq!(ConnectionLimit::new(0).limit(), ((descriptor_limit() - RESERVED) / 2).max(1));
         assert_eq!(ConnectionLimit::new(7).limit(), 7);
     }
 
