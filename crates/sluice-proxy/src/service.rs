@@ -244,6 +244,9 @@ async fn route(
         return Ok(Routed::Response(response));
     }
     let Resolved { target, uri, reverse, host, esi, caching } = resolve_target(state, conn, &parts)?;
+    if reverse && is_server_wide_options(&parts) {
+        parts.extensions.insert(AsteriskForm);
+    }
     if let Some(auth) = state.proxy_auth.as_ref().filter(|_| !reverse) {
         authenticate(auth, txn, &parts.headers).await?;
     }
@@ -443,12 +446,17 @@ pub(crate) fn resolve_target(state: &State, conn: &ConnInfo, parts: &request::Pa
     let host_field = parts.headers.get(header::HOST);
     let host = parts.uri.host().or_else(|| host_field.and_then(|h| h.to_str().ok()).map(strip_port));
     if conn.mode.reverses() {
-        if let Some(route) = state.routes.find(host, parts.uri.path()) {
+        let root = PathAndQuery::from_static("/");
+        // `OPTIONS *` asks about the server as a whole: routed as its root, and sent to that
+        // route's origin as `OPTIONS *` ([`AsteriskForm`], marked by `route`).
+        let path_and_query =
+            if is_server_wide_options(parts) { &root } else { parts.uri.path_and_query().unwrap_or(&root) };
+        if let Some(route) = state.routes.find(host, path_and_query.path()) {
             let origin = match &route.backend {
                 crate::route::Backend::Origin(origin) => origin,
-                crate::route::Backend::Pool(pool) => return pooled(route, pool, parts, host_field),
+                crate::route::Backend::Pool(pool) => return pooled(route, pool, path_and_query, host_field),
                 crate::route::Backend::Files(files) => {
-                    let uri = files.uri_for(route.tail(parts.uri.path()))?;
+                    let uri = files.uri_for(route.tail(path_and_query.path()))?;
                     let host = authority_value(&uri)?;
                     let esi = route.esi.clone();
                     return Ok(Resolved {
@@ -461,9 +469,8 @@ pub(crate) fn resolve_target(state: &State, conn: &ConnInfo, parts: &request::Pa
                     });
                 }
             };
-            let root = PathAndQuery::from_static("/");
             let uri = route
-                .target(origin, parts.uri.path_and_query().unwrap_or(&root))
+                .target(origin, path_and_query)
                 .map_err(|e| ProxyError::bad_request("cannot map the request URI").with_cause(e))?;
             // The URI's scheme and authority are the origin's: its precomputed target and Host.
             let target = origin.target.clone();
@@ -505,12 +512,11 @@ pub(crate) fn resolve_target(state: &State, conn: &ConnInfo, parts: &request::Pa
 fn pooled(
     route: &crate::route::Route,
     pool: &Arc<crate::origin_pool::OriginPool>,
-    parts: &request::Parts,
+    path_and_query: &PathAndQuery,
     host_field: Option<&HeaderValue>,
 ) -> Result<Resolved, ProxyError> {
-    let root = PathAndQuery::from_static("/");
     let uri = route
-        .target(pool.canonical(), parts.uri.path_and_query().unwrap_or(&root))
+        .target(pool.canonical(), path_and_query)
         .map_err(|e| ProxyError::bad_request("cannot map the request URI").with_cause(e))?;
     let member = pool.pick(uri.path_and_query().map_or("/", |pq| pq.as_str()));
     let host = match (route.preserve_host, host_field) {
@@ -519,6 +525,11 @@ fn pooled(
     };
     let target = Dest::Pool(crate::source::PoolMember { pool: Arc::clone(pool), member });
     Ok(Resolved { target, uri, reverse: true, host, esi: route.esi.clone(), caching: route.caching.clone() })
+}
+
+/// Whether `parts` is `OPTIONS *` (RFC 9112 §3.2.4): about the server, not a resource.
+fn is_server_wide_options(parts: &request::Parts) -> bool {
+    parts.method == Method::OPTIONS && parts.uri.path() == "*"
 }
 
 fn strip_port(host: &str) -> &str {

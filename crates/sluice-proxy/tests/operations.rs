@@ -353,6 +353,32 @@ async fn rfc9112_3_2_4_options_for_a_server_goes_to_the_origin_as_asterisk() {
 }
 
 #[tokio::test]
+async fn rfc9112_3_2_4_options_asterisk_on_a_reverse_listener_goes_to_the_hosts_root_route_as_asterisk() {
+    let h = Harness::build_with_origins(Mode::Reverse, 1, |c, origins| {
+        c.route[0].host = Some("www.example".into());
+        let other = sluice_proxy::config::RouteConfig {
+            origin: Some(format!("http://{}/app", origins[1])),
+            ..Default::default()
+        };
+        c.route.push(other);
+    })
+    .await;
+    for origin in [&h.origin, &h.others[0]] {
+        origin.on("*", Reply::ok("").header("Allow", "GET, HEAD, OPTIONS"));
+    }
+    let requests = "OPTIONS * HTTP/1.1\r\nHost: www.example\r\n\r\n\
+                    OPTIONS * HTTP/1.1\r\nHost: elsewhere\r\nConnection: close\r\n\r\n";
+    let answers = client::raw(h.addr(), requests.as_bytes()).await;
+    assert_eq!(answers.matches("HTTP/1.1 200").count(), 2, "{answers}");
+    assert!(answers.contains("allow: GET, HEAD, OPTIONS"), "the origin's answer: {answers}");
+    for origin in [&h.origin, &h.others[0]] {
+        let asked = origin.requests("*");
+        assert_eq!(asked.len(), 1, "each host's route asks its origin once, as `OPTIONS *`");
+        assert_eq!(asked[0].method, "OPTIONS");
+    }
+}
+
+#[tokio::test]
 async fn shutdown_lets_in_flight_requests_finish() {
     let h = Harness::forward().await;
     h.origin.on("/draining", Reply::ok("finished").delay(Duration::from_millis(300)));

@@ -47,3 +47,31 @@ fn sighup_reloads_the_configuration_file() {
     let exit = server.0.wait().unwrap();
     assert!(exit.success(), "{exit}: {}", std::fs::read_to_string(&log).unwrap_or_default());
 }
+
+#[test]
+fn sluice_ctl_reload_reloads_the_file_and_reports_a_rejected_one() {
+    let Configured { dir: _dir, proxy, admin, base, config, log, server: _server } = serve_configured("1");
+    let health = "GET /healthz HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n";
+    until("the admin API", || exchange(admin, health).is_ok_and(|r| r.starts_with("HTTP/1.1 200")));
+    // The admin address and token as flags: the file may not parse.
+    let admin_flag = admin.to_string();
+    let ctl = || common::sluice().args(["ctl", "--admin", &admin_flag, "--token", "t", "reload"]).output().unwrap();
+    let get = "GET http://127.0.0.1:1/x HTTP/1.1\r\nHost: 127.0.0.1:1\r\nConnection: close\r\n\r\n";
+    let status = || exchange(proxy, get).unwrap_or_default().get(..12).unwrap_or_default().to_owned();
+
+    std::fs::write(&config, format!("{base}[access]\nallow = [\"10.0.0.0/8\"]\n")).unwrap();
+    let reloaded = ctl();
+    assert!(reloaded.status.success(), "{}", String::from_utf8_lossy(&reloaded.stderr));
+    let report: serde_json::Value = serde_json::from_slice(&reloaded.stdout).unwrap();
+    assert_eq!(report["path"], config.display().to_string());
+    assert_eq!(report["listeners"]["listening"], serde_json::json!([proxy.to_string()]));
+    assert_eq!(status(), "HTTP/1.1 403", "the new access rules");
+
+    std::fs::write(&config, format!("{base}[access\n")).unwrap();
+    let rejected = ctl();
+    assert!(!rejected.status.success());
+    let why = String::from_utf8_lossy(&rejected.stderr);
+    assert!(why.contains("400") && why.contains("configuration rejected, nothing changed"), "{why}");
+    assert_eq!(status(), "HTTP/1.1 403", "the last good configuration runs on");
+    assert!(log_has(&log, "configuration reloaded"), "the reload is logged");
+}

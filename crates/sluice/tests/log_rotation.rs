@@ -1,6 +1,7 @@
 //! Rotating the access log of a running `sluice serve` as logrotate does it: the file is
 //! renamed, then the proxy is asked to reopen it, by `SIGUSR1` (as nginx, and Squid's
-//! `squid -k rotate`) or by `POST /log/reopen` on the admin listener. Lines written before
+//! `squid -k rotate`), by `POST /log/reopen` on the admin listener, or by `sluice ctl
+//! reopen-log`. Lines written before
 //! stay in the renamed file, later ones go to a new file at the configured path, none is lost.
 //! The signal goes to the process id of `--pid-file`, as a logrotate script sends it.
 //! Waits poll a condition with a deadline; nothing sleeps as synchronisation.
@@ -82,6 +83,15 @@ fn the_access_log_is_reopened_on_sigusr1_and_by_the_admin_api() {
     until("a line in the newest file", || logged(&access) == [url("/four")]);
     assert_eq!(logged(&second), [url("/three")]);
     assert_eq!(logged(&first), [url("/one"), url("/two")]);
+
+    // `sluice ctl reopen-log` asks the same, with the admin address and token of the file.
+    let third = dir.path().join("access.log.3");
+    std::fs::rename(&access, &third).unwrap();
+    let ctl = sluice().args(["ctl", "--config"]).arg(&config).arg("reopen-log").output().unwrap();
+    assert!(ctl.status.success(), "{}", String::from_utf8_lossy(&ctl.stderr));
+    get("/five");
+    until("a line in the file reopened by ctl", || logged(&access) == [url("/five")]);
+    assert_eq!(logged(&third), [url("/four")]);
 
     let unauthorized =
         exchange(admin, "POST /log/reopen HTTP/1.1\r\nHost: a\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");

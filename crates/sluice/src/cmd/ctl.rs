@@ -122,6 +122,12 @@ enum Op {
         #[arg(long)]
         route: Option<String>,
     },
+    /// Reload the running proxy's --config file (as SIGHUP does); prints what changed
+    /// (JSON), or why the file was rejected (exit 1; the running configuration stays).
+    Reload,
+    /// Reopen the access log at its path, after it was renamed for rotation (as SIGUSR1
+    /// does).
+    ReopenLog,
 }
 
 /// Runs `sluice ctl`.
@@ -165,6 +171,8 @@ async fn op(client: &AdminClient, op: Op) -> anyhow::Result<()> {
         Op::Pools => json("/pools".to_owned(), Method::GET).await,
         Op::Drain { origin, route } => json(drain_path("drain", &origin, route.as_deref()), Method::POST).await,
         Op::Undrain { origin, route } => json(drain_path("undrain", &origin, route.as_deref()), Method::POST).await,
+        Op::Reload => json("/config/reload".to_owned(), Method::POST).await,
+        Op::ReopenLog => json("/log/reopen".to_owned(), Method::POST).await,
     }
 }
 
