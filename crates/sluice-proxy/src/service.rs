@@ -214,7 +214,7 @@ async fn route(
             format!("client {} is not allowed", conn.client.ip()),
         ));
     }
-    check_host(&req)?;
+    check_target(&req)?;
     let (mut parts, body) = req.into_parts();
     txn.check_start()?;
     let requested = module_phase!(txn, RespondOrBufferRequest, Subject::Request(&mut parts), |m, info| m
@@ -392,7 +392,14 @@ impl<T> crate::deadline::Then<Result<Result<T, ProxyError>, Elapsed>> for Gatewa
 
 /// Rejects HTTP/1.1 requests without exactly one `Host` (RFC 9112 §3.2). Ambiguous framing
 /// never gets this far: the connection's framing guard (`framing.rs`) rejects it.
-fn check_host<B>(req: &Request<B>) -> Result<(), ProxyError> {
+/// Refuses a request target with userinfo (`http://user:password@host/`: RFC 9110 §4.2.4,
+/// "treat its presence as an error"; it disguises the authority, and the password would
+/// reach logs and origins), and an HTTP/1.1 request in origin form without exactly one
+/// `Host` (RFC 9112 §3.2).
+fn check_target<B>(req: &Request<B>) -> Result<(), ProxyError> {
+    if req.uri().authority().is_some_and(|a| a.as_str().contains('@')) {
+        return Err(ProxyError::bad_request("userinfo (user:password@) in the request target is refused"));
+    }
     let headers = req.headers();
     if req.version() == Version::HTTP_11 && req.uri().authority().is_none() {
         match headers.get_all(header::HOST).iter().count() {

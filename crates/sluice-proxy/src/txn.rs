@@ -86,7 +86,7 @@ impl Txn {
             code: ResultCode::None,
             peer: None,
             // Formatted only for the access log; routing sets the absolute URL.
-            url: if logged { req.uri().to_string() } else { String::new() },
+            url: if logged { without_userinfo(req.uri()) } else { String::new() },
             status: 0,
             content_type: None,
             head_bytes: 0,
@@ -331,5 +331,29 @@ impl Txn {
             user: self.user.take(),
             extra: Vec::new(),
         }
+    }
+}
+
+/// `uri` as text without its userinfo (`user:password@`), which is refused
+/// (`service::check_target`) and must not reach the log on its way out.
+fn without_userinfo(uri: &http::Uri) -> String {
+    let text = uri.to_string();
+    match uri.authority().map(|a| a.as_str()).and_then(|a| a.rfind('@').map(|at| &a[..=at])) {
+        Some(userinfo) => text.replacen(userinfo, "", 1),
+        None => text,
+    }
+}
+
+#[cfg(test)]
+mod userinfo_tests {
+    use super::without_userinfo;
+
+    #[test]
+    fn userinfo_is_left_out_of_the_logged_url() {
+        let logged = |uri: &str| without_userinfo(&uri.parse().unwrap());
+        assert_eq!(logged("http://user:secret@example.com:8080/a?b"), "http://example.com:8080/a?b");
+        assert_eq!(logged("http://a@b@example.com/"), "http://example.com/");
+        assert_eq!(logged("http://example.com/a@b"), "http://example.com/a@b");
+        assert_eq!(logged("/a@b"), "/a@b");
     }
 }

@@ -61,6 +61,28 @@ async fn http11_request_without_host_is_rejected() {
 }
 
 #[tokio::test]
+async fn rfc9110_4_2_4_userinfo_in_the_target_is_refused_and_kept_out_of_the_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("access.log");
+    let log_path = log.clone();
+    let h = Harness::build(Mode::Forward, move |c| c.log.access_log = Some(log_path)).await;
+    h.origin.on("/u", Reply::ok("reached"));
+    let origin = h.origin.addr;
+    let requests = [
+        format!("GET http://user:secret@{origin}/u HTTP/1.1\r\nHost: {origin}\r\nConnection: close\r\n\r\n"),
+        format!("CONNECT user:secret@{origin} HTTP/1.1\r\nHost: {origin}\r\n\r\n"),
+    ];
+    for request in &requests {
+        let answer = client::raw(h.addr(), request.as_bytes()).await;
+        assert!(answer.starts_with("HTTP/1.1 400") && answer.contains("userinfo"), "{answer}");
+    }
+    assert_eq!(h.origin.hits("/u"), 0);
+    h.eventually("both refusals logged", |_| std::fs::read_to_string(&log).is_ok_and(|t| t.lines().count() == 2)).await;
+    let logged = std::fs::read_to_string(&log).unwrap();
+    assert!(!logged.contains("secret") && logged.contains(&format!("http://{origin}/u")), "{logged}");
+}
+
+#[tokio::test]
 async fn origin_speaking_garbage_gives_502() {
     let h = Harness::forward().await;
     h.origin.on("/garbage", Reply::ok("").garbage());
