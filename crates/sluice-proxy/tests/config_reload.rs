@@ -167,6 +167,23 @@ async fn the_admin_api_reloads_the_configuration_file() {
     assert_eq!(reply.status, 400);
     assert!(reply.text().starts_with("configuration rejected, nothing changed: "), "{}", reply.text());
     assert_eq!(h.get("/where").await.text(), "second");
+
+    // What to alert on: the last reload was rejected, the old configuration runs on.
+    let metrics = admin(&h, "GET", "/metrics", &[], None).await.text();
+    for line in [
+        "sluice_config_reloads_total{result=\"applied\"} 1",
+        "sluice_config_reloads_total{result=\"rejected\"} 1",
+        "sluice_config_last_reload_successful 0",
+    ] {
+        assert!(metrics.contains(line), "{line} in {metrics}");
+    }
+    let stats = json(&admin(&h, "GET", "/stats", &[], None).await);
+    assert_eq!(stats["config"]["last_reload_successful"], false);
+    assert_eq!(stats["config"]["reloads_applied"], 1);
+    std::fs::write(&path, toml::to_string(&to_second(&h)).unwrap()).unwrap();
+    assert_eq!(admin(&h, "POST", "/config/reload", &[], None).await.status, 200);
+    let metrics = admin(&h, "GET", "/metrics", &[], None).await.text();
+    assert!(metrics.contains("sluice_config_last_reload_successful 1"), "{metrics}");
 }
 
 #[tokio::test]
