@@ -1,4 +1,5 @@
-//! The access log: Squid's native format (so existing analysers work) or Combined.
+//! The access log: Squid's native format (so existing analysers work), Combined, or one JSON
+//! object per line (for log pipelines: Loki, Elasticsearch, Vector, ...).
 //!
 //! Records are formatted and written by a dedicated thread, off the request path; the
 //! writer flushes whenever it has nothing queued, so lines appear promptly at low load and
@@ -145,6 +146,12 @@ pub fn format_record(r: &LogRecord, format: LogFormat, out: &mut String) {
     };
     let user = r.user.as_deref().map_or_else(|| "-".to_owned(), log_safe);
     match format {
+        LogFormat::Json => {
+            // The modules' fields are inside the object.
+            out.push_str(&json_line(r, &hier));
+            out.push('\n');
+            return;
+        }
         LogFormat::Squid => {
             // logformat squid %ts.%03tu %6tr %>a %Ss/%03>Hs %<st %rm %ru %[un %Sh/%<a %mt
             let since = r.end.duration_since(UNIX_EPOCH).unwrap_or_default();
@@ -191,6 +198,68 @@ pub fn format_record(r: &LogRecord, format: LogFormat, out: &mut String) {
     out.push('\n');
 }
 
+/// One record as a JSON object: the fields of the Squid line under their own names (and
+/// `null` where the Squid line has `-`), the Combined line's referer, user agent and HTTP
+/// version, and the modules' fields as an object, in this order.
+fn json_line(r: &LogRecord, hier: &str) -> String {
+    fn text(v: Option<&HeaderValue>) -> Option<std::borrow::Cow<'_, str>> {
+        v.map(|v| String::from_utf8_lossy(v.as_bytes()))
+    }
+    let line = JsonLine {
+        time: rfc3339_millis(r.end),
+        duration_ms: r.elapsed.as_millis() as u64,
+        client: r.client,
+        result: r.code.as_str(),
+        status: r.status,
+        bytes: r.bytes,
+        method: r.method.as_str(),
+        url: &r.url,
+        version: version_str(r.version),
+        user: r.user.as_deref(),
+        hierarchy: hier.split('/').next().unwrap_or("HIER_NONE"),
+        peer: r.peer,
+        content_type: text(r.content_type.as_ref()),
+        referer: text(r.referer.as_ref()),
+        user_agent: text(r.user_agent.as_ref()),
+        fields: Fields(&r.extra),
+    };
+    serde_json::to_string(&line).expect("a log line serialises")
+}
+
+#[derive(serde::Serialize)]
+struct JsonLine<'a> {
+    time: String,
+    duration_ms: u64,
+    client: IpAddr,
+    result: &'static str,
+    status: u16,
+    bytes: u64,
+    method: &'a str,
+    url: &'a str,
+    version: &'static str,
+    user: Option<&'a str>,
+    hierarchy: &'a str,
+    peer: Option<IpAddr>,
+    content_type: Option<std::borrow::Cow<'a, str>>,
+    referer: Option<std::borrow::Cow<'a, str>>,
+    user_agent: Option<std::borrow::Cow<'a, str>>,
+    fields: Fields<'a>,
+}
+
+/// The modules' `name=value` fields as a JSON object, in their order.
+struct Fields<'a>(&'a [(String, String)]);
+
+impl serde::Serialize for Fields<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut map = serializer.serialize_map(Some(self.0.len()))?;
+        for (name, value) in self.0 {
+            map.serialize_entry(name, value)?;
+        }
+        map.end()
+    }
+}
+
 /// `text` with every byte but ASCII letters, digits and `.`, `_`, `@`, `-` percent-encoded,
 /// so that a user name stays one field of the line.
 fn log_safe(text: &str) -> String {
@@ -226,6 +295,27 @@ fn version_str(v: Version) -> &'static str {
 /// `dd/Mon/yyyy:hh:mm:ss +0000` (Common Log Format time, in UTC).
 fn clf_time(t: SystemTime) -> String {
     const MONTHS: [&str; 12] = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
+    let (year, month, day, rem) = civil(t);
+    format!(
+        "{:02}/{}/{}:{:02}:{:02}:{:02} +0000",
+        day,
+        MONTHS[(month - 1) as usize],
+        year,
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+/// `yyyy-mm-ddThh:mm:ss.mmmZ` (RFC 3339, in UTC, to the millisecond).
+fn rfc3339_millis(t: SystemTime) -> String {
+    let (year, month, day, rem) = civil(t);
+    let millis = t.duration_since(UNIX_EPOCH).unwrap_or_default().subsec_millis();
+    format!("{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{millis:03}Z", rem / 3600, rem % 3600 / 60, rem % 60)
+}
+
+/// The UTC date of `t` (year, month 1–12, day 1–31) and the seconds since its midnight.
+fn civil(t: SystemTime) -> (i64, i64, i64, i64) {
     let secs = t.duration_since(UNIX_EPOCH).unwrap_or_default().as_secs() as i64;
     let (days, rem) = (secs.div_euclid(86400), secs.rem_euclid(86400));
     // Civil-from-days (Howard Hinnant's algorithm).
@@ -238,15 +328,7 @@ fn clf_time(t: SystemTime) -> String {
     let day = doy - (153 * mp + 2) / 5 + 1;
     let month = if mp < 10 { mp + 3 } else { mp - 9 };
     let year = yoe + era * 400 + i64::from(month <= 2);
-    format!(
-        "{:02}/{}/{}:{:02}:{:02}:{:02} +0000",
-        day,
-        MONTHS[(month - 1) as usize],
-        year,
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    )
+    (year, month, day, rem)
 }
 
 #[cfg(test)]
@@ -330,6 +412,31 @@ mod tests {
         let mut line = String::new();
         format_record(&record(), LogFormat::Squid, &mut line);
         assert_eq!(line, squid);
+    }
+
+    #[test]
+    fn a_json_line_is_one_object_with_every_field() {
+        let record = LogRecord {
+            user: Some("ann".into()),
+            content_type: Some(HeaderValue::from_static("text/html")),
+            extra: vec![("ab".into(), "b".into())],
+            ..record()
+        };
+        let mut line = String::new();
+        format_record(&record, LogFormat::Json, &mut line);
+        assert!(line.ends_with("}\n") && line.matches('\n').count() == 1, "{line}");
+        assert!(line.starts_with("{\"time\":\"2023-06-13T06:40:34.172Z\",\"duration_ms\":344,"), "in order: {line}");
+        let object: serde_json::Value = serde_json::from_str(&line).unwrap();
+        assert_eq!(
+            object,
+            serde_json::json!({
+                "time": "2023-06-13T06:40:34.172Z", "duration_ms": 344, "client": "10.157.217.66",
+                "result": "TCP_TUNNEL", "status": 200, "bytes": 103_428, "method": "CONNECT",
+                "url": "sassoft.ru:443", "version": "HTTP/1.1", "user": "ann", "hierarchy": "HIER_DIRECT",
+                "peer": "172.67.149.81", "content_type": "text/html", "referer": null,
+                "user_agent": "curl/8.0", "fields": { "ab": "b" },
+            })
+        );
     }
 
     #[test]

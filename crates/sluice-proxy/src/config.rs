@@ -496,6 +496,8 @@ pub enum LogFormat {
     Squid,
     /// Apache/NCSA Combined, with Squid's result code appended.
     Combined,
+    /// One JSON object per line (`crate::access_log`).
+    Json,
 }
 
 /// Logging.

@@ -275,6 +275,30 @@ async fn access_log_is_written_in_squid_native_format() {
 }
 
 #[tokio::test]
+async fn access_log_in_json_has_one_object_per_transaction() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("access.json");
+    let log_path = path.clone();
+    let h = Harness::build(Mode::Forward, move |c| {
+        c.log.access_log = Some(log_path);
+        c.log.format = sluice_proxy::config::LogFormat::Json;
+    })
+    .await;
+    h.origin.on("/j", Reply::ok("12345").header("Content-Type", "text/plain").header("Cache-Control", "max-age=60"));
+    h.get("/j").await;
+    h.get_with("/j", &[("User-Agent", "tester \"quoted\"")]).await;
+    h.eventually("two lines", |_| std::fs::read_to_string(&path).is_ok_and(|t| t.lines().count() == 2)).await;
+    let text = std::fs::read_to_string(&path).unwrap();
+    let lines: Vec<serde_json::Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!((lines[0]["result"].as_str(), lines[1]["result"].as_str()), (Some("TCP_MISS"), Some("TCP_MEM_HIT")));
+    assert_eq!(lines[0]["url"], h.origin.url("/j"));
+    assert_eq!(lines[0]["peer"], "127.0.0.1");
+    assert_eq!(lines[1]["peer"], serde_json::Value::Null);
+    assert_eq!(lines[1]["user_agent"], "tester \"quoted\"", "kept as sent, escaped by JSON");
+    assert_eq!(lines[1]["content_type"], "text/plain");
+}
+
+#[tokio::test]
 async fn calamaris_a_squid_log_analyser_reads_the_access_log() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("access.log");
