@@ -420,6 +420,30 @@ pub struct UpstreamConfig {
     /// Most GET and HEAD requests in flight on one connection (HTTP/1.1 pipelining, RFC 9112
     /// §9.3.2); 1 sends one at a time.
     pub pipeline: usize,
+    /// TLS towards `https://` origins.
+    pub tls: OriginTlsConfig,
+}
+
+/// TLS towards origins (`crate::origin_tls`): whom to trust, and what to present.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct OriginTlsConfig {
+    /// A PEM file of more trust anchors for origin certificates (a private CA).
+    pub ca_file: Option<PathBuf>,
+    /// Trust Mozilla's root certificates (built in); false: only `ca_file`.
+    pub builtin_roots: bool,
+    /// Check origin certificates; false accepts any (for testing only).
+    pub verify: bool,
+    /// A PEM certificate chain to present to origins that ask for one (mutual TLS).
+    pub client_cert: Option<PathBuf>,
+    /// The private key of `client_cert`.
+    pub client_key: Option<PathBuf>,
+}
+
+impl Default for OriginTlsConfig {
+    fn default() -> Self {
+        Self { ca_file: None, builtin_roots: true, verify: true, client_cert: None, client_key: None }
+    }
 }
 
 impl Default for UpstreamConfig {
@@ -432,6 +456,7 @@ impl Default for UpstreamConfig {
             max_idle_per_host: 64,
             max_connections_per_host: 0,
             pipeline: 1,
+            tls: OriginTlsConfig::default(),
         }
     }
 }
@@ -748,6 +773,15 @@ impl Config {
                 return invalid(format!("route path_prefix `{}` must start with /", r.path_prefix));
             }
         }
+        let origin_tls = &self.upstream.tls;
+        if origin_tls.client_cert.is_some() != origin_tls.client_key.is_some() {
+            return invalid("upstream.tls: client_cert and client_key go together".into());
+        }
+        if origin_tls.verify && !origin_tls.builtin_roots && origin_tls.ca_file.is_none() {
+            return invalid(
+                "upstream.tls: builtin_roots = false needs a ca_file (or no origin could be trusted)".into(),
+            );
+        }
         if let Some(bad) = self.access.upgrade_protocols.iter().find(|p| !crate::upgrade::is_protocol_name(p)) {
             return invalid(format!(
                 "access.upgrade_protocols entry {bad:?} is not a protocol name (a token such as \"websocket\", no version)"
@@ -890,6 +924,19 @@ mod tests {
         assert!(err.to_string().contains("ignore the query"), "{err}");
         let err = Config::parse(&format!("{files}default_ttl = \"1m\"\n")).unwrap_err();
         assert!(err.to_string().contains("default_ttl does not apply"), "{err}");
+    }
+
+    #[test]
+    fn origin_tls_trusts_the_builtin_roots_by_default_and_its_settings_are_checked() {
+        let c = Config::parse("").unwrap();
+        let tls = &c.upstream.tls;
+        assert!(tls.builtin_roots && tls.verify && tls.ca_file.is_none() && tls.client_cert.is_none());
+        let err = Config::parse("[upstream.tls]\nclient_cert = \"/c.pem\"\n").unwrap_err();
+        assert!(err.to_string().contains("client_cert and client_key go together"), "{err}");
+        let err = Config::parse("[upstream.tls]\nbuiltin_roots = false\n").unwrap_err();
+        assert!(err.to_string().contains("needs a ca_file"), "{err}");
+        let c = Config::parse("[upstream.tls]\nbuiltin_roots = false\nca_file = \"/ca.pem\"\n").unwrap();
+        assert_eq!(c.upstream.tls.ca_file.as_deref(), Some(std::path::Path::new("/ca.pem")));
     }
 
     #[test]

@@ -135,14 +135,14 @@ impl State {
             next_listener_id: Arc::new(AtomicU64::new(config.listener.len() as u64)),
         };
         let access_log = open_access_log(&config.log)?;
-        let upstream = Upstream::new(config.upstream.clone(), Arc::clone(&lasting.metrics));
+        let upstream = Upstream::new(config.upstream.clone(), Arc::clone(&lasting.metrics)).map_err(StateError)?;
         let listener_ids = (0..config.listener.len() as u64).collect();
         Self::assemble(config, lasting, access_log, upstream, listener_ids)
     }
 
     /// The next generation: `config` over this generation's lasting parts (see the module
-    /// documentation). The access log and the upstream client (with its idle connections)
-    /// carry over when their sections are unchanged; origin pools take over their route's
+    /// documentation). The access log and the upstream client (with its idle connections,
+    /// but its TLS files read again) carry over when their sections are unchanged; origin pools take over their route's
     /// health state and counters; listeners keep their identity by address
     /// (`crate::listeners::carry_ids`). The caller keeps settings that need a
     /// restart as they run (`crate::generation::restart_only`).
@@ -164,9 +164,10 @@ impl State {
         let access_log =
             if same(&self.config.log, &config.log) { self.access_log.clone() } else { open_access_log(&config.log)? };
         let upstream = if same(&self.config.upstream, &config.upstream) {
-            self.upstream.clone()
+            // Its TLS files are read again (a renewed client certificate or CA bundle).
+            self.upstream.with_tls(crate::origin_tls::connector(&config.upstream.tls).map_err(StateError)?)
         } else {
-            Upstream::new(config.upstream.clone(), Arc::clone(&lasting.metrics))
+            Upstream::new(config.upstream.clone(), Arc::clone(&lasting.metrics)).map_err(StateError)?
         };
         let listener_ids =
             crate::listeners::carry_ids(&self.config.listener, &self.listener_ids, &config.listener, || {

@@ -35,6 +35,13 @@ fn check_config_accepts_a_valid_file_and_names_the_problem_in_a_bad_one() {
     let out = sluice().args(["serve", "--check-config"]).arg(&auth).output().unwrap();
     assert!(!out.status.success(), "a users file that is not bcrypt is caught before start");
     assert!(String::from_utf8_lossy(&out.stderr).contains("htpasswd -B"));
+
+    let origin_ca = dir.path().join("origin-ca.toml");
+    std::fs::write(&origin_ca, "[upstream.tls]\nca_file = \"/nonexistent/ca.pem\"\n").unwrap();
+    let out = sluice().args(["serve", "--check-config"]).arg(&origin_ca).output().unwrap();
+    assert!(!out.status.success(), "an unreadable CA file is caught before start");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("upstream.tls") && err.contains("cannot read /nonexistent/ca.pem"), "{err}");
 }
 
 #[test]

@@ -102,7 +102,6 @@ struct Inner {
     pipes: Mutex<ByTarget<Vec<Arc<Pipe>>>>,
     limits: Mutex<ByTarget<HostLimit>>,
     config: UpstreamConfig,
-    tls: tokio_rustls::TlsConnector,
     metrics: Arc<Metrics>,
     /// The idle reaper runs (started with the first request, inside the runtime).
     reaping: AtomicBool,
@@ -112,6 +111,9 @@ struct Inner {
 #[derive(Clone)]
 pub struct Upstream {
     inner: Arc<Inner>,
+    /// How new connections to `https://` origins are made (`crate::origin_tls`); each
+    /// generation has its own, over the same pool ([`Upstream::with_tls`]).
+    tls: tokio_rustls::TlsConnector,
 }
 
 impl std::fmt::Debug for Upstream {
@@ -143,24 +145,24 @@ impl From<Box<SendFailure>> for ProxyError {
 }
 
 impl Upstream {
-    pub fn new(config: UpstreamConfig, metrics: Arc<Metrics>) -> Self {
-        let mut roots = rustls::RootCertStore::empty();
-        roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
-        let tls = rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
-            .with_safe_default_protocol_versions()
-            .expect("ring supports the default TLS versions")
-            .with_root_certificates(roots)
-            .with_no_client_auth();
+    /// The client for `config`, its TLS files read now (`crate::origin_tls::connector`).
+    pub fn new(config: UpstreamConfig, metrics: Arc<Metrics>) -> Result<Self, String> {
+        let tls = crate::origin_tls::connector(&config.tls)?;
         let inner = Inner {
             idle: Mutex::default(),
             pipes: Mutex::default(),
             limits: Mutex::default(),
             config,
-            tls: tokio_rustls::TlsConnector::from(Arc::new(tls)),
             metrics,
             reaping: AtomicBool::new(false),
         };
-        Self { inner: Arc::new(inner) }
+        Ok(Self { inner: Arc::new(inner), tls })
+    }
+
+    /// The same client (its pool and idle connections) making new TLS connections with
+    /// `tls`: a reload's files read anew under an unchanged `[upstream]`.
+    pub fn with_tls(&self, tls: tokio_rustls::TlsConnector) -> Self {
+        Self { inner: Arc::clone(&self.inner), tls }
     }
 
     /// Sends `req` (whose URI is in origin form) to `target` and waits for the response head,
@@ -493,7 +495,7 @@ impl Upstream {
         let io = if target.https {
             let name = rustls::pki_types::ServerName::try_from(target.host.to_string())
                 .map_err(|e| ProxyError::bad_gateway(format!("invalid TLS name {}", target.host)).with_cause(e))?;
-            let tls = tokio::time::timeout(timeout, self.inner.tls.connect(name, stream))
+            let tls = tokio::time::timeout(timeout, self.tls.connect(name, stream))
                 .await
                 .map_err(|_| ProxyError::gateway_timeout(format!("TLS handshake with {what} timed out")))?
                 .map_err(|e| ProxyError::bad_gateway(format!("TLS handshake with {what} failed")).with_cause(e))?;

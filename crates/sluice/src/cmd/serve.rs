@@ -58,6 +58,14 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             sluice_proxy::proxy_auth::ProxyAuth::load(auth, Arc::new(SystemClock))
                 .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
         }
+        for listener in &config.listener {
+            if let Some(tls) = &listener.tls {
+                sluice_proxy::tls::acceptor(tls)
+                    .map_err(|e| anyhow::anyhow!("{}: TLS for {}: {e}", path.display(), listener.addr))?;
+            }
+        }
+        sluice_proxy::origin_tls::connector(&config.upstream.tls)
+            .map_err(|e| anyhow::anyhow!("{}: upstream.tls: {e}", path.display()))?;
         println!("{}: configuration is valid", path.display());
         return Ok(());
     }

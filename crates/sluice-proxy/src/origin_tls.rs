@@ -1,0 +1,90 @@
+//! TLS towards origins (`[upstream.tls]`): the trust anchors origin certificates are checked
+//! against (Mozilla's roots, built in, and/or a private CA's PEM file), an optional client
+//! certificate for origins that require mutual TLS, and ALPN `http/1.1`, the protocol the
+//! upstream side speaks.
+//!
+//! With `verify = false` any certificate is accepted (the handshake's signatures are still
+//! checked against the certificate presented, so the peer holds its key): for testing
+//! against self-signed origins only; Sluice warns when it builds such a connector.
+
+use crate::config::OriginTlsConfig;
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::crypto::CryptoProvider;
+use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
+use rustls::{DigitallySignedStruct, SignatureScheme};
+use std::sync::Arc;
+
+/// The connector for `config`, its files read now. Fails on an unreadable or empty file, or
+/// a client key that does not match its certificate.
+pub fn connector(config: &OriginTlsConfig) -> Result<tokio_rustls::TlsConnector, String> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let builder = rustls::ClientConfig::builder_with_provider(Arc::clone(&provider))
+        .with_safe_default_protocol_versions()
+        .map_err(|e| e.to_string())?;
+    let builder = if config.verify {
+        builder.with_root_certificates(roots(config)?)
+    } else {
+        tracing::warn!("upstream.tls.verify = false: origin certificates are not checked");
+        builder.dangerous().with_custom_certificate_verifier(Arc::new(AnyCertificate(provider)))
+    };
+    let mut client = match (&config.client_cert, &config.client_key) {
+        (Some(cert), Some(key)) => builder
+            .with_client_auth_cert(crate::tls::load_certs(cert)?, crate::tls::load_key(key)?)
+            .map_err(|e| format!("upstream.tls client certificate and key do not match: {e}"))?,
+        _ => builder.with_no_client_auth(),
+    };
+    client.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(tokio_rustls::TlsConnector::from(Arc::new(client)))
+}
+
+fn roots(config: &OriginTlsConfig) -> Result<rustls::RootCertStore, String> {
+    let mut roots = rustls::RootCertStore::empty();
+    if config.builtin_roots {
+        roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
+    }
+    if let Some(path) = &config.ca_file {
+        for cert in crate::tls::load_certs(path)? {
+            roots.add(cert).map_err(|e| format!("{}: not a CA certificate: {e}", path.display()))?;
+        }
+    }
+    Ok(roots)
+}
+
+/// `verify = false`: any certificate chain, any name; handshake signatures still checked.
+#[derive(Debug)]
+struct AnyCertificate(Arc<CryptoProvider>);
+
+impl ServerCertVerifier for AnyCertificate {
+    fn verify_server_cert(
+        &self,
+        _end_entity: &CertificateDer<'_>,
+        _intermediates: &[CertificateDer<'_>],
+        _server_name: &ServerName<'_>,
+        _ocsp_response: &[u8],
+        _now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        Ok(ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(message, cert, dss, &self.0.signature_verification_algorithms)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(message, cert, dss, &self.0.signature_verification_algorithms)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.0.signature_verification_algorithms.supported_schemes()
+    }
+}
