@@ -8,6 +8,7 @@
 //! | `GET\|PUT\|DELETE /cache`, `/cache/*`, `POST /fetch`, `/prefetch` | yes | content management (`admin_content`, docs/content.md) |
 //! | `POST /cache/sweep` | yes | one expiry sweep now (`sweep`); the report as JSON |
 //! | `POST /log/reopen` | yes | reopen the access log file at its path (log rotation); 404 without one, 500 when it cannot be opened |
+//! | `GET /config` | yes | the running configuration, every option with its value, as TOML (as `sluice serve --print-config` shows a file; the admin token redacted) |
 //! | `POST /config/reload` | yes | re-read the `--config` file and make it the running configuration (`crate::generation`); the report as JSON; 404 without a file, 400 when it is rejected (nothing changes) |
 //! | `GET /modules` | yes | JSON list of the `[[module]]` entries: name, kind, order, state, modules |
 //! | `GET /modules/<name>` | yes | one entry, as listed |
@@ -102,10 +103,12 @@ impl Admin {
             (&Method::POST, "/cache/sweep") => crate::sweep::admin(state),
             (&Method::POST, "/log/reopen") => reopen_log(state).await,
             (&Method::POST, "/config/reload") => reload(&self.generations).await,
+            (&Method::GET, "/config") => running_config(state),
             (_, p) if crate::admin_pools::owns(p) => crate::admin_pools::handle(state, &req),
             (_, p) if crate::admin_modules::owns(p) => crate::admin_modules::handle(state, req).await,
             (_, p) if p.starts_with("/modules/") => self.module(state, req).await,
             (_, "/cache/sweep" | "/log/reopen" | "/config/reload") => not_allowed("POST"),
+            (_, "/config") => not_allowed("GET"),
             (_, "/healthz" | "/metrics" | "/stats") => not_allowed("GET"),
             _ => text(StatusCode::NOT_FOUND, format!("no admin endpoint {path}\n")),
         };
@@ -154,6 +157,19 @@ async fn reopen_log(state: &State) -> AdminResponse {
     match log.reopen().await {
         Ok(()) => text(StatusCode::OK, "access log reopened\n"),
         Err(e) => text(StatusCode::INTERNAL_SERVER_ERROR, format!("cannot reopen the access log: {e}\n")),
+    }
+}
+
+/// `GET /config`: what runs now (after reloads, with the settings kept for a restart at
+/// their running values).
+fn running_config(state: &State) -> AdminResponse {
+    let mut config = state.config.clone();
+    if config.admin.token.is_some() {
+        config.admin.token = Some("(redacted)".to_owned());
+    }
+    match toml::to_string_pretty(&config) {
+        Ok(text) => reply(StatusCode::OK, "application/toml", text),
+        Err(e) => text(StatusCode::INTERNAL_SERVER_ERROR, format!("cannot render the configuration: {e}\n")),
     }
 }
 

@@ -162,6 +162,14 @@ async fn the_admin_api_reloads_the_configuration_file() {
     assert_eq!(report["restart_needed"], serde_json::json!([]));
     assert_eq!(h.get("/where").await.text(), "second");
 
+    // What runs now, as TOML, the token redacted.
+    let running = admin(&h, "GET", "/config", &[], None).await;
+    assert_eq!(running.header("content-type"), "application/toml");
+    let running: Config = toml::from_str(&running.text()).unwrap();
+    assert_eq!(running.route[0].origin, Some(format!("http://{}", h.others[0].addr)));
+    assert_eq!(running.admin.token.as_deref(), Some("(redacted)"));
+    assert_eq!(admin(&h, "POST", "/config", &[], None).await.status, 405);
+
     std::fs::write(&path, "[cache\nmemory = 1").unwrap();
     let reply = admin(&h, "POST", "/config/reload", &[], None).await;
     assert_eq!(reply.status, 400);

@@ -66,6 +66,9 @@ fn sluice_ctl_reload_reloads_the_file_and_reports_a_rejected_one() {
     assert_eq!(report["path"], config.display().to_string());
     assert_eq!(report["listeners"]["listening"], serde_json::json!([proxy.to_string()]));
     assert_eq!(status(), "HTTP/1.1 403", "the new access rules");
+    let running = common::sluice().args(["ctl", "--admin", &admin_flag, "--token", "t", "config"]).output().unwrap();
+    let running = String::from_utf8_lossy(&running.stdout);
+    assert!(running.contains("allow = [\"10.0.0.0/8\"]") && running.contains("token = \"(redacted)\""), "{running}");
 
     std::fs::write(&config, format!("{base}[access\n")).unwrap();
     let rejected = ctl();

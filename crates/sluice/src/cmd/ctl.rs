@@ -125,6 +125,9 @@ enum Op {
     /// Reload the running proxy's --config file (as SIGHUP does); prints what changed
     /// (JSON), or why the file was rejected (exit 1; the running configuration stays).
     Reload,
+    /// Print the running configuration, every option with its value (TOML; the admin token
+    /// redacted).
+    Config,
     /// Reopen the access log at its path, after it was renamed for rotation (as SIGUSR1
     /// does).
     ReopenLog,
@@ -172,6 +175,7 @@ async fn op(client: &AdminClient, op: Op) -> anyhow::Result<()> {
         Op::Drain { origin, route } => json(drain_path("drain", &origin, route.as_deref()), Method::POST).await,
         Op::Undrain { origin, route } => json(drain_path("undrain", &origin, route.as_deref()), Method::POST).await,
         Op::Reload => json("/config/reload".to_owned(), Method::POST).await,
+        Op::Config => json("/config".to_owned(), Method::GET).await,
         Op::ReopenLog => json("/log/reopen".to_owned(), Method::POST).await,
     }
 }
