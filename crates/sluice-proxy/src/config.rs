@@ -128,6 +128,9 @@ pub struct AccessConfig {
     /// Peers (load balancers) allowed to name the client with a PROXY protocol header on
     /// listeners with `proxy_protocol`; connections from others are closed.
     pub proxy_protocol_from: Vec<IpNet>,
+    /// Peers (HTTP load balancers, CDNs) whose `X-Forwarded-For` names the client of each of
+    /// their requests (`crate::forwarded`). Empty: the header names nobody.
+    pub forwarded_for_from: Vec<IpNet>,
 }
 
 fn loopback_nets() -> Vec<IpNet> {
@@ -142,6 +145,7 @@ impl Default for AccessConfig {
             upgrade_protocols: vec!["websocket".to_owned()],
             purge_allow: loopback_nets(),
             proxy_protocol_from: loopback_nets(),
+            forwarded_for_from: Vec::new(),
         }
     }
 }

@@ -90,6 +90,7 @@ pub async fn fetch_as(state: &Arc<State>, request: Request<()>, mode: Mode) -> F
             mode,
             tls: false,
             allowed: true,
+            forwards_clients: false,
             zero_copy: None,
             activity: None,
             options_forms: None,

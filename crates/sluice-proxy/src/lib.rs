@@ -33,6 +33,7 @@ pub mod disk_config;
 mod disk_metrics;
 pub mod error;
 mod esi;
+mod forwarded;
 mod framing;
 mod gated;
 pub mod generation;

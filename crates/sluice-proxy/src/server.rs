@@ -309,6 +309,7 @@ impl ConnSetup {
             mode: self.lc.mode,
             tls: self.tls.is_some(),
             allowed: state.client_acl.allows(client.ip()),
+            forwards_clients: state.forwarded_for_acl.allows(client.ip()),
             zero_copy: queue.clone(),
             activity: Some(Activity::new()),
             options_forms: Some(Arc::clone(&options_forms)),

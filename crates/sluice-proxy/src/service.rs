@@ -37,6 +37,9 @@ pub struct ConnInfo {
     pub tls: bool,
     /// The client passed the listener ACL.
     pub allowed: bool,
+    /// The client is a peer in `access.forwarded_for_from`: each request's `X-Forwarded-For`
+    /// names its own client ([`crate::forwarded`]).
+    pub forwards_clients: bool,
     /// Set on plaintext connections whose stream sends disk bodies with `sendfile` (see
     /// [`crate::zero_copy`]).
     pub zero_copy: Option<crate::zero_copy::SendfileQueue>,
@@ -62,6 +65,7 @@ impl ConnInfo {
             mode: self.mode,
             tls: self.tls,
             allowed: state.client_acl.allows(self.client.ip()),
+            forwards_clients: state.forwarded_for_acl.allows(self.client.ip()),
             zero_copy: self.zero_copy.clone(),
             activity: self.activity.clone(),
             options_forms: self.options_forms.clone(),
@@ -77,7 +81,7 @@ pub fn client_ip_value(ip: IpAddr) -> HeaderValue {
 }
 
 /// `X-Forwarded-For` and `X-Forwarded-Proto`, as constants (no name parsing per request).
-const X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
+pub(crate) const X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
 const X_FORWARDED_PROTO: HeaderName = HeaderName::from_static("x-forwarded-proto");
 
 /// A request on its way to an origin.
@@ -159,6 +163,7 @@ pub async fn handle(
     mut req: Request<Incoming>,
 ) -> Result<Response<ProxyBody>, Infallible> {
     let _busy = conn.activity.as_ref().map(crate::idle::Activity::busy);
+    let conn = if conn.forwards_clients { crate::forwarded::for_request(&state, conn, req.headers()) } else { conn };
     OptionsForms::mark(conn.options_forms.as_deref(), &mut req);
     let mut txn = Txn::start(&state, conn.client, &req);
     let method = req.method().clone();

@@ -51,6 +51,8 @@ pub struct State {
     pub proxy_auth: Option<crate::proxy_auth::ProxyAuth>,
     /// Peers whose PROXY protocol headers are believed (`access.proxy_protocol_from`).
     pub proxy_protocol_acl: Acl,
+    /// Peers whose `X-Forwarded-For` is believed (`access.forwarded_for_from`).
+    pub forwarded_for_acl: Acl,
     pub purge_acl: Acl,
     pub metrics: Arc<Metrics>,
     pub access_log: Option<AccessLog>,
@@ -241,6 +243,7 @@ impl State {
             client_acl: Acl::new(&config.access.allow),
             proxy_auth,
             proxy_protocol_acl: Acl::new(&config.access.proxy_protocol_from),
+            forwarded_for_acl: Acl::new(&config.access.forwarded_for_from),
             purge_acl: Acl::new(&config.access.purge_allow),
             metrics,
             access_log,

@@ -1,0 +1,111 @@
+//! The client behind an HTTP load balancer (`access.forwarded_for_from`), as nginx's
+//! `set_real_ip_from` with `real_ip_header X-Forwarded-For` and `real_ip_recursive on`.
+//!
+//! A balancer in front of Sluice connects on behalf of many clients, over connections it
+//! reuses for one client after another, and names each request's client in
+//! `X-Forwarded-For`, the addresses of the proxies a request went through, oldest first,
+//! each appended by the proxy that received it. For a request from a listed peer, the
+//! client is the last address of that list that is not itself a listed peer (so a chain of
+//! trusted proxies is walked back, and a client cannot pass itself off as anyone by writing
+//! the header: whatever it wrote stands left of what the trusted balancers appended). That
+//! client is what the request is checked against (`access.allow`, `purge_allow`), logged
+//! with and shown to modules. The peer's own address is still the one this proxy appends to
+//! `X-Forwarded-For` when it forwards the request, as each proxy does.
+//!
+//! A request from a listed peer without the header, or whose last entry does not parse,
+//! stays the peer's; the walk back stops at an entry that does not parse, with the address
+//! read before it. Entries may carry a port (`192.0.2.1:4711`, `[2001:db8::1]:4711`), as
+//! some balancers write them.
+
+use crate::service::ConnInfo;
+use crate::service::X_FORWARDED_FOR;
+use crate::state::State;
+use http::header::HeaderMap;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+
+/// `conn` as seen by one request from a peer in `access.forwarded_for_from`: the client its
+/// `X-Forwarded-For` names, with that client's access, or `conn` itself when it names none.
+pub(crate) fn for_request(state: &State, conn: Arc<ConnInfo>, headers: &HeaderMap) -> Arc<ConnInfo> {
+    match named_client(headers, |ip| state.forwarded_for_acl.allows(ip)) {
+        Some(client) if client != conn.client.ip() => Arc::new(ConnInfo {
+            client: SocketAddr::new(client, 0),
+            client_ip: conn.client_ip.clone(),
+            mode: conn.mode,
+            tls: conn.tls,
+            allowed: state.client_acl.allows(client),
+            forwards_clients: true,
+            zero_copy: conn.zero_copy.clone(),
+            activity: conn.activity.clone(),
+            options_forms: conn.options_forms.clone(),
+            timers: Default::default(),
+        }),
+        _ => conn,
+    }
+}
+
+/// The client `X-Forwarded-For` names (see the module documentation), `trusted` telling
+/// which addresses are proxies to walk past; `None` without a usable entry.
+fn named_client(headers: &HeaderMap, trusted: impl Fn(IpAddr) -> bool) -> Option<IpAddr> {
+    let entries: Vec<&str> = headers
+        .get_all(X_FORWARDED_FOR)
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .flat_map(|value| value.split(','))
+        .map(str::trim)
+        .collect();
+    let mut client = None;
+    for entry in entries.iter().rev() {
+        let Some(ip) = parse_entry(entry) else { break };
+        client = Some(ip);
+        if !trusted(ip) {
+            break;
+        }
+    }
+    client
+}
+
+/// An address, with or without a port.
+fn parse_entry(entry: &str) -> Option<IpAddr> {
+    entry.parse::<IpAddr>().ok().or_else(|| entry.parse::<SocketAddr>().ok().map(|addr| addr.ip())).map(|ip| match ip {
+        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
+        v4 => v4,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http::HeaderValue;
+
+    fn client(lines: &[&str]) -> Option<String> {
+        let mut headers = HeaderMap::new();
+        for line in lines {
+            headers.append(X_FORWARDED_FOR, HeaderValue::from_str(line).unwrap());
+        }
+        let trusted = |ip: IpAddr| ip.to_string().starts_with("10.");
+        named_client(&headers, trusted).map(|ip| ip.to_string())
+    }
+
+    #[test]
+    fn the_last_untrusted_address_is_the_client() {
+        assert_eq!(client(&["203.0.113.7"]).as_deref(), Some("203.0.113.7"));
+        assert_eq!(client(&["198.51.100.1, 203.0.113.7, 10.0.0.2"]).as_deref(), Some("203.0.113.7"));
+        assert_eq!(
+            client(&["198.51.100.1", "203.0.113.7, 10.0.0.2", "10.0.0.3"]).as_deref(),
+            Some("203.0.113.7"),
+            "several lines are one list"
+        );
+        assert_eq!(client(&["10.0.0.9, 10.0.0.2"]).as_deref(), Some("10.0.0.9"), "all trusted: the first");
+    }
+
+    #[test]
+    fn ports_and_mapped_addresses_are_read_and_garbage_stops_the_walk() {
+        assert_eq!(client(&["203.0.113.7:4711"]).as_deref(), Some("203.0.113.7"));
+        assert_eq!(client(&["[2001:db8::1]:4711"]).as_deref(), Some("2001:db8::1"));
+        assert_eq!(client(&["::ffff:203.0.113.7"]).as_deref(), Some("203.0.113.7"));
+        assert_eq!(client(&["203.0.113.7, unknown, 10.0.0.2"]).as_deref(), Some("10.0.0.2"), "stops at garbage");
+        assert_eq!(client(&["unknown"]), None);
+        assert_eq!(client(&[]), None);
+    }
+}

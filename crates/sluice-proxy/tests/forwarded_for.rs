@@ -1,0 +1,65 @@
+//! `access.forwarded_for_from` (`crate::forwarded`): behind a trusted HTTP load balancer,
+//! each request's `X-Forwarded-For` names its client, for the access rules and the log,
+//! request by request on one connection; from anyone else the header names nobody.
+
+mod common;
+
+use common::Harness;
+use sluice_proxy::config::Mode;
+use sluice_testkit::{client, Reply};
+
+/// A reverse proxy that allows only 198.51.100.0/24, believing `X-Forwarded-For` from
+/// `trusted` peers (the test client is 127.0.0.1), logging to `log`.
+async fn behind_balancer(trusted: &[&str], log: std::path::PathBuf) -> Harness {
+    let trusted: Vec<_> = trusted.iter().map(|n| n.parse().unwrap()).collect();
+    let h = Harness::build(Mode::Reverse, move |c| {
+        c.access.allow = vec!["198.51.100.0/24".parse().unwrap()];
+        c.access.forwarded_for_from = trusted;
+        c.log.access_log = Some(log);
+    })
+    .await;
+    h.origin.on("/p", Reply::ok("origin").header("Cache-Control", "no-store"));
+    h
+}
+
+fn request(xff: &str) -> String {
+    format!("GET /p HTTP/1.1\r\nHost: a\r\nX-Forwarded-For: {xff}\r\n\r\n")
+}
+
+#[tokio::test]
+async fn a_trusted_balancer_names_each_requests_client() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("access.log");
+    let h = behind_balancer(&["127.0.0.0/8"], log.clone()).await;
+    // One connection, as a balancer reuses it for one client after another.
+    let requests = [request("198.51.100.9"), request("203.0.113.5"), request("203.0.113.5, 198.51.100.10")].concat()
+        + "GET /p HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n";
+    let answers = client::raw(h.addr(), requests.as_bytes()).await;
+    let statuses: Vec<&str> = answers.match_indices("HTTP/1.1 ").map(|(i, _)| &answers[i + 9..i + 12]).collect();
+    assert_eq!(
+        statuses,
+        ["200", "403", "200", "403"],
+        "allowed, not allowed, the last hop counts, no header: {answers}"
+    );
+
+    let forwarded = h.origin.requests("/p");
+    assert_eq!(forwarded.len(), 2);
+    assert_eq!(forwarded[0].header("x-forwarded-for"), Some("198.51.100.9, 127.0.0.1"), "the balancer appended");
+    h.eventually("four log lines", |_| std::fs::read_to_string(&log).is_ok_and(|t| t.lines().count() == 4)).await;
+    let clients: Vec<String> = std::fs::read_to_string(&log)
+        .unwrap()
+        .lines()
+        .map(|l| l.split_whitespace().nth(2).unwrap().to_owned())
+        .collect();
+    assert_eq!(clients, ["198.51.100.9", "203.0.113.5", "198.51.100.10", "127.0.0.1"]);
+}
+
+#[tokio::test]
+async fn from_anyone_else_the_header_names_nobody() {
+    let dir = tempfile::tempdir().unwrap();
+    let h = behind_balancer(&[], dir.path().join("access.log")).await;
+    let closing = "GET /p HTTP/1.1\r\nHost: a\r\nX-Forwarded-For: 198.51.100.9\r\nConnection: close\r\n\r\n";
+    let answer = client::raw(h.addr(), closing.as_bytes()).await;
+    assert!(answer.starts_with("HTTP/1.1 403"), "the peer, 127.0.0.1, is checked: {answer}");
+    assert_eq!(h.origin.hits("/p"), 0);
+}
