@@ -83,6 +83,7 @@ impl Admin {
                 state.metrics.prometheus(&state.store.stats(), state.collapser.in_flight())
                     + &state.connection_limit.prometheus()
                     + &self.generations.reload_metrics()
+                    + &crate::tls::prometheus(state)
                     + &crate::disk_metrics::prometheus(&state.store)
                     + &crate::pool_metrics::prometheus(&state.routes),
             ),

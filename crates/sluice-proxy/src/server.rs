@@ -284,7 +284,7 @@ impl ConnSetup {
         let state = Arc::clone(&generations.borrow_and_update());
         let index = state.listener_ids.iter().position(|&listener| listener == id)?;
         let lc = state.config.listener[index].clone();
-        let tls = state.listener_tls[index].clone();
+        let tls = state.listener_tls[index].as_ref().map(|tls| tls.acceptor.clone());
         Some(Arc::new(ConnSetup {
             builder: http_builder(&state),
             max_head: max_head(&state),

@@ -65,7 +65,7 @@ pub struct State {
     /// `Cache-Status` / `Via` name.
     pub name: String,
     /// The TLS acceptor of each `[[listener]]` with `tls`, in configuration order.
-    pub(crate) listener_tls: Vec<Option<tokio_rustls::TlsAcceptor>>,
+    pub(crate) listener_tls: Vec<Option<crate::tls::ListenerTls>>,
     /// The identity of each `[[listener]]` across generations, in configuration order
     /// (`crate::listeners`).
     pub(crate) listener_ids: Vec<ListenerId>,
@@ -216,8 +216,10 @@ impl State {
                 lc.tls
                     .as_ref()
                     .map(|tls| {
-                        crate::tls::acceptor(tls)
-                            .map_err(|message| StateError(format!("TLS for {}: {message}", lc.addr)))
+                        let tls = crate::tls::listener(tls)
+                            .map_err(|message| StateError(format!("TLS for {}: {message}", lc.addr)))?;
+                        crate::tls::warn_if_expiring(lc.addr, &tls, clock.now());
+                        Ok(tls)
                     })
                     .transpose()
             })

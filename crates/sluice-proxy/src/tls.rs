@@ -1,14 +1,28 @@
-//! TLS listeners: certificates from PEM files, ALPN for h2 and http/1.1. The PEM loaders
-//! serve the origin side too (`crate::origin_tls`).
+//! TLS listeners: certificates from PEM files, ALPN for h2 and http/1.1, and when each
+//! certificate expires (in `/metrics`, and a warning when it is near). The PEM loaders serve
+//! the origin side too (`crate::origin_tls`).
 
 use crate::config::TlsConfig;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use std::path::Path;
 use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-/// Builds a TLS acceptor from the configured PEM certificate chain and private key.
-pub fn acceptor(config: &TlsConfig) -> Result<tokio_rustls::TlsAcceptor, String> {
+/// A listener's TLS: its acceptor, and when its certificate expires.
+#[derive(Clone)]
+pub struct ListenerTls {
+    pub acceptor: tokio_rustls::TlsAcceptor,
+    /// The leaf certificate's `notAfter` (`None` if it cannot be read).
+    pub not_after: Option<SystemTime>,
+}
+
+/// A certificate this close to its end is warned about when it is loaded.
+pub const EXPIRY_WARNING: Duration = Duration::from_secs(14 * 24 * 3600);
+
+/// Builds a listener's TLS from the configured PEM certificate chain and private key.
+pub fn listener(config: &TlsConfig) -> Result<ListenerTls, String> {
     let certs = load_certs(&config.cert)?;
+    let not_after = not_after(&certs[0]);
     let key = load_key(&config.key)?;
     let mut server = rustls::ServerConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
         .with_safe_default_protocol_versions()
@@ -17,7 +31,48 @@ pub fn acceptor(config: &TlsConfig) -> Result<tokio_rustls::TlsAcceptor, String>
         .with_single_cert(certs, key)
         .map_err(|e| format!("certificate and key do not match: {e}"))?;
     server.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
-    Ok(tokio_rustls::TlsAcceptor::from(Arc::new(server)))
+    Ok(ListenerTls { acceptor: tokio_rustls::TlsAcceptor::from(Arc::new(server)), not_after })
+}
+
+/// When `cert` stops being valid.
+fn not_after(cert: &CertificateDer<'_>) -> Option<SystemTime> {
+    let (_, parsed) = x509_parser::parse_x509_certificate(cert.as_ref()).ok()?;
+    let seconds = u64::try_from(parsed.validity().not_after.timestamp()).ok()?;
+    Some(UNIX_EPOCH + Duration::from_secs(seconds))
+}
+
+/// Warns when the certificate of the listener on `addr` has expired or will within
+/// [`EXPIRY_WARNING`] of `now`.
+pub(crate) fn warn_if_expiring(addr: std::net::SocketAddr, tls: &ListenerTls, now: SystemTime) {
+    if let Some(warning) = tls.not_after.and_then(|not_after| expiry_warning(not_after, now)) {
+        tracing::warn!("the TLS certificate of listener {addr} {warning}");
+    }
+}
+
+fn expiry_warning(not_after: SystemTime, now: SystemTime) -> Option<String> {
+    match not_after.duration_since(now) {
+        Err(_) => Some("has expired".to_owned()),
+        Ok(left) if left < EXPIRY_WARNING => Some(format!("expires in {} hours", left.as_secs() / 3600)),
+        Ok(_) => None,
+    }
+}
+
+/// The listeners' certificate expiry times for `/metrics` (empty without a TLS listener).
+pub(crate) fn prometheus(state: &crate::state::State) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::new();
+    for (lc, tls) in state.config.listener.iter().zip(&state.listener_tls) {
+        let Some(not_after) = tls.as_ref().and_then(|t| t.not_after) else { continue };
+        if out.is_empty() {
+            out.push_str(
+                "# HELP sluice_tls_certificate_expiry_timestamp_seconds When a listener's certificate expires.\n\
+                 # TYPE sluice_tls_certificate_expiry_timestamp_seconds gauge\n",
+            );
+        }
+        let seconds = not_after.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
+        let _ = writeln!(out, "sluice_tls_certificate_expiry_timestamp_seconds{{listener=\"{}\"}} {seconds}", lc.addr);
+    }
+    out
 }
 
 /// The certificates of a PEM file, in order (at least one).
@@ -42,4 +97,27 @@ pub(crate) fn load_key(path: &Path) -> Result<PrivateKeyDer<'static>, String> {
 
 fn read(path: &Path) -> Result<Vec<u8>, String> {
     std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_certificate_is_warned_about_within_two_weeks_of_its_end_and_after() {
+        let now = UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+        let day = Duration::from_secs(24 * 3600);
+        assert_eq!(expiry_warning(now + 30 * day, now), None);
+        assert_eq!(expiry_warning(now + 3 * day, now).as_deref(), Some("expires in 72 hours"));
+        assert_eq!(expiry_warning(now - day, now).as_deref(), Some("has expired"));
+    }
+
+    #[test]
+    fn the_expiry_is_read_from_the_leaf_certificate() {
+        let mut params = rcgen::CertificateParams::new(vec!["localhost".to_owned()]).unwrap();
+        params.not_after = rcgen::date_time_ymd(2031, 5, 17);
+        let cert = params.self_signed(&rcgen::KeyPair::generate().unwrap()).unwrap();
+        let expected = UNIX_EPOCH + Duration::from_secs(1_936_742_400); // 2031-05-17T00:00:00Z
+        assert_eq!(not_after(cert.der()), Some(expected));
+    }
 }

@@ -222,6 +222,13 @@ async fn a_reload_serves_a_renewed_certificate() {
     h.proxy.generations().reload(config).await.expect("reloaded");
     assert!(handshake(h.addr(), &renewed.cert).await.is_ok(), "the renewed certificate is served");
     assert!(handshake(h.addr(), &old.cert).await.is_err(), "the old one is not");
+
+    // Its end is in /metrics, to alert on before it comes (rcgen's default: 4096-01-01).
+    let metrics = admin(&h, "GET", "/metrics", &[], None).await.text();
+    assert!(
+        metrics.contains("sluice_tls_certificate_expiry_timestamp_seconds{listener=\"127.0.0.1:0\"} 67090118400\n"),
+        "{metrics}"
+    );
 }
 
 /// A TLS handshake with `addr` as `localhost`, trusting `cert` only.

@@ -60,7 +60,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         }
         for listener in &config.listener {
             if let Some(tls) = &listener.tls {
-                sluice_proxy::tls::acceptor(tls)
+                sluice_proxy::tls::listener(tls)
                     .map_err(|e| anyhow::anyhow!("{}: TLS for {}: {e}", path.display(), listener.addr))?;
             }
         }
