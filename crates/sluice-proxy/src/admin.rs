@@ -82,7 +82,7 @@ impl Admin {
                 "text/plain; version=0.0.4",
                 state.metrics.prometheus(&state.store.stats(), state.collapser.in_flight())
                     + &state.connection_limit.prometheus()
-                    + &self.generations.reload_metrics()
+                    + &self.generations.outcomes().prometheus()
                     + &crate::tls::prometheus(state)
                     + &crate::disk_metrics::prometheus(&state.store)
                     + &crate::pool_metrics::prometheus(&state.routes),
@@ -92,7 +92,7 @@ impl Admin {
                 let mut json = state.metrics.json(&state.store.stats(), state.collapser.in_flight());
                 json["client"]["connections_limit"] = state.connection_limit.limit().into();
                 json["client"]["connection_waits"] = state.connection_limit.waits().into();
-                json["config"] = self.generations.reload_stats();
+                json["config"] = self.generations.outcomes().json();
                 if let Some(disk) = crate::disk_metrics::json(&state.store) {
                     json["disk"] = disk;
                 }

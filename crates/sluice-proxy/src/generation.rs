@@ -21,12 +21,10 @@
 use crate::config::{Config, ConfigError};
 use crate::listeners::{ListenError, ListenerChanges, Listeners};
 use crate::module_manager::Changes;
+use crate::reload_outcomes::ReloadOutcomes;
 use crate::state::{same, State, StateError};
 use std::path::PathBuf;
-use std::sync::atomic::Ordering::Relaxed;
-use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::Arc;
-use std::time::{SystemTime, UNIX_EPOCH};
 use tokio::sync::watch;
 
 /// The running proxy's current generation, and reloads of it.
@@ -39,38 +37,6 @@ pub struct Generations {
     reloading: tokio::sync::Mutex<()>,
     /// How reloads went, for `/metrics` and `/stats`.
     outcomes: ReloadOutcomes,
-}
-
-/// Counts of applied and rejected reloads, and whether the last one took, as Prometheus
-/// reports its own (`prometheus_config_last_reload_successful`): what to alert on, since a
-/// rejected `SIGHUP` leaves the old configuration running with only a log line to say so.
-#[derive(Debug, Default)]
-struct ReloadOutcomes {
-    applied: AtomicU64,
-    rejected: AtomicU64,
-    last_rejected: AtomicBool,
-    /// When the running configuration was last loaded (start or reload), Unix seconds.
-    last_success_unix: AtomicU64,
-}
-
-impl ReloadOutcomes {
-    fn record<T, E>(&self, result: &Result<T, E>, now: SystemTime) {
-        match result {
-            Ok(_) => {
-                self.applied.fetch_add(1, Relaxed);
-                self.last_rejected.store(false, Relaxed);
-                self.last_success_unix.store(unix_seconds(now), Relaxed);
-            }
-            Err(_) => {
-                self.rejected.fetch_add(1, Relaxed);
-                self.last_rejected.store(true, Relaxed);
-            }
-        }
-    }
-}
-
-fn unix_seconds(time: SystemTime) -> u64 {
-    time.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
 }
 
 /// What a reload changed.
@@ -106,8 +72,7 @@ impl Generations {
     /// ([`Self::open_listeners`]); `shutdown` ends their accept loops.
     pub(crate) fn new(first: Arc<State>, shutdown: watch::Receiver<bool>) -> Self {
         first.content_impl.attach(&first);
-        let outcomes = ReloadOutcomes::default();
-        outcomes.last_success_unix.store(unix_seconds(first.clock.now()), Relaxed);
+        let outcomes = ReloadOutcomes::loaded_at(first.clock.now());
         Self {
             current: watch::Sender::new(first),
             listeners: Listeners::new(shutdown),
@@ -164,36 +129,9 @@ impl Generations {
         result
     }
 
-    /// The Prometheus metrics of reloads.
-    pub(crate) fn reload_metrics(&self) -> String {
-        let o = &self.outcomes;
-        format!(
-            "# HELP sluice_config_reloads_total Configuration reloads, by result.\n\
-             # TYPE sluice_config_reloads_total counter\n\
-             sluice_config_reloads_total{{result=\"applied\"}} {}\n\
-             sluice_config_reloads_total{{result=\"rejected\"}} {}\n\
-             # HELP sluice_config_last_reload_successful 0 when the last reload was rejected (the previous configuration runs on).\n\
-             # TYPE sluice_config_last_reload_successful gauge\n\
-             sluice_config_last_reload_successful {}\n\
-             # HELP sluice_config_last_reload_success_timestamp_seconds When the running configuration was loaded.\n\
-             # TYPE sluice_config_last_reload_success_timestamp_seconds gauge\n\
-             sluice_config_last_reload_success_timestamp_seconds {}\n",
-            o.applied.load(Relaxed),
-            o.rejected.load(Relaxed),
-            u8::from(!o.last_rejected.load(Relaxed)),
-            o.last_success_unix.load(Relaxed),
-        )
-    }
-
-    /// The same for `/stats`.
-    pub(crate) fn reload_stats(&self) -> serde_json::Value {
-        let o = &self.outcomes;
-        serde_json::json!({
-            "reloads_applied": o.applied.load(Relaxed),
-            "reloads_rejected": o.rejected.load(Relaxed),
-            "last_reload_successful": !o.last_rejected.load(Relaxed),
-            "loaded_at": o.last_success_unix.load(Relaxed),
-        })
+    /// How reloads went (`/metrics`, `/stats`).
+    pub(crate) fn outcomes(&self) -> &ReloadOutcomes {
+        &self.outcomes
     }
 
     async fn apply(&self, mut config: Config) -> Result<ReloadReport, ReloadError> {

@@ -53,6 +53,7 @@ pub mod pool_config;
 mod pool_metrics;
 pub mod proxy_auth;
 pub mod proxy_protocol;
+mod reload_outcomes;
 mod req_body;
 mod resolve;
 mod respond;
