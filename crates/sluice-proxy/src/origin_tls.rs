@@ -14,9 +14,17 @@ use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
 use rustls::{DigitallySignedStruct, SignatureScheme};
 use std::sync::Arc;
 
+/// How new connections to origins are made, from `[upstream.tls]` as read at one time.
+#[derive(Clone)]
+pub struct OriginTls {
+    pub connector: tokio_rustls::TlsConnector,
+    /// When the client certificate (`client_cert`), if any, expires.
+    pub client_cert_not_after: Option<std::time::SystemTime>,
+}
+
 /// The connector for `config`, its files read now. Fails on an unreadable or empty file, or
 /// a client key that does not match its certificate.
-pub fn connector(config: &OriginTlsConfig) -> Result<tokio_rustls::TlsConnector, String> {
+pub fn connector(config: &OriginTlsConfig) -> Result<OriginTls, String> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let builder = rustls::ClientConfig::builder_with_provider(Arc::clone(&provider))
         .with_safe_default_protocol_versions()
@@ -27,14 +35,19 @@ pub fn connector(config: &OriginTlsConfig) -> Result<tokio_rustls::TlsConnector,
         tracing::warn!("upstream.tls.verify = false: origin certificates are not checked");
         builder.dangerous().with_custom_certificate_verifier(Arc::new(AnyCertificate(provider)))
     };
+    let mut client_cert_not_after = None;
     let mut client = match (&config.client_cert, &config.client_key) {
-        (Some(cert), Some(key)) => builder
-            .with_client_auth_cert(crate::tls::load_certs(cert)?, crate::tls::load_key(key)?)
-            .map_err(|e| format!("upstream.tls client certificate and key do not match: {e}"))?,
+        (Some(cert), Some(key)) => {
+            let chain = crate::tls::load_certs(cert)?;
+            client_cert_not_after = crate::tls::not_after(&chain[0]);
+            builder
+                .with_client_auth_cert(chain, crate::tls::load_key(key)?)
+                .map_err(|e| format!("upstream.tls client certificate and key do not match: {e}"))?
+        }
         _ => builder.with_no_client_auth(),
     };
     client.alpn_protocols = vec![b"http/1.1".to_vec()];
-    Ok(tokio_rustls::TlsConnector::from(Arc::new(client)))
+    Ok(OriginTls { connector: tokio_rustls::TlsConnector::from(Arc::new(client)), client_cert_not_after })
 }
 
 fn roots(config: &OriginTlsConfig) -> Result<rustls::RootCertStore, String> {

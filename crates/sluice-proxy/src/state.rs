@@ -202,6 +202,7 @@ impl State {
             next_txn,
             next_listener_id,
         } = lasting;
+        crate::tls::warn_if_expiring("upstream.tls client_cert", upstream.client_cert_not_after(), clock.now());
         let routes = Routes::new(&config.route, &clock).map_err(StateError)?;
         let proxy_auth = config
             .proxy_auth
@@ -218,7 +219,7 @@ impl State {
                     .map(|tls| {
                         let tls = crate::tls::listener(tls)
                             .map_err(|message| StateError(format!("TLS for {}: {message}", lc.addr)))?;
-                        crate::tls::warn_if_expiring(lc.addr, &tls, clock.now());
+                        crate::tls::warn_if_expiring(&format!("listener {}", lc.addr), tls.not_after, clock.now());
                         Ok(tls)
                     })
                     .transpose()

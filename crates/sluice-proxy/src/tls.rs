@@ -35,17 +35,17 @@ pub fn listener(config: &TlsConfig) -> Result<ListenerTls, String> {
 }
 
 /// When `cert` stops being valid.
-fn not_after(cert: &CertificateDer<'_>) -> Option<SystemTime> {
+pub(crate) fn not_after(cert: &CertificateDer<'_>) -> Option<SystemTime> {
     let (_, parsed) = x509_parser::parse_x509_certificate(cert.as_ref()).ok()?;
     let seconds = u64::try_from(parsed.validity().not_after.timestamp()).ok()?;
     Some(UNIX_EPOCH + Duration::from_secs(seconds))
 }
 
-/// Warns when the certificate of the listener on `addr` has expired or will within
-/// [`EXPIRY_WARNING`] of `now`.
-pub(crate) fn warn_if_expiring(addr: std::net::SocketAddr, tls: &ListenerTls, now: SystemTime) {
-    if let Some(warning) = tls.not_after.and_then(|not_after| expiry_warning(not_after, now)) {
-        tracing::warn!("the TLS certificate of listener {addr} {warning}");
+/// Warns when `whose` certificate (`listener 0.0.0.0:443`), ending at `not_after`, has
+/// expired or will within [`EXPIRY_WARNING`] of `now`.
+pub(crate) fn warn_if_expiring(whose: &str, not_after: Option<SystemTime>, now: SystemTime) {
+    if let Some(warning) = not_after.and_then(|not_after| expiry_warning(not_after, now)) {
+        tracing::warn!("the TLS certificate of {whose} {warning}");
     }
 }
 
@@ -57,22 +57,38 @@ fn expiry_warning(not_after: SystemTime, now: SystemTime) -> Option<String> {
     }
 }
 
-/// The listeners' certificate expiry times for `/metrics` (empty without a TLS listener).
+/// When the listeners' certificates and the `upstream.tls` client certificate expire, for
+/// `/metrics` (empty without any).
 pub(crate) fn prometheus(state: &crate::state::State) -> String {
     use std::fmt::Write as _;
+    let seconds = |t: SystemTime| t.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
     let mut out = String::new();
+    if let Some(not_after) = state.upstream.client_cert_not_after() {
+        let _ = writeln!(
+            out,
+            "# HELP sluice_upstream_client_certificate_expiry_timestamp_seconds When the upstream.tls client certificate expires.\n\
+             # TYPE sluice_upstream_client_certificate_expiry_timestamp_seconds gauge\n\
+             sluice_upstream_client_certificate_expiry_timestamp_seconds {}",
+            seconds(not_after)
+        );
+    }
+    let mut listeners = String::new();
     for (lc, tls) in state.config.listener.iter().zip(&state.listener_tls) {
         let Some(not_after) = tls.as_ref().and_then(|t| t.not_after) else { continue };
-        if out.is_empty() {
-            out.push_str(
+        if listeners.is_empty() {
+            listeners.push_str(
                 "# HELP sluice_tls_certificate_expiry_timestamp_seconds When a listener's certificate expires.\n\
                  # TYPE sluice_tls_certificate_expiry_timestamp_seconds gauge\n",
             );
         }
-        let seconds = not_after.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
-        let _ = writeln!(out, "sluice_tls_certificate_expiry_timestamp_seconds{{listener=\"{}\"}} {seconds}", lc.addr);
+        let _ = writeln!(
+            listeners,
+            "sluice_tls_certificate_expiry_timestamp_seconds{{listener=\"{}\"}} {}",
+            lc.addr,
+            seconds(not_after)
+        );
     }
-    out
+    out + &listeners
 }
 
 /// The certificates of a PEM file, in order (at least one).

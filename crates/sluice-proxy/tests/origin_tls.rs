@@ -159,6 +159,10 @@ async fn a_client_certificate_reaches_an_origin_that_requires_one() {
     config.upstream.tls.client_key = Some(pki.path("client.key"));
     h.proxy.generations().reload(config).await.expect("reloaded");
     assert_eq!(h.get("/s").await.text(), "over tls");
+
+    // Its end is in /metrics (rcgen's default: 4096-01-01).
+    let metrics = common::admin::admin(&h, "GET", "/metrics", &[], None).await.text();
+    assert!(metrics.contains("sluice_upstream_client_certificate_expiry_timestamp_seconds 67090118400\n"), "{metrics}");
 }
 
 #[tokio::test]

@@ -113,7 +113,7 @@ pub struct Upstream {
     inner: Arc<Inner>,
     /// How new connections to `https://` origins are made (`crate::origin_tls`); each
     /// generation has its own, over the same pool ([`Upstream::with_tls`]).
-    tls: tokio_rustls::TlsConnector,
+    tls: crate::origin_tls::OriginTls,
 }
 
 impl std::fmt::Debug for Upstream {
@@ -161,8 +161,14 @@ impl Upstream {
 
     /// The same client (its pool and idle connections) making new TLS connections with
     /// `tls`: a reload's files read anew under an unchanged `[upstream]`.
-    pub fn with_tls(&self, tls: tokio_rustls::TlsConnector) -> Self {
+    pub fn with_tls(&self, tls: crate::origin_tls::OriginTls) -> Self {
         Self { inner: Arc::clone(&self.inner), tls }
+    }
+
+    /// When the client certificate it presents to origins (`upstream.tls.client_cert`), if
+    /// any, expires.
+    pub fn client_cert_not_after(&self) -> Option<std::time::SystemTime> {
+        self.tls.client_cert_not_after
     }
 
     /// Sends `req` (whose URI is in origin form) to `target` and waits for the response head,
@@ -495,7 +501,7 @@ impl Upstream {
         let io = if target.https {
             let name = rustls::pki_types::ServerName::try_from(target.host.to_string())
                 .map_err(|e| ProxyError::bad_gateway(format!("invalid TLS name {}", target.host)).with_cause(e))?;
-            let tls = tokio::time::timeout(timeout, self.tls.connect(name, stream))
+            let tls = tokio::time::timeout(timeout, self.tls.connector.connect(name, stream))
                 .await
                 .map_err(|_| ProxyError::gateway_timeout(format!("TLS handshake with {what} timed out")))?
                 .map_err(|e| ProxyError::bad_gateway(format!("TLS handshake with {what} failed")).with_cause(e))?;
