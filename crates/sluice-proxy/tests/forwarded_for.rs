@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::Harness;
+use common::{Harness, LogFile};
 use sluice_proxy::config::Mode;
 use sluice_testkit::{client, Reply};
 
@@ -28,9 +28,8 @@ fn request(xff: &str) -> String {
 
 #[tokio::test]
 async fn a_trusted_balancer_names_each_requests_client() {
-    let dir = tempfile::tempdir().unwrap();
-    let log = dir.path().join("access.log");
-    let h = behind_balancer(&["127.0.0.0/8"], log.clone()).await;
+    let log = LogFile::new();
+    let h = behind_balancer(&["127.0.0.0/8"], log.path.clone()).await;
     // One connection, as a balancer reuses it for one client after another.
     let requests = [request("198.51.100.9"), request("203.0.113.5"), request("203.0.113.5, 198.51.100.10")].concat()
         + "GET /p HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n";
@@ -45,19 +44,15 @@ async fn a_trusted_balancer_names_each_requests_client() {
     let forwarded = h.origin.requests("/p");
     assert_eq!(forwarded.len(), 2);
     assert_eq!(forwarded[0].header("x-forwarded-for"), Some("198.51.100.9, 127.0.0.1"), "the balancer appended");
-    h.eventually("four log lines", |_| std::fs::read_to_string(&log).is_ok_and(|t| t.lines().count() == 4)).await;
-    let clients: Vec<String> = std::fs::read_to_string(&log)
-        .unwrap()
-        .lines()
-        .map(|l| l.split_whitespace().nth(2).unwrap().to_owned())
-        .collect();
+    let lines = log.lines(&h, 4).await;
+    let clients: Vec<&str> = lines.iter().map(|l| l.split_whitespace().nth(2).unwrap()).collect();
     assert_eq!(clients, ["198.51.100.9", "203.0.113.5", "198.51.100.10", "127.0.0.1"]);
 }
 
 #[tokio::test]
 async fn from_anyone_else_the_header_names_nobody() {
-    let dir = tempfile::tempdir().unwrap();
-    let h = behind_balancer(&[], dir.path().join("access.log")).await;
+    let log = LogFile::new();
+    let h = behind_balancer(&[], log.path.clone()).await;
     let closing = "GET /p HTTP/1.1\r\nHost: a\r\nX-Forwarded-For: 198.51.100.9\r\nConnection: close\r\n\r\n";
     let answer = client::raw(h.addr(), closing.as_bytes()).await;
     assert!(answer.starts_with("HTTP/1.1 403"), "the peer, 127.0.0.1, is checked: {answer}");

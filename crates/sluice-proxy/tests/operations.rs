@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{curl, Harness};
+use common::{curl, Harness, LogFile};
 use sluice_proxy::config::{Mode, TlsConfig};
 use sluice_proxy::units::Dur;
 use sluice_testkit::client;
@@ -242,20 +242,15 @@ async fn admin_api_serves_metrics_and_requires_a_token_for_the_rest() {
 
 #[tokio::test]
 async fn access_log_is_written_in_squid_native_format() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("access.log");
-    let log_path = path.clone();
+    let log = LogFile::new();
+    let log_path = log.path.clone();
     let h = Harness::build(Mode::Forward, move |c| c.log.access_log = Some(log_path)).await;
     h.origin
         .on("/logged", Reply::ok("12345").header("Content-Type", "text/plain").header("Cache-Control", "max-age=60"));
     h.get("/logged").await;
     h.get("/logged").await;
-    h.eventually("two access log lines", |_| {
-        std::fs::read_to_string(&path).map(|t| t.lines().count() == 2).unwrap_or(false)
-    })
-    .await;
-    let text = std::fs::read_to_string(&path).unwrap();
-    let lines: Vec<&str> = text.lines().collect();
+    let lines = log.lines(&h, 2).await;
+    let lines: Vec<&str> = lines.iter().map(String::as_str).collect();
     let url = h.origin.url("/logged");
     for (line, code, hier) in
         [(lines[0], "TCP_MISS/200", "HIER_DIRECT/127.0.0.1"), (lines[1], "TCP_MEM_HIT/200", "HIER_NONE/-")]
@@ -276,9 +271,8 @@ async fn access_log_is_written_in_squid_native_format() {
 
 #[tokio::test]
 async fn access_log_in_json_has_one_object_per_transaction() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("access.json");
-    let log_path = path.clone();
+    let log = LogFile::new();
+    let log_path = log.path.clone();
     let h = Harness::build(Mode::Forward, move |c| {
         c.log.access_log = Some(log_path);
         c.log.format = sluice_proxy::config::LogFormat::Json;
@@ -287,9 +281,8 @@ async fn access_log_in_json_has_one_object_per_transaction() {
     h.origin.on("/j", Reply::ok("12345").header("Content-Type", "text/plain").header("Cache-Control", "max-age=60"));
     h.get("/j").await;
     h.get_with("/j", &[("User-Agent", "tester \"quoted\"")]).await;
-    h.eventually("two lines", |_| std::fs::read_to_string(&path).is_ok_and(|t| t.lines().count() == 2)).await;
-    let text = std::fs::read_to_string(&path).unwrap();
-    let lines: Vec<serde_json::Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let lines: Vec<serde_json::Value> =
+        log.lines(&h, 2).await.iter().map(|l| serde_json::from_str(l).unwrap()).collect();
     assert_eq!((lines[0]["result"].as_str(), lines[1]["result"].as_str()), (Some("TCP_MISS"), Some("TCP_MEM_HIT")));
     assert_eq!(lines[0]["url"], h.origin.url("/j"));
     assert_eq!(lines[0]["peer"], "127.0.0.1");
@@ -300,9 +293,8 @@ async fn access_log_in_json_has_one_object_per_transaction() {
 
 #[tokio::test]
 async fn calamaris_a_squid_log_analyser_reads_the_access_log() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("access.log");
-    let log_path = path.clone();
+    let log = LogFile::new();
+    let log_path = log.path.clone();
     let h = Harness::build(Mode::Forward, move |c| c.log.access_log = Some(log_path)).await;
     h.origin.on(
         "/a",
@@ -315,14 +307,10 @@ async fn calamaris_a_squid_log_analyser_reads_the_access_log() {
     h.send("POST", "/b", &[], Some("x")).await;
     h.origin.on("/broken", Reply::ok("").garbage());
     h.get("/broken").await;
-    h.eventually("six access log lines", |_| {
-        std::fs::read_to_string(&path).map(|t| t.lines().count() == 6).unwrap_or(false)
-    })
-    .await;
-    let log = std::fs::File::open(&path).unwrap();
+    log.lines(&h, 6).await;
     let out = std::process::Command::new("calamaris")
         .arg("-a")
-        .stdin(log)
+        .stdin(std::fs::File::open(&log.path).unwrap())
         .output()
         .expect("calamaris (scripts/install-deps.sh)");
     let report = String::from_utf8_lossy(&out.stdout);

@@ -104,15 +104,13 @@ async fn reverse_routes_are_not_proxy_requests() {
 #[tokio::test]
 async fn the_access_log_names_the_user() {
     let dir = tempfile::tempdir().unwrap();
-    let log = dir.path().join("access.log");
-    let log_path = log.clone();
+    let log = common::LogFile::new();
+    let log_path = log.path.clone();
     let h = guarded(Mode::Forward, dir.path(), move |c, _| c.log.access_log = Some(log_path)).await;
     h.origin.on("/l", Reply::ok("x").header("Cache-Control", "no-store"));
     h.get_with("/l", &[("Proxy-Authorization", &basic("ann:secret"))]).await;
     h.get("/l").await;
-    h.eventually("two log lines", |_| std::fs::read_to_string(&log).is_ok_and(|t| t.lines().count() >= 2)).await;
-    let text = std::fs::read_to_string(&log).unwrap();
-    let lines: Vec<&str> = text.lines().collect();
+    let lines = log.lines(&h, 2).await;
     assert!(lines[0].contains(" TCP_MISS/200 ") && lines[0].contains("/l ann HIER_DIRECT/"), "{}", lines[0]);
     assert!(lines[1].contains(" TCP_DENIED/407 ") && lines[1].contains("/l - HIER_NONE/"), "{}", lines[1]);
 }

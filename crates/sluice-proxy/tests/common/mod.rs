@@ -149,6 +149,28 @@ impl Harness {
 }
 
 /// The `Cache-Status` value of a reply.
+/// An access log file in a directory of its own, removed with this value.
+pub struct LogFile {
+    _dir: tempfile::TempDir,
+    pub path: std::path::PathBuf,
+}
+
+impl LogFile {
+    pub fn new() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("access.log");
+        Self { _dir: dir, path }
+    }
+
+    /// Waits until the proxy of `h` has written `n` lines (the log is written off the
+    /// request path); returns them.
+    pub async fn lines(&self, h: &Harness, n: usize) -> Vec<String> {
+        let count = |_: &Harness| std::fs::read_to_string(&self.path).is_ok_and(|t| t.lines().count() == n);
+        h.eventually(&format!("{n} access log lines"), count).await;
+        std::fs::read_to_string(&self.path).unwrap().lines().map(str::to_owned).collect()
+    }
+}
+
 pub fn cache_status(reply: &Reply) -> String {
     reply.header("cache-status").to_owned()
 }
