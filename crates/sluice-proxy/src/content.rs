@@ -6,6 +6,7 @@
 
 use crate::clock::SharedClock;
 use crate::content_fetch::{self, Purpose};
+use crate::hit_for_pass::HitForPass;
 use crate::meta::{Directives, Received};
 use crate::state::State;
 use crate::tiers::{Held, Tiers};
@@ -24,10 +25,13 @@ use std::time::{Duration, SystemTime};
 pub struct Content {
     store: Arc<Tiers>,
     clock: SharedClock,
+    /// The proxy's hit-for-pass entries (shared by every generation): a key stored or
+    /// deleted on purpose stops being one.
+    hit_for_pass: Arc<HitForPass>,
     /// Heuristic freshness until a generation is attached (then the generation's).
     heuristic: Heuristic,
-    /// The running proxy's current generation, for fetch, validate, hit-for-pass and
-    /// heuristic freshness; set by [`Content::attach`] once the state is shared (the state
+    /// The running proxy's current generation, for fetch, validate and heuristic
+    /// freshness; set by [`Content::attach`] once the state is shared (the state
     /// owns this object, hence the weak reference).
     proxy: RwLock<Weak<State>>,
 }
@@ -39,8 +43,8 @@ impl std::fmt::Debug for Content {
 }
 
 impl Content {
-    pub fn new(store: Arc<Tiers>, clock: SharedClock, heuristic: Heuristic) -> Self {
-        Self { store, clock, heuristic, proxy: RwLock::new(Weak::new()) }
+    pub fn new(store: Arc<Tiers>, clock: SharedClock, hit_for_pass: Arc<HitForPass>, heuristic: Heuristic) -> Self {
+        Self { store, clock, hit_for_pass, heuristic, proxy: RwLock::new(Weak::new()) }
     }
 
     /// Connects this object to the running proxy's current generation (called by `start`
@@ -60,9 +64,7 @@ impl Content {
 
     /// The key stops being a hit-for-pass (it is stored, or deleted, on purpose).
     fn forget_pass(&self, key: &str) {
-        if let Some(state) = self.proxy() {
-            state.hit_for_pass.forget(key);
-        }
+        self.hit_for_pass.forget(key);
     }
 
     /// The stored variant a request without special header fields selects: the one with
@@ -196,7 +198,7 @@ impl CacheApi for Content {
         Ok(Box::new(Pushing {
             store: Arc::clone(&self.store),
             clock: Arc::clone(&self.clock),
-            proxy: Some(self.proxy.read().clone()),
+            hit_for_pass: Arc::clone(&self.hit_for_pass),
             meta,
             chunks: Vec::new(),
             size: 0,
@@ -243,7 +245,7 @@ impl CacheApi for Content {
 struct Pushing {
     store: Arc<Tiers>,
     clock: SharedClock,
-    proxy: Option<Weak<State>>,
+    hit_for_pass: Arc<HitForPass>,
     meta: ObjectMeta,
     chunks: Vec<Bytes>,
     size: u64,
@@ -264,15 +266,13 @@ impl Injection for Pushing {
     }
 
     fn finish(self: Box<Self>) -> Result<ObjectInfo, CacheError> {
-        let Pushing { store, clock, proxy, mut meta, chunks, size } = *self;
+        let Pushing { store, clock, hit_for_pass, mut meta, chunks, size } = *self;
         let max = store.max_object();
         if size > max {
             return Err(CacheError::TooLarge { size, max });
         }
         meta.headers.insert(header::CONTENT_LENGTH, HeaderValue::from(size));
-        if let Some(state) = proxy.and_then(|p| p.upgrade()) {
-            state.hit_for_pass.forget(&meta.key);
-        }
+        hit_for_pass.forget(&meta.key);
         let object = Object::new(Arc::new(meta), StoredBody::new(chunks));
         let footprint = object.footprint();
         match store.insert_with(object, sluice_store::Admit::Bypass) {

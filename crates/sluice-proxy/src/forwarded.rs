@@ -28,18 +28,7 @@ use std::sync::Arc;
 /// `X-Forwarded-For` names, with that client's access, or `conn` itself when it names none.
 pub(crate) fn for_request(state: &State, conn: Arc<ConnInfo>, headers: &HeaderMap) -> Arc<ConnInfo> {
     match named_client(headers, |ip| state.forwarded_for_acl.allows(ip)) {
-        Some(client) if client != conn.client.ip() => Arc::new(ConnInfo {
-            client: SocketAddr::new(client, 0),
-            client_ip: conn.client_ip.clone(),
-            mode: conn.mode,
-            tls: conn.tls,
-            allowed: state.client_acl.allows(client),
-            forwards_clients: true,
-            zero_copy: conn.zero_copy.clone(),
-            activity: conn.activity.clone(),
-            options_forms: conn.options_forms.clone(),
-            timers: Default::default(),
-        }),
+        Some(client) if client != conn.client.ip() => Arc::new(conn.seen_as(state, SocketAddr::new(client, 0))),
         _ => conn,
     }
 }

@@ -56,16 +56,22 @@ pub struct ConnInfo {
 
 impl ConnInfo {
     /// This connection as seen by generation `state` (after a configuration reload): the
-    /// client's access decided by its ACL, the rest as accepted; the same activity, framing
-    /// notes and `sendfile` queue, new deadline timers.
+    /// client's access decided by its ACLs, the rest as accepted.
     pub(crate) fn under(&self, state: &crate::state::State) -> Self {
+        self.seen_as(state, self.client)
+    }
+
+    /// This connection with `client` as its client, that client's access decided by the
+    /// ACLs of `state`; the same listener settings, activity, framing notes, `sendfile`
+    /// queue and `X-Forwarded-For` value (the peer's), new deadline timers.
+    pub(crate) fn seen_as(&self, state: &crate::state::State, client: SocketAddr) -> Self {
         Self {
-            client: self.client,
+            client,
             client_ip: self.client_ip.clone(),
             mode: self.mode,
             tls: self.tls,
-            allowed: state.client_acl.allows(self.client.ip()),
-            forwards_clients: state.forwarded_for_acl.allows(self.client.ip()),
+            allowed: state.client_acl.allows(client.ip()),
+            forwards_clients: state.forwarded_for_acl.allows(client.ip()),
             zero_copy: self.zero_copy.clone(),
             activity: self.activity.clone(),
             options_forms: self.options_forms.clone(),
@@ -395,12 +401,11 @@ impl<T> crate::deadline::Then<Result<Result<T, ProxyError>, Elapsed>> for Gatewa
     }
 }
 
-/// Rejects HTTP/1.1 requests without exactly one `Host` (RFC 9112 §3.2). Ambiguous framing
-/// never gets this far: the connection's framing guard (`framing.rs`) rejects it.
 /// Refuses a request target with userinfo (`http://user:password@host/`: RFC 9110 §4.2.4,
 /// "treat its presence as an error"; it disguises the authority, and the password would
 /// reach logs and origins), and an HTTP/1.1 request in origin form without exactly one
-/// `Host` (RFC 9112 §3.2).
+/// `Host` (RFC 9112 §3.2). Ambiguous framing never gets this far: the connection's framing
+/// guard (`framing.rs`) rejects it.
 fn check_target<B>(req: &Request<B>) -> Result<(), ProxyError> {
     if req.uri().authority().is_some_and(|a| a.as_str().contains('@')) {
         return Err(ProxyError::bad_request("userinfo (user:password@) in the request target is refused"));

@@ -3,8 +3,9 @@
 //! A [`State`] is one *generation* of the running proxy: the configuration and what is built
 //! from it (routes, ACLs, TLS, the upstream client), over the parts that outlive a
 //! configuration reload (the store, content management, request collapsing, hit-for-pass,
-//! metrics, the module list, the CPU pool, transaction and listener ids). [`State::reconfigured`] builds
-//! the next generation over the same lasting parts; `crate::generation` swaps it in.
+//! the connection limit, metrics, the module list, the CPU pool, transaction and listener
+//! ids). [`State::reconfigured`] builds the next generation over the same lasting parts;
+//! `crate::generation` swaps it in.
 
 use crate::access_log::AccessLog;
 use crate::acl::Acl;
@@ -64,7 +65,8 @@ pub struct State {
     pub heuristic: Heuristic,
     /// `Cache-Status` / `Via` name.
     pub name: String,
-    /// The TLS acceptor of each `[[listener]]` with `tls`, in configuration order.
+    /// The TLS of each `[[listener]]` with `tls` (acceptor, certificate expiry), in
+    /// configuration order.
     pub(crate) listener_tls: Vec<Option<crate::tls::ListenerTls>>,
     /// The identity of each `[[listener]]` across generations, in configuration order
     /// (`crate::listeners`).
@@ -120,8 +122,13 @@ impl State {
             Tiers::new(memory, disk, config.cache.disk.promote_max.0)
                 .with_promote_min_hits(config.cache.disk.promote_min_hits),
         );
-        let content_impl =
-            Arc::new(crate::content::Content::new(Arc::clone(&store), Arc::clone(&clock), heuristic(&config)));
+        let hit_for_pass = Arc::new(crate::hit_for_pass::HitForPass::new(config.cache.hit_for_pass.0, 100_000));
+        let content_impl = Arc::new(crate::content::Content::new(
+            Arc::clone(&store),
+            Arc::clone(&clock),
+            Arc::clone(&hit_for_pass),
+            heuristic(&config),
+        ));
         let lasting = Lasting {
             clock,
             store,
@@ -129,7 +136,7 @@ impl State {
             cpu: config.cpu_pool.build(),
             collapser: Collapser::default(),
             connection_limit: Arc::new(crate::conn_limit::ConnectionLimit::new(config.client.max_connections)),
-            hit_for_pass: Arc::new(crate::hit_for_pass::HitForPass::new(config.cache.hit_for_pass.0, 100_000)),
+            hit_for_pass,
             metrics,
             modules: ModuleList::new(modules),
             module_manager: None,
@@ -144,10 +151,10 @@ impl State {
 
     /// The next generation: `config` over this generation's lasting parts (see the module
     /// documentation). The access log and the upstream client (with its idle connections,
-    /// but its TLS files read again) carry over when their sections are unchanged; origin pools take over their route's
-    /// health state and counters; listeners keep their identity by address
-    /// (`crate::listeners::carry_ids`). The caller keeps settings that need a
-    /// restart as they run (`crate::generation::restart_only`).
+    /// but its TLS files read again) carry over when their sections are unchanged; origin
+    /// pools take over their route's health state and counters; listeners keep their
+    /// identity by address (`crate::listeners::carry_ids`). The caller keeps settings that
+    /// need a restart as they run (`crate::generation::restart_only`).
     pub fn reconfigured(&self, config: Config) -> Result<Self, StateError> {
         let lasting = Lasting {
             clock: Arc::clone(&self.clock),
