@@ -253,8 +253,11 @@ impl Tiers {
         let mark = self.jobs.guard(key);
         let hit = self.open_from_disk(disk, key, selects).await;
         if self.jobs.unguard(key, mark) {
-            // Purged while we read it: whatever we promoted must not outlive the purge.
-            self.memory.remove(key);
+            // Purged while we read it: what we promoted must not outlive the purge (an
+            // object stored after the purge stays).
+            if let DiskHit::Loaded(promoted) = &hit {
+                self.memory.remove_object(promoted);
+            }
             return DiskHit::Miss;
         }
         hit
@@ -339,14 +342,17 @@ impl Tiers {
     fn write_through(&self, disk: &DiskTier, object: Arc<Object>) {
         let key = object.meta.key.clone();
         let mark = self.jobs.guard(&key);
+        // Taken here, in the order objects enter memory: a later copy of the key wins on disk
+        // too, whichever of the background writes ends last.
+        let ticket = disk.ticket();
         self.jobs.started();
         self.counters.disk_writes.fetch_add(1, Relaxed);
         let (disk, jobs, counters) = (disk.clone(), Arc::clone(&self.jobs), Arc::clone(&self.counters));
         let memory = Arc::clone(&self.memory);
         let promote_max = self.promote_max;
         run_blocking(move || {
-            match disk.insert(&object) {
-                Ok(_) => {
+            let written = match disk.insert_ticketed(&object, ticket) {
+                Ok(entry) => {
                     // Evicted from memory before the copy landed: it may have been
                     // suspended meanwhile, which the disk copy makes pointless.
                     memory.drop_suspended(&object.meta);
@@ -355,15 +361,18 @@ impl Tiers {
                     if object.body.len() > promote_max && memory.remove_object(&object) {
                         counters.demotions.fetch_add(1, Relaxed);
                     }
+                    Some(entry)
                 }
                 Err(why) => {
                     counters.disk_writes_not_stored.fetch_add(1, Relaxed);
                     tracing::debug!("{key} not written to disk: {why:?}");
+                    None
                 }
-            }
-            if jobs.unguard(&key, mark) {
-                // Removed while being written: the removal did not see this copy.
-                disk.remove(&key);
+            };
+            if let (true, Some(entry)) = (jobs.unguard(&key, mark), written) {
+                // Removed while being written: the removal did not see this copy. Only this
+                // copy goes: a copy stored after the removal may have replaced it already.
+                disk.remove_entry(&entry);
             }
             jobs.ended();
         });
@@ -606,6 +615,62 @@ mod tests {
         assert_eq!((disk.stats().objects, tiers.stats().objects), (1, 1));
         assert!(disk.variants("t").is_empty());
         assert_eq!(tiers.pending_disk_jobs(), 0);
+    }
+
+    #[test]
+    fn a_write_undone_by_a_removal_leaves_the_copy_stored_after_the_removal() {
+        // The first copy's background write is held inside the disk tier (its body's write
+        // waits) while the key is removed and a second copy is stored and written; then it
+        // is let go. Whatever order the writes end in, the second copy must stay on disk.
+        let dir = tempfile::tempdir().unwrap();
+        let (inside_tx, inside) = std::sync::mpsc::channel::<()>();
+        let (release, release_rx) = std::sync::mpsc::channel::<()>();
+        let (inside_tx, release_rx) = (Mutex::new(Some(inside_tx)), Mutex::new(release_rx));
+        let mut config = sluice_store::disk::DiskConfig::new(1 << 24, 1000);
+        config.write_hook = Some(Arc::new(move |len| {
+            if len == 5000 {
+                if let Some(tx) = inside_tx.lock().take() {
+                    tx.send(()).unwrap();
+                    release_rx.lock().recv().unwrap();
+                }
+            }
+            Ok(())
+        }));
+        let (disk, _) = DiskTier::open_with(dir.path(), config, crate::policy::build("lru", 1 << 24).unwrap()).unwrap();
+        let memory = MemoryStore::new(1 << 20, 1 << 20, crate::policy::build("lru", 1 << 20).unwrap());
+        let tiers = Tiers::new(memory, Some(disk.clone()), 1 << 20);
+        let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
+
+        // In the runtime's context the write goes to its blocking pool (and is held there)...
+        runtime.block_on(async { tiers.insert(object("k", &[b'1'; 5000])) });
+        inside.recv().unwrap();
+        assert_eq!(tiers.remove("k"), 1);
+        // ... outside it, the next write runs inline: committed before the first one ends.
+        tiers.insert(object("k", b"second"));
+        assert_eq!(disk.variants("k")[0].body_len(), 6);
+        release.send(()).unwrap();
+        runtime.block_on(tiers.flush());
+
+        let on_disk = disk.variants("k");
+        assert_eq!(on_disk.len(), 1, "the second copy stays on disk");
+        assert_eq!(on_disk[0].body_len(), 6);
+        let Lookup::Found(in_memory) = tiers.lookup("k", |_| true) else { panic!("the second copy is in memory") };
+        assert_eq!(in_memory.body.len(), 6);
+        let files = |dir: &std::path::Path| -> usize {
+            let mut stack = vec![dir.join("objects")];
+            let mut n = 0;
+            while let Some(dir) = stack.pop() {
+                for entry in std::fs::read_dir(dir).unwrap().map(Result::unwrap) {
+                    if entry.file_type().unwrap().is_dir() {
+                        stack.push(entry.path())
+                    } else {
+                        n += 1
+                    }
+                }
+            }
+            n
+        };
+        assert_eq!(files(dir.path()), 1, "the first copy's file is gone");
     }
 
     #[test]

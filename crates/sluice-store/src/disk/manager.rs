@@ -54,7 +54,8 @@ pub enum NotStored {
     Full,
     /// Larger than the largest object the tier accepts.
     TooLarge,
-    /// A newer copy of the same variant was committed concurrently and wins.
+    /// A copy of the same variant whose write was ticketed later is stored already and wins
+    /// (see `WriteTicket`).
     Superseded,
     /// The write was abandoned by the caller (the source failed or the writer was dropped).
     Aborted,

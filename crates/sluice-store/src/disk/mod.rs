@@ -416,6 +416,15 @@ fn unlink_all(paths: &[PathBuf]) {
     }
 }
 
+/// A write's place in the order of writes, taken with [`DiskTier::ticket`]: of two writes
+/// of one variant, the copy kept is the one whose ticket was taken later, whichever of them
+/// commits last (the other gets [`NotStored::Superseded`]). Take it where the order of the
+/// copies is known (when the object is stored in memory, or as its response arrives), before
+/// handing the write to a blocking thread, which may run it at any time. The ticket is the
+/// copy's generation, in its file name.
+#[derive(Debug)]
+pub struct WriteTicket(u64);
+
 /// The disk tier. Cheap to clone (a shared handle); safe to use from any thread.
 #[derive(Clone, Debug)]
 pub struct DiskTier {
@@ -544,17 +553,33 @@ impl DiskTier {
             .unwrap_or_default()
     }
 
-    /// Starts writing an object whose body will follow in chunks. `Err` when admission is
-    /// paused, the announced `Content-Length` is too large, or the file cannot be created.
-    pub fn begin(&self, meta: Arc<ObjectMeta>) -> Result<DiskWriter, NotStored> {
-        self.shared.admission_open()?;
-        let max_object = self.max_object();
-        DiskWriter::start(Arc::clone(&self.shared), meta, max_object)
+    /// Takes the next place in the order of writes (see [`WriteTicket`]).
+    pub fn ticket(&self) -> WriteTicket {
+        WriteTicket(self.shared.next_generation())
     }
 
-    /// Stores a complete object (blocking; two fsyncs).
+    /// Starts writing an object whose body will follow in chunks, in the order of a ticket
+    /// taken now. `Err` when admission is paused, the announced `Content-Length` is too
+    /// large, or the file cannot be created.
+    pub fn begin(&self, meta: Arc<ObjectMeta>) -> Result<DiskWriter, NotStored> {
+        self.begin_ticketed(meta, self.ticket())
+    }
+
+    /// [`DiskTier::begin`] in the order of `ticket`, taken earlier.
+    pub fn begin_ticketed(&self, meta: Arc<ObjectMeta>, ticket: WriteTicket) -> Result<DiskWriter, NotStored> {
+        self.shared.admission_open()?;
+        let max_object = self.max_object();
+        DiskWriter::start(Arc::clone(&self.shared), meta, max_object, ticket.0)
+    }
+
+    /// Stores a complete object (blocking; two fsyncs), in the order of a ticket taken now.
     pub fn insert(&self, object: &Object) -> Result<Arc<DiskEntry>, NotStored> {
-        let mut writer = self.begin(Arc::clone(&object.meta))?;
+        self.insert_ticketed(object, self.ticket())
+    }
+
+    /// [`DiskTier::insert`] in the order of `ticket`, taken earlier.
+    pub fn insert_ticketed(&self, object: &Object, ticket: WriteTicket) -> Result<Arc<DiskEntry>, NotStored> {
+        let mut writer = self.begin_ticketed(Arc::clone(&object.meta), ticket)?;
         for chunk in object.body.chunks() {
             writer.write_chunk(chunk)?;
         }
@@ -574,11 +599,12 @@ impl DiskTier {
         B::Error: Send,
     {
         let tier = self.clone();
+        let ticket = self.ticket();
         tokio::spawn(async move {
             // `None` marks a clean end; a closed channel without it, a failed body.
             let (tx, mut rx) = tokio::sync::mpsc::channel::<Option<Bytes>>(16);
             let writer = tokio::task::spawn_blocking(move || {
-                let mut writer = tier.begin(meta)?;
+                let mut writer = tier.begin_ticketed(meta, ticket)?;
                 loop {
                     match rx.blocking_recv() {
                         Some(Some(chunk)) => writer.write_chunk(&chunk)?,
@@ -695,6 +721,24 @@ impl DiskTier {
     /// does not come back after a crash). Returns how many were removed.
     pub fn remove(&self, key: &str) -> usize {
         self.forget(key).finish()
+    }
+
+    /// Removes `entry`, durably, if the tier still holds that very copy; a later copy of the
+    /// same variant that replaced it stays. Returns whether it was removed.
+    pub fn remove_entry(&self, entry: &DiskEntry) -> bool {
+        let purge = {
+            let mut inner = self.shared.inner.lock();
+            let held = inner.entries.get(&entry.id()).is_some_and(|held| held.generation() == entry.generation());
+            if !held {
+                return false;
+            }
+            inner.forget(entry.id());
+            inner.manager.remove(entry.id());
+            inner.counters.removals += 1;
+            Purge { paths: vec![entry.path.clone()] }
+        };
+        purge.finish();
+        true
     }
 
     /// Removes every object whose primary key starts with `prefix`, durably. Walks the whole

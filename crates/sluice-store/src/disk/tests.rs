@@ -190,6 +190,48 @@ fn an_older_generation_left_behind_is_superseded_at_recovery() {
     assert!(!old.path().exists());
 }
 
+#[test]
+fn of_two_writes_of_a_variant_the_one_ticketed_later_is_kept_whichever_commits_last() {
+    let dir = tempfile::tempdir().unwrap();
+    let (tier, _) = open(dir.path(), 1 << 30);
+    let (older, newer) = (object("http://t", 100), object("http://t", 200));
+    let older_ticket = tier.ticket();
+    let newer_ticket = tier.ticket();
+    let kept = tier.insert_ticketed(&newer, newer_ticket).unwrap();
+    assert_eq!(tier.insert_ticketed(&older, older_ticket).unwrap_err(), NotStored::Superseded);
+    assert_eq!(found(&tier, "http://t").generation(), kept.generation());
+    assert_eq!(found(&tier, "http://t").body_len(), 200);
+    assert_eq!(object_files(dir.path()).len(), 1, "the superseded file is gone");
+
+    // The same for streamed writes: the order is the order of `begin`, not of `commit`.
+    let mut first = tier.begin(meta("http://s", Vec::new(), None)).unwrap();
+    let mut second = tier.begin(meta("http://s", Vec::new(), None)).unwrap();
+    second.write_chunk(b"second").unwrap();
+    second.commit().unwrap();
+    first.write_chunk(b"first").unwrap();
+    assert_eq!(first.commit().unwrap_err(), NotStored::Superseded);
+    assert_eq!(found(&tier, "http://s").body_len(), 6);
+    drop(tier);
+    let (tier, report) = open(dir.path(), 1 << 30);
+    assert_eq!(report.recovered, 2);
+    assert_eq!(found(&tier, "http://s").body_len(), 6, "and so after a restart");
+}
+
+#[test]
+fn remove_entry_removes_that_copy_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let (tier, _) = open(dir.path(), 1 << 30);
+    let old = tier.insert(&object("http://e", 100)).unwrap();
+    let new = tier.insert(&object("http://e", 200)).unwrap();
+    assert!(!tier.remove_entry(&old), "replaced already");
+    assert_eq!(found(&tier, "http://e").generation(), new.generation());
+    assert!(tier.remove_entry(&new));
+    assert!(matches!(tier.lookup("http://e", |_| true), DiskLookup::Miss));
+    assert!(!new.path().exists());
+    assert!(!tier.remove_entry(&new), "gone already");
+    assert_eq!(tier.stats().objects, 0);
+}
+
 /// Flips one byte of the single stored object at `at(file_len, body_offset)`.
 fn flip(dir: &Path, at: impl Fn(u64, u64) -> u64) {
     let files = object_files(dir);

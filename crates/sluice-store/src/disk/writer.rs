@@ -3,7 +3,8 @@
 //! its directory are done.
 //!
 //! ```text
-//! begin:  create tmp/<id>-<pid>-<seq>.tmp; write zeroed header, metadata, padding
+//! begin:  take the write's generation (its `WriteTicket`, possibly taken earlier);
+//!         create tmp/<id>-<pid>-<seq>.tmp; write zeroed header, metadata, padding
 //! chunks: append body bytes, hashing them
 //! commit: write the real header at offset 0; fdatasync the file;
 //!         rename into objects/<aa>/<bb>/<id>-<gen>.obj; fsync that directory; publish
@@ -31,6 +32,8 @@ pub struct DiskWriter {
     shared: Arc<Shared>,
     meta: Arc<ObjectMeta>,
     id: u64,
+    /// The write's ticket (`super::WriteTicket`): the generation it commits as.
+    generation: u64,
     tmp: PathBuf,
     out: Option<BufWriter<File>>,
     meta_len: u32,
@@ -48,7 +51,12 @@ impl std::fmt::Debug for DiskWriter {
 }
 
 impl DiskWriter {
-    pub(super) fn start(shared: Arc<Shared>, meta: Arc<ObjectMeta>, max_object: u64) -> Result<Self, NotStored> {
+    pub(super) fn start(
+        shared: Arc<Shared>,
+        meta: Arc<ObjectMeta>,
+        max_object: u64,
+        generation: u64,
+    ) -> Result<Self, NotStored> {
         let expected = meta
             .headers
             .get(http::header::CONTENT_LENGTH)
@@ -71,6 +79,7 @@ impl DiskWriter {
             shared,
             meta,
             id,
+            generation,
             tmp,
             out: None,
             body_offset,
@@ -133,7 +142,7 @@ impl DiskWriter {
             self.discard();
             return Err(e);
         }
-        let generation = self.shared.next_generation();
+        let generation = self.generation;
         let header = Header {
             meta_len: self.meta_len,
             body_offset: self.body_offset,
