@@ -8,12 +8,12 @@
 //!   ends the transaction exactly once, when the body ends, fails, or is dropped because the
 //!   client went away.
 
+use crate::client_body::ClientBody;
 use crate::source::SourceBody;
 use crate::txn::Txn;
 use crate::zero_copy::{self, SendfileQueue};
 use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
-use hyper::body::Incoming;
 use sluice_module::BodyChunk;
 use sluice_store::disk::{DiskBody, DiskBodyStream};
 use sluice_store::{BodyChunks, FillReader, RangeCut};
@@ -28,7 +28,7 @@ pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 pub enum OutBody {
     Empty,
     /// The client's body, streamed through.
-    Client(Incoming),
+    Client(ClientBody),
     /// The client's body, streamed through the modules' `req_body` phase.
     Phased(Box<crate::req_body::PhasedRequestBody>),
     /// A whole body, buffered for the modules (taken when sent).
@@ -43,7 +43,7 @@ pub enum OutBody {
 pub struct PrefixedBody {
     /// Taken when sent.
     pub prefix: Option<Bytes>,
-    pub rest: Incoming,
+    pub rest: ClientBody,
 }
 
 impl Body for OutBody {
@@ -53,12 +53,12 @@ impl Body for OutBody {
     fn poll_frame(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
         match self.get_mut() {
             OutBody::Empty => Poll::Ready(None),
-            OutBody::Client(body) => Pin::new(body).poll_frame(cx).map_err(Into::into),
+            OutBody::Client(body) => Pin::new(body).poll_frame(cx),
             OutBody::Phased(body) => Pin::new(body.as_mut()).poll_frame(cx),
             OutBody::Full(data) => Poll::Ready(data.take().map(|d| Ok(Frame::data(d)))),
             OutBody::Prefixed(body) => match body.prefix.take() {
                 Some(data) => Poll::Ready(Some(Ok(Frame::data(data)))),
-                None => Pin::new(&mut body.rest).poll_frame(cx).map_err(Into::into),
+                None => Pin::new(&mut body.rest).poll_frame(cx),
             },
         }
     }

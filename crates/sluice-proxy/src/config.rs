@@ -212,6 +212,10 @@ pub struct RouteConfig {
     /// the statuses a heuristic may apply to. Default: none (the heuristic).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub default_ttl: Option<crate::units::Dur>,
+    /// Largest request body this route accepts, in place of `client.max_body_size` (`0`: no
+    /// limit). Default: that setting.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_body_size: Option<Size>,
 }
 
 impl Default for RouteConfig {
@@ -235,6 +239,7 @@ impl Default for RouteConfig {
             query_sort: false,
             query_drop: Vec::new(),
             default_ttl: None,
+            max_body_size: None,
         }
     }
 }
@@ -484,6 +489,9 @@ pub struct ClientConfig {
     /// accepting (`crate::conn_limit`). 0: automatic, from the process's open-descriptor
     /// limit.
     pub max_connections: usize,
+    /// Largest request body accepted (`crate::client_body`); larger gets 413. 0: no limit.
+    /// A route's `max_body_size` replaces it for that route's requests.
+    pub max_body_size: Size,
 }
 
 impl Default for ClientConfig {
@@ -495,6 +503,7 @@ impl Default for ClientConfig {
             tunnel_idle_timeout: Dur(Duration::from_secs(300)),
             max_header_fields: crate::framing::HYPER_MAX_HEADERS,
             max_connections: 0,
+            max_body_size: Size(0),
         }
     }
 }

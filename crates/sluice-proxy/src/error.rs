@@ -22,6 +22,8 @@ pub enum Kind {
     Forbidden,
     /// A forward-proxy request without valid proxy credentials (407).
     ProxyAuthRequired,
+    /// A request body larger than allowed (`client.max_body_size`; 413).
+    TooLarge,
     /// No route for a reverse-proxied request, or a request for the proxy itself (404).
     NoRoute,
     /// `Via` shows the request already passed through us (508).
@@ -75,6 +77,7 @@ impl ProxyError {
             Kind::BadRequest => StatusCode::BAD_REQUEST,
             Kind::Forbidden => StatusCode::FORBIDDEN,
             Kind::ProxyAuthRequired => StatusCode::PROXY_AUTHENTICATION_REQUIRED,
+            Kind::TooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             Kind::NoRoute => StatusCode::NOT_FOUND,
             Kind::Loop => StatusCode::LOOP_DETECTED,
             Kind::BadGateway => StatusCode::BAD_GATEWAY,

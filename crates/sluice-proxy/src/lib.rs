@@ -21,6 +21,7 @@ mod admin_pools;
 mod body;
 mod cache_flow;
 mod chain;
+mod client_body;
 pub mod clock;
 pub mod config;
 pub mod conn_limit;

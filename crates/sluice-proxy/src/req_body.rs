@@ -5,12 +5,12 @@
 
 use crate::body::{BoxError, OutBody, PrefixedBody, SameLength};
 use crate::chain::{BufferSide, SharedChain};
+use crate::client_body::ClientBody;
 use crate::error::ProxyError;
 use crate::txn::{module_phase, Txn};
 use bytes::{Bytes, BytesMut};
 use http_body::{Body, Frame, SizeHint};
 use http_body_util::BodyExt;
-use hyper::body::Incoming;
 use sluice_module::{BodyChunk, LocalResponse, Subject, TxnInfo};
 use std::pin::Pin;
 use std::task::{Context, Poll};
@@ -139,10 +139,10 @@ pub enum Buffered {
 /// phase: a module may answer locally or defer. A body over `max` fails the modules that
 /// asked to buffer it, and only those (closed: the request fails; open: they sit out the rest
 /// of the transaction, and the body goes on unchanged, read part first, through the others).
-pub async fn buffer(txn: &mut Txn, mut body: Incoming, max: usize) -> Result<Buffered, ProxyError> {
+pub async fn buffer(txn: &mut Txn, mut body: ClientBody, max: usize) -> Result<Buffered, ProxyError> {
     let mut whole = BytesMut::new();
     while let Some(frame) = body.frame().await {
-        let frame = frame.map_err(|e| ProxyError::bad_request("the request body failed").with_cause(e))?;
+        let frame = frame.map_err(crate::client_body::failed)?;
         let Ok(data) = frame.into_data() else { continue };
         if whole.len() + data.len() > max {
             txn.modules

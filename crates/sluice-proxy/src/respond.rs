@@ -163,7 +163,8 @@ pub fn error(state: &State, err: &ProxyError) -> Response<ProxyBody> {
     let status = err.status();
     let reason = status.canonical_reason().unwrap_or("");
     let mut response = text(state, status, format!("{} {reason}: {err}\n", status.as_u16()));
-    if err.kind == Kind::BadRequest {
+    // The rest of the request may still be on its way (a body not read): not worth reading.
+    if matches!(err.kind, Kind::BadRequest | Kind::TooLarge) {
         response.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
     }
     if let Some(auth) = state.proxy_auth.as_ref().filter(|_| err.kind == Kind::ProxyAuthRequired) {

@@ -72,6 +72,8 @@ pub struct Route {
     pub esi: Option<Arc<crate::esi::EsiRoute>>,
     /// How it caches: carried by each of its requests.
     pub caching: RouteCaching,
+    /// Its `max_body_size`, when it sets one (`Some(0)`: no limit).
+    pub max_body_size: Option<u64>,
 }
 
 /// A route's caching settings, which its requests carry past routing (`Resolved`,
@@ -123,6 +125,7 @@ impl Routes {
                             .map(Arc::new),
                         default_ttl: c.default_ttl.map(|ttl| ttl.0),
                     },
+                    max_body_size: c.max_body_size.map(|size| size.0),
                 })
             })
             .collect::<Result<Vec<_>, String>>()?;

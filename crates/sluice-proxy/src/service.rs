@@ -2,6 +2,7 @@
 //! pass-through, a CONNECT tunnel and local answers.
 
 use crate::body::{OutBody, ProxyBody};
+use crate::client_body::ClientBody;
 use crate::config::Mode;
 use crate::deadline::{Elapsed, TimerSlot};
 use crate::error::{Kind, ProxyError, Side};
@@ -254,7 +255,7 @@ async fn route(
     if let Some(response) = answer_max_forwards(state, &mut parts)? {
         return Ok(Routed::Response(response));
     }
-    let Resolved { target, uri, reverse, host, esi, caching } = resolve_target(state, conn, &parts)?;
+    let Resolved { target, uri, reverse, host, esi, caching, max_body_size } = resolve_target(state, conn, &parts)?;
     if reverse && is_server_wide_options(&parts) {
         parts.extensions.insert(AsteriskForm);
     }
@@ -289,6 +290,8 @@ async fn route(
     if forward.client.method.as_str() == "PURGE" {
         return purge(state, conn, &forward).map(Routed::Response);
     }
+    let body_limit = max_body_size.unwrap_or(state.config.client.max_body_size.0);
+    let body = ClientBody::new(body, Some(body_limit).filter(|&limit| limit > 0))?;
     let has_body = !http_body::Body::is_end_stream(&body);
     if crate::upgrade::requested(&state.config.access.upgrade_protocols, &forward, has_body) {
         return within_deadline(state, &conn.timers, crate::upgrade::open(state, txn, forward)).await;
@@ -435,6 +438,8 @@ pub(crate) struct Resolved {
     pub esi: Option<Arc<crate::esi::EsiRoute>>,
     /// The matched route's caching settings.
     pub caching: RouteCaching,
+    /// The matched route's `max_body_size`, when it sets one (`Some(0)`: no limit).
+    pub max_body_size: Option<u64>,
 }
 
 /// Proxy authentication of a forward-proxy request (`[proxy_auth]`): the user its
@@ -483,6 +488,7 @@ pub(crate) fn resolve_target(state: &State, conn: &ConnInfo, parts: &request::Pa
                         host,
                         esi,
                         caching: RouteCaching::default(),
+                        max_body_size: route.max_body_size,
                     });
                 }
             };
@@ -497,7 +503,16 @@ pub(crate) fn resolve_target(state: &State, conn: &ConnInfo, parts: &request::Pa
             };
             let esi = route.esi.clone();
             let caching = route.caching.clone();
-            return Ok(Resolved { target: Dest::Origin(target), uri, reverse: true, host, esi, caching });
+            let max_body_size = route.max_body_size;
+            return Ok(Resolved {
+                target: Dest::Origin(target),
+                uri,
+                reverse: true,
+                host,
+                esi,
+                caching,
+                max_body_size,
+            });
         }
     }
     let absolute = parts.uri.scheme().is_some() && parts.uri.authority().is_some();
@@ -512,6 +527,7 @@ pub(crate) fn resolve_target(state: &State, conn: &ConnInfo, parts: &request::Pa
             host,
             esi: None,
             caching: RouteCaching::default(),
+            max_body_size: None,
         });
     }
     if conn.mode.reverses() {
@@ -541,7 +557,15 @@ fn pooled(
         _ => pool.members()[member].origin.host.clone(),
     };
     let target = Dest::Pool(crate::source::PoolMember { pool: Arc::clone(pool), member });
-    Ok(Resolved { target, uri, reverse: true, host, esi: route.esi.clone(), caching: route.caching.clone() })
+    Ok(Resolved {
+        target,
+        uri,
+        reverse: true,
+        host,
+        esi: route.esi.clone(),
+        caching: route.caching.clone(),
+        max_body_size: route.max_body_size,
+    })
 }
 
 /// Whether `parts` is `OPTIONS *` (RFC 9112 §3.2.4): about the server, not a resource.

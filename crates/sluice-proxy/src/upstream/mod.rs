@@ -335,16 +335,17 @@ impl Upstream {
     }
 
     /// The error a client gets for a failed exchange: 400 when its own request body was
-    /// malformed or cut short, 500 when a module broke it, 502 when the origin failed.
+    /// malformed or cut short, 413 when it was too large, 500 when a module broke it, 502
+    /// when the origin failed.
     fn exchange_failed(&self, target: &Target, err: ExchangeError) -> ProxyError {
         use crate::error::{Kind, Side};
-        if let ExchangeError::RequestBody(cause) = &err {
-            return if cause.is::<crate::req_body::ModuleBodyError>() {
-                ProxyError::new(Kind::Internal, Side::Module, cause.to_string())
-            } else {
-                ProxyError::bad_request(format!("the request body failed: {cause}"))
-            };
-        }
+        let err = match err {
+            ExchangeError::RequestBody(cause) if cause.is::<crate::req_body::ModuleBodyError>() => {
+                return ProxyError::new(Kind::Internal, Side::Module, cause.to_string());
+            }
+            ExchangeError::RequestBody(cause) => return crate::client_body::failed(cause),
+            err => err,
+        };
         self.inner.metrics.origin_errors.fetch_add(1, Relaxed);
         ProxyError::bad_gateway(format!("origin failed ({}:{})", target.host, target.port)).with_cause(err)
     }

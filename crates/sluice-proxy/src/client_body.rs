@@ -1,0 +1,90 @@
+//! A client's request body under the size limit of its request (`client.max_body_size`, or
+//! its route's `max_body_size`), like nginx's `client_max_body_size` and Squid's
+//! `request_body_max_size`.
+//!
+//! A body announced larger than the limit (`Content-Length`, in HTTP/1.1 and HTTP/2 alike)
+//! is refused before any of it is read or anything is sent to an origin: `413 Content Too
+//! Large`, and the connection is closed (so an `Expect: 100-continue` client never sends
+//! it). A body without an announced length (chunked, or HTTP/2 without `Content-Length`)
+//! fails as soon as it passes the limit: the request to the origin is abandoned mid-body
+//! (the origin sees a cut request, which it must not act on) and the client gets the `413`
+//! if no response head had come yet.
+
+use crate::body::BoxError;
+use crate::error::{Kind, ProxyError, Side};
+use bytes::Bytes;
+use http_body::{Body, Frame, SizeHint};
+use hyper::body::Incoming;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+/// The request body passed the limit while it was read.
+#[derive(Debug, thiserror::Error)]
+#[error("the request body is larger than {limit} bytes")]
+pub struct BodyTooLarge {
+    pub limit: u64,
+}
+
+/// A client's request body, read through the size limit of its request.
+#[derive(Debug)]
+pub struct ClientBody {
+    body: Incoming,
+    /// The limit, when there is one.
+    limit: Option<u64>,
+    /// Data bytes read so far.
+    read: u64,
+}
+
+impl ClientBody {
+    /// `body` under `limit` (`None`: no limit). `Err` (413) when its announced length is
+    /// over the limit already.
+    pub fn new(body: Incoming, limit: Option<u64>) -> Result<Self, ProxyError> {
+        if let (Some(limit), Some(announced)) = (limit, body.size_hint().exact()) {
+            if announced > limit {
+                return Err(too_large(limit, format!("a request body of {announced} bytes")));
+            }
+        }
+        Ok(Self { body, limit, read: 0 })
+    }
+}
+
+impl Body for ClientBody {
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        let this = self.get_mut();
+        let frame = match Pin::new(&mut this.body).poll_frame(cx) {
+            Poll::Ready(Some(Ok(frame))) => frame,
+            other => return other.map_err(Into::into),
+        };
+        if let (Some(limit), Some(data)) = (this.limit, frame.data_ref()) {
+            this.read += data.len() as u64;
+            if this.read > limit {
+                return Poll::Ready(Some(Err(Box::new(BodyTooLarge { limit }))));
+            }
+        }
+        Poll::Ready(Some(Ok(frame)))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.body.size_hint()
+    }
+}
+
+/// The error a client gets when reading its request body failed: `413` when it passed the
+/// limit, `400` when it was malformed or cut short.
+pub fn failed(cause: BoxError) -> ProxyError {
+    match cause.downcast::<BodyTooLarge>() {
+        Ok(too) => too_large(too.limit, "the request body".into()),
+        Err(cause) => ProxyError::bad_request("the request body failed").with_cause(cause),
+    }
+}
+
+fn too_large(limit: u64, what: String) -> ProxyError {
+    ProxyError::new(Kind::TooLarge, Side::Client, format!("{what} is larger than the {limit} bytes allowed"))
+}
