@@ -128,9 +128,23 @@ pub struct AccessConfig {
     /// Peers (load balancers) allowed to name the client with a PROXY protocol header on
     /// listeners with `proxy_protocol`; connections from others are closed.
     pub proxy_protocol_from: Vec<IpNet>,
-    /// Peers (HTTP load balancers, CDNs) whose `X-Forwarded-For` names the client of each of
-    /// their requests (`crate::forwarded`). Empty: the header names nobody.
+    /// Peers (HTTP load balancers, CDNs) whose `X-Forwarded-For` (or `Forwarded`, per
+    /// `forwarded_for_header`) names the client of each of their requests
+    /// (`crate::forwarded`). Empty: the header names nobody.
     pub forwarded_for_from: Vec<IpNet>,
+    /// Which header of those peers' requests names the client.
+    pub forwarded_for_header: ForwardedForHeader,
+}
+
+/// The header in which trusted balancers name a request's client (`access.forwarded_for_header`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ForwardedForHeader {
+    /// `X-Forwarded-For: client, proxy1, proxy2`: the de facto standard.
+    #[default]
+    XForwardedFor,
+    /// RFC 7239 `Forwarded: for=client, for=proxy1`: the `for` node of each element.
+    Forwarded,
 }
 
 fn loopback_nets() -> Vec<IpNet> {
@@ -146,6 +160,7 @@ impl Default for AccessConfig {
             purge_allow: loopback_nets(),
             proxy_protocol_from: loopback_nets(),
             forwarded_for_from: Vec::new(),
+            forwarded_for_header: ForwardedForHeader::default(),
         }
     }
 }
@@ -516,13 +531,15 @@ pub struct HeadersConfig {
     pub via: bool,
     /// Append the client address to `X-Forwarded-For`.
     pub x_forwarded_for: bool,
+    /// Append an RFC 7239 `Forwarded` element (`for`, `host`, `proto`).
+    pub forwarded: bool,
     /// Add `Cache-Status` (RFC 9211) to responses.
     pub cache_status: bool,
 }
 
 impl Default for HeadersConfig {
     fn default() -> Self {
-        Self { via: true, x_forwarded_for: true, cache_status: true }
+        Self { via: true, x_forwarded_for: true, forwarded: false, cache_status: true }
     }
 }
 

@@ -129,6 +129,9 @@ impl Forward {
 
     fn origin_headers_from(&self, mut headers: HeaderMap, state: &State) -> HeaderMap {
         sluice_http::hop::remove_hop_by_hop(&mut headers);
+        if state.config.headers.forwarded {
+            self.append_forwarded(&mut headers);
+        }
         headers.insert(header::HOST, self.host.clone());
         if state.config.headers.via {
             headers.append(header::VIA, state.via(self.client.version));
@@ -159,6 +162,24 @@ impl Forward {
             headers.entry(X_FORWARDED_PROTO).or_insert(HeaderValue::from_static(proto));
         }
         headers
+    }
+
+    /// Appends an RFC 7239 `Forwarded` element for this request (`headers.forwarded`): the
+    /// client, the `Host` it asked for (read from `headers` before it is replaced) and the
+    /// protocol it came over. Earlier elements are kept, unless one is not visible ASCII.
+    fn append_forwarded(&self, headers: &mut HeaderMap) {
+        let client = self.client_ip.to_str().ok().and_then(|ip| ip.parse().ok());
+        // HTTP/2 requests carry it as `:authority`, in the URI.
+        let host =
+            headers.get(header::HOST).and_then(|h| h.to_str().ok()).or(self.client.uri.authority().map(|a| a.as_str()));
+        let proto = if self.client_tls { "https" } else { "http" };
+        let element = sluice_http::forwarded::element(client, host, proto);
+        let prior: Vec<&str> =
+            headers.get_all(header::FORWARDED).iter().map(|v| v.to_str()).collect::<Result<_, _>>().unwrap_or_default();
+        let value = if prior.is_empty() { element } else { format!("{}, {element}", prior.join(", ")) };
+        if let Ok(value) = HeaderValue::try_from(value) {
+            headers.insert(header::FORWARDED, value);
+        }
     }
 }
 
