@@ -41,7 +41,7 @@ pub fn element(client: Option<IpAddr>, host: Option<&str>, proto: &str) -> Strin
 
 fn element_for(element: &str) -> Option<IpAddr> {
     let value = split_outside_quotes(element, b';').into_iter().find_map(|pair| {
-        let (name, value) = pair.split_once('=')?;
+        let (name, value) = split_at_first(pair, b'=')?;
         name.trim().eq_ignore_ascii_case("for").then_some(value.trim())
     })?;
     node_address(&unquote(value))
@@ -51,13 +51,13 @@ fn element_for(element: &str) -> Option<IpAddr> {
 /// `[2001:db8::1]:4711`); `None` for `unknown`, obfuscated names and anything else.
 fn node_address(node: &str) -> Option<IpAddr> {
     let ip = if let Some(rest) = node.strip_prefix('[') {
-        let (v6, after) = rest.split_once(']')?;
+        let (v6, after) = split_at_first(rest, b']')?;
         if !(after.is_empty() || after.strip_prefix(':').is_some_and(valid_port)) {
             return None;
         }
         IpAddr::V6(v6.parse::<Ipv6Addr>().ok()?)
     } else {
-        let (name, port) = node.split_once(':').map_or((node, None), |(n, p)| (n, Some(p)));
+        let (name, port) = split_at_first(node, b':').map_or((node, None), |(n, p)| (n, Some(p)));
         if port.is_some_and(|p| !valid_port(p)) {
             return None;
         }
@@ -100,6 +100,14 @@ fn split_outside_quotes(text: &str, separator: u8) -> Vec<&str> {
     parts.push(text[start..].trim());
     parts.retain(|part| !part.is_empty());
     parts
+}
+
+/// `text` split at the first `byte` (ASCII), which neither part keeps. (Not `split_once`
+/// with a `char`: its searcher, shared with the request path's own uses, is then no longer
+/// inlined there.)
+fn split_at_first(text: &str, byte: u8) -> Option<(&str, &str)> {
+    let at = text.bytes().position(|b| b == byte)?;
+    Some((&text[..at], &text[at + 1..]))
 }
 
 /// A token as it is, a quoted string without its quotes and escapes.

@@ -29,9 +29,9 @@ pub struct BodyTooLarge {
 #[derive(Debug)]
 pub struct ClientBody {
     body: Incoming,
-    /// The limit, when there is one.
-    limit: Option<u64>,
-    /// Data bytes read so far.
+    /// The limit; `u64::MAX` for none (then nothing is counted).
+    limit: u64,
+    /// Data bytes read so far (while there is a limit).
     read: u64,
 }
 
@@ -39,10 +39,9 @@ impl ClientBody {
     /// `body` under `limit` (`None`: no limit). `Err` (413) when its announced length is
     /// over the limit already.
     pub fn new(body: Incoming, limit: Option<u64>) -> Result<Self, ProxyError> {
-        if let (Some(limit), Some(announced)) = (limit, body.size_hint().exact()) {
-            if announced > limit {
-                return Err(too_large(limit, format!("a request body of {announced} bytes")));
-            }
+        let Some(limit) = limit else { return Ok(Self { body, limit: u64::MAX, read: 0 }) };
+        if let Some(announced) = body.size_hint().exact().filter(|&n| n > limit) {
+            return Err(too_large(limit, format!("a request body of {announced} bytes")));
         }
         Ok(Self { body, limit, read: 0 })
     }
@@ -58,10 +57,10 @@ impl Body for ClientBody {
             Poll::Ready(Some(Ok(frame))) => frame,
             other => return other.map_err(Into::into),
         };
-        if let (Some(limit), Some(data)) = (this.limit, frame.data_ref()) {
+        if let Some(data) = frame.data_ref().filter(|_| this.limit != u64::MAX) {
             this.read += data.len() as u64;
-            if this.read > limit {
-                return Poll::Ready(Some(Err(Box::new(BodyTooLarge { limit }))));
+            if this.read > this.limit {
+                return Poll::Ready(Some(Err(Box::new(BodyTooLarge { limit: this.limit }))));
             }
         }
         Poll::Ready(Some(Ok(frame)))
