@@ -57,6 +57,9 @@ struct FetchSpec {
     reverse: bool,
     /// The route's `default_ttl` (the lifetime of a response without an explicit one).
     default_ttl: Option<std::time::Duration>,
+    /// A server error answering a validation serves the stale object when the stale window
+    /// allows (`cache.stale_if_server_error` or the route's; reverse routes only).
+    stale_if_server_error: bool,
 }
 
 /// What a fetch produced.
@@ -69,8 +72,8 @@ enum Fetched {
     Filling { meta: Arc<ObjectMeta>, fill: Arc<Fill> },
     /// A response that is not stored, streamed through; `detail` says why.
     Pass { parts: Box<response::Parts>, body: SourceBody, detail: &'static str },
-    /// The origin answered a validation with a server error and `stale-if-error` allows the
-    /// stale object. (A validation that gets no answer at all is an `Err`; the caller decides
+    /// The origin answered a validation with a server error and `stale-if-error` (or
+    /// `stale_if_server_error`) allows the stale object. (A validation that gets no answer at all is an `Err`; the caller decides
     /// whether to serve stale.)
     ServeStale,
     /// A module answered at `req_out`.
@@ -391,6 +394,9 @@ fn spec(state: &State, forward: &Forward, key: &str) -> FetchSpec {
         client_headers: forward.client.headers.clone(),
         reverse: forward.reverse,
         default_ttl: forward.caching.default_ttl,
+        // An out-of-band agreement with the origin (RFC 9111 §4.2.4): only an accelerator's.
+        stale_if_server_error: forward.reverse
+            && forward.caching.stale_if_server_error.unwrap_or(state.config.cache.stale_if_server_error),
     }
 }
 
@@ -632,7 +638,12 @@ async fn fetch(
         }
         let failed = matches!(parts.status.as_u16(), 500 | 502 | 503 | 504);
         if let Some(object) = validated.object().filter(|_| failed) {
-            if reuse::stale_if_error_allows(&freshness(object, state.clock.now()), req_cc) {
+            let stored = freshness(object, state.clock.now());
+            let configured = spec.stale_if_server_error && {
+                let pragma = sluice_http::cache_control::pragma_no_cache(&spec.client_headers);
+                reuse::stale_if_unreachable_allows(&stored, req_cc, pragma, state.config.cache.stale_if_unreachable.0)
+            };
+            if configured || reuse::stale_if_error_allows(&stored, req_cc) {
                 return Ok(Fetched::ServeStale);
             }
         }

@@ -231,6 +231,10 @@ pub struct RouteConfig {
     /// limit). Default: that setting.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_body_size: Option<Size>,
+    /// Serve stale objects when their revalidation gets a server error, in place of
+    /// `cache.stale_if_server_error`. Default: that setting.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stale_if_server_error: Option<bool>,
 }
 
 impl Default for RouteConfig {
@@ -255,6 +259,7 @@ impl Default for RouteConfig {
             query_drop: Vec::new(),
             default_ttl: None,
             max_body_size: None,
+            stale_if_server_error: None,
         }
     }
 }
@@ -334,6 +339,10 @@ pub struct CacheConfig {
     /// and no directive forbids it (RFC 9111 §4.2.4, "disconnected"); 0 disables.
     /// `stale-if-error` applies regardless.
     pub stale_if_unreachable: Dur,
+    /// On reverse routes: a revalidation answered with 500, 502, 503 or 504 serves the stale
+    /// object as an unreachable origin would (`stale_if_unreachable`'s window and conditions),
+    /// instead of passing the error on. A route's `stale_if_server_error` replaces it.
+    pub stale_if_server_error: bool,
     /// Expiry processing: how often the memory tier is swept for stale, idle objects;
     /// 0 disables the periodic sweep (`POST /cache/sweep` still runs one).
     pub sweep_interval: Dur,
@@ -414,6 +423,7 @@ impl Default for CacheConfig {
             surrogate_control: true,
             hit_for_pass: Dur(Duration::from_secs(120)),
             stale_if_unreachable: Dur(Duration::from_secs(86400)),
+            stale_if_server_error: false,
             sweep_interval: Dur(Duration::from_secs(60)),
             sweep_grace: Dur(Duration::from_secs(600)),
             sweep_min_hits_per_hour: 1.0,

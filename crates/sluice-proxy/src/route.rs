@@ -86,6 +86,8 @@ pub struct RouteCaching {
     pub query: Option<Arc<QueryRules>>,
     /// The lifetime of its origins' responses that have no explicit one (`default_ttl`).
     pub default_ttl: Option<std::time::Duration>,
+    /// Its `stale_if_server_error`, when it sets one (else `cache.stale_if_server_error`).
+    pub stale_if_server_error: Option<bool>,
 }
 
 /// All routes, matched most specific first (host routes before any-host routes, longer
@@ -124,6 +126,7 @@ impl Routes {
                             .filter(|q| !q.is_noop())
                             .map(Arc::new),
                         default_ttl: c.default_ttl.map(|ttl| ttl.0),
+                        stale_if_server_error: c.stale_if_server_error,
                     },
                     max_body_size: c.max_body_size.map(|size| size.0),
                 })

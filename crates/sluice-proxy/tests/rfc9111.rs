@@ -4,7 +4,7 @@
 mod common;
 
 use common::{cache_status, Harness};
-use sluice_proxy::config::Mode;
+use sluice_proxy::config::{Mode, RouteConfig};
 use sluice_testkit::Reply;
 
 // ---- §3 Storing responses -------------------------------------------------------------
@@ -899,6 +899,57 @@ async fn rfc9111_4_2_4_stale_if_unreachable_zero_turns_it_off() {
     h.get("/gone").await;
     h.advance(11);
     assert_eq!(h.get("/gone").await.status, 504);
+}
+
+#[tokio::test]
+async fn rfc9111_4_2_4_stale_if_server_error_serves_stale_over_an_origins_5xx_on_reverse_routes() {
+    // The accelerator's out-of-band agreement with its origin: a revalidation answered with
+    // 500, 502, 503 or 504 serves the stale object, within the stale window, unless a
+    // directive asks for a validated answer. Route 1 takes the global setting, route 2 turns
+    // it off.
+    let h = Harness::build_with_origin(Mode::Reverse, |c, origin| {
+        c.cache.stale_if_server_error = true;
+        let route = |prefix: &str, own: Option<bool>| RouteConfig {
+            path_prefix: prefix.into(),
+            origin: Some(format!("http://{origin}")),
+            stale_if_server_error: own,
+            ..RouteConfig::default()
+        };
+        c.route = vec![route("/", None), route("/strict/", Some(false))];
+    })
+    .await;
+    let down =
+        |status: u16, cc: &str| vec![Reply::ok("good").header("Cache-Control", cc), Reply::status(status, "down")];
+    for (path, status) in [("/a", 500), ("/b", 502), ("/c", 503), ("/d", 504)] {
+        h.origin.on_seq(path, down(status, "max-age=10"));
+    }
+    h.origin.on_seq("/e", down(404, "max-age=10"));
+    h.origin.on_seq("/mr", down(503, "max-age=10, must-revalidate"));
+    h.origin.on_seq("/strict/x", down(503, "max-age=10"));
+    for path in ["/a", "/b", "/c", "/d", "/e", "/mr", "/strict/x"] {
+        assert_eq!(h.get(path).await.status, 200, "{path}");
+    }
+    h.advance(30);
+    for path in ["/a", "/b", "/c", "/d"] {
+        let stale = h.get(path).await;
+        assert_eq!((stale.status.as_u16(), stale.text().as_str()), (200, "good"), "{path}");
+        assert!(cache_status(&stale).contains("hit"), "{path}: {}", cache_status(&stale));
+        assert_eq!(h.origin.hits(path), 2, "{path}: revalidation was attempted");
+    }
+    assert_eq!(h.get("/e").await.status, 404, "a client error is the origin's answer");
+    assert_eq!(h.get("/mr").await.status, 503, "must-revalidate: the error is passed on");
+    assert_eq!(h.get("/strict/x").await.status, 503, "turned off on this route");
+    let refresh = h.send("GET", "/c", &[("Cache-Control", "no-cache")], None).await;
+    assert_eq!(refresh.status, 503, "a client's no-cache asks for a validated answer");
+    h.advance(86_400);
+    assert_eq!(h.get("/a").await.status, 500, "beyond the stale_if_unreachable window");
+
+    // Never on a forward proxy: there is no agreement with an arbitrary origin.
+    let forward = Harness::build(Mode::Forward, |c| c.cache.stale_if_server_error = true).await;
+    forward.origin.on_seq("/f", down(503, "max-age=10"));
+    forward.get("/f").await;
+    forward.advance(30);
+    assert_eq!(forward.get("/f").await.status, 503);
 }
 
 /// The access log's lines once `n` are there.
