@@ -235,6 +235,10 @@ pub struct RouteConfig {
     /// `cache.stale_if_server_error`. Default: that setting.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stale_if_server_error: Option<bool>,
+    /// The name TLS asks the route's `https://` origins for (SNI) and checks their
+    /// certificates against, in place of each origin's host. Default: the host.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls_name: Option<String>,
 }
 
 impl Default for RouteConfig {
@@ -260,6 +264,7 @@ impl Default for RouteConfig {
             default_ttl: None,
             max_body_size: None,
             stale_if_server_error: None,
+            tls_name: None,
         }
     }
 }
@@ -768,6 +773,22 @@ impl Config {
                 _ => {
                     return invalid(format!(
                         "route `{}` needs exactly one of `origin`, `origins` and `files`",
+                        r.path_prefix
+                    ));
+                }
+            }
+            if let Some(name) = &r.tls_name {
+                let https = r
+                    .origin
+                    .iter()
+                    .chain(&r.origins)
+                    .all(|o| crate::route::Origin::parse(o).is_ok_and(|o| o.target.https));
+                if r.files.is_some() || !https {
+                    return invalid(format!("route `{}` has a tls_name but no https:// origin", r.path_prefix));
+                }
+                if rustls::pki_types::ServerName::try_from(name.as_str()).is_err() {
+                    return invalid(format!(
+                        "route `{}`: tls_name `{name}` is not a DNS name or an IP address",
                         r.path_prefix
                     ));
                 }

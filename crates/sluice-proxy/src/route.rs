@@ -43,10 +43,19 @@ impl Origin {
         Ok(Self { scheme, authority, base_path, target, host })
     }
 
+    /// This origin, its TLS connections asking for and checking `name` instead of its host
+    /// (a route's `tls_name`).
+    pub fn with_tls_name(mut self, name: Option<&str>) -> Self {
+        self.target.tls_name = name.map(Arc::from);
+        self
+    }
+
     /// Whether `other` names the same origin: the same scheme, host and port (whatever
-    /// their spelling, `http://a` and `http://a:80` alike) and the same base path.
+    /// their spelling, `http://a` and `http://a:80` alike) and the same base path, whatever
+    /// name TLS asks it for.
     pub fn same_place(&self, other: &Origin) -> bool {
-        self.target == other.target && self.base_path == other.base_path
+        let (a, b) = (&self.target, &other.target);
+        (a.https, &a.host, a.port) == (b.https, &b.host, b.port) && self.base_path == other.base_path
     }
 }
 
@@ -106,7 +115,9 @@ impl Routes {
             .map(|c| {
                 let backend = match (&c.origin, &c.files) {
                     (_, Some(files)) => Backend::Files(Arc::new(FileSource::open(files)?)),
-                    (Some(origin), None) => Backend::Origin(Origin::parse(origin)?),
+                    (Some(origin), None) => {
+                        Backend::Origin(Origin::parse(origin)?.with_tls_name(c.tls_name.as_deref()))
+                    }
                     (None, None) if !c.origins.is_empty() => {
                         Backend::Pool(Arc::new(OriginPool::new(c, Arc::clone(clock))?))
                     }

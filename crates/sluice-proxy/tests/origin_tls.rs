@@ -1,14 +1,15 @@
 //! TLS towards `https://` origins (`[upstream.tls]`, `crate::origin_tls`): a private CA's
 //! certificates are trusted through `ca_file` and refused without it, `verify = false`
 //! accepts a self-signed origin, a client certificate reaches an origin that requires mutual
-//! TLS, and a reload reads the files again. The origin is a test origin behind a real TLS
+//! TLS, a route's `tls_name` reaches an origin addressed by IP whose certificate names a
+//! host, and a reload reads the files again. The origin is a test origin behind a real TLS
 //! terminator (rustls) on 127.0.0.1, with certificates made by rcgen.
 
 mod common;
 
 use common::Harness;
 use rcgen::{BasicConstraints, CertificateParams, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair, KeyUsagePurpose};
-use sluice_proxy::config::{Mode, OriginTlsConfig};
+use sluice_proxy::config::{Mode, OriginTlsConfig, RouteConfig};
 use sluice_testkit::{Origin, Reply};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -43,7 +44,17 @@ impl Pki {
         name: &str,
         usage: ExtendedKeyUsagePurpose,
     ) -> (Vec<rustls::pki_types::CertificateDer<'static>>, rustls::pki_types::PrivateKeyDer<'static>) {
-        let mut params = CertificateParams::new(vec!["127.0.0.1".to_owned()]).unwrap();
+        self.issue_for(name, "127.0.0.1", usage)
+    }
+
+    /// [`Pki::issue`] for the subject name `subject` (a DNS name or an IP address).
+    fn issue_for(
+        &self,
+        name: &str,
+        subject: &str,
+        usage: ExtendedKeyUsagePurpose,
+    ) -> (Vec<rustls::pki_types::CertificateDer<'static>>, rustls::pki_types::PrivateKeyDer<'static>) {
+        let mut params = CertificateParams::new(vec![subject.to_owned()]).unwrap();
         params.extended_key_usages = vec![usage];
         let key = KeyPair::generate().unwrap();
         let cert = params.signed_by(&key, &Issuer::new(self.ca.clone(), &self.ca_key)).unwrap();
@@ -185,4 +196,52 @@ async fn a_reload_reads_the_ca_file_again_and_rejects_an_unusable_one() {
     let err = h.proxy.generations().reload(config).await.unwrap_err();
     assert!(err.to_string().contains("holds no certificate"), "{err}");
     assert_eq!(h.get("/s").await.text(), "over tls", "the running configuration stays");
+}
+
+#[tokio::test]
+async fn a_routes_tls_name_is_asked_for_and_checked_instead_of_the_origins_address() {
+    let pki = Pki::new();
+    let origin = origin().await;
+    // The certificate names a host; the route addresses the origin by IP.
+    let front =
+        tls_front(origin.addr, pki.issue_for("named", "origin.internal", ExtendedKeyUsagePurpose::ServerAuth), None)
+            .await;
+    let ca = pki.path("ca.pem");
+    let route = |prefix: &str, tls_name: Option<&str>, pooled: bool| RouteConfig {
+        path_prefix: prefix.into(),
+        origin: (!pooled).then(|| format!("https://{front}")),
+        origins: if pooled { vec![format!("https://{front}")] } else { Vec::new() },
+        tls_name: tls_name.map(str::to_owned),
+        ..RouteConfig::default()
+    };
+    let h = Harness::build(Mode::Reverse, |c| {
+        c.upstream.tls = trusting(&ca);
+        c.route = vec![
+            route("/", None, false),
+            route("/named/", Some("origin.internal"), false),
+            route("/pool/", Some("origin.internal"), true),
+            route("/wrong/", Some("other.internal"), false),
+        ];
+    })
+    .await;
+    for path in ["/s", "/named/s", "/pool/s", "/wrong/s"] {
+        origin.on(path, Reply::ok("over tls").header("Cache-Control", "no-store"));
+    }
+    assert_eq!(h.get("/s").await.status, 502, "the certificate does not name 127.0.0.1");
+    let named = h.get("/named/s").await;
+    assert_eq!((named.status.as_u16(), named.text().as_str()), (200, "over tls"));
+    assert_eq!(h.get("/pool/s").await.status, 200, "pool members ask for it too");
+    assert_eq!(h.get("/wrong/s").await.status, 502, "and it is checked");
+
+    // Only for https:// origins, and only a name TLS can carry.
+    let check = |extra: &str| {
+        sluice_proxy::config::Config::parse(&format!("[[listener]]\nmode = \"reverse\"\n[[route]]\n{extra}\n"))
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+    };
+    assert!(check("origin = \"https://10.0.0.5\"\ntls_name = \"origin.internal\"").is_ok());
+    let plain = check("origin = \"http://10.0.0.5\"\ntls_name = \"origin.internal\"").unwrap_err();
+    assert!(plain.contains("tls_name but no https:// origin"), "{plain}");
+    let bad = check("origin = \"https://10.0.0.5\"\ntls_name = \"not a name\"").unwrap_err();
+    assert!(bad.contains("not a DNS name"), "{bad}");
 }

@@ -51,10 +51,15 @@ pub struct Target {
     pub port: u16,
     /// Connect to these, in order, instead of resolving `host` (TLS still names `host`).
     pub pinned: Option<Arc<[SocketAddr]>>,
+    /// The name TLS asks for and checks the certificate against (SNI), in place of `host`
+    /// (a route's `tls_name`: an origin addressed by IP, or by another name than its
+    /// certificate's).
+    pub tls_name: Option<Arc<str>>,
 }
 
-/// Hashes scheme, host and port only: a pinned target shares its host's bucket in the pool
-/// map and `Eq` tells them apart, so the common unpinned key hashes no extra field.
+/// Hashes scheme, host and port only: a pinned target (or one with a `tls_name`) shares its
+/// host's bucket in the pool map and `Eq` tells them apart, so the common key hashes no
+/// extra field.
 impl std::hash::Hash for Target {
     fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
         self.https.hash(state);
@@ -74,7 +79,7 @@ impl Target {
         };
         let host = uri.host()?.trim_start_matches('[').trim_end_matches(']').to_ascii_lowercase();
         let port = uri.port_u16().unwrap_or(if https { 443 } else { 80 });
-        Some(Self { https, host: host.into(), port, pinned: None })
+        Some(Self { https, host: host.into(), port, pinned: None, tls_name: None })
     }
 }
 
@@ -500,8 +505,9 @@ impl Upstream {
         self.inner.metrics.origin_connects.fetch_add(1, Relaxed);
         let peer = stream.peer_addr().map(|a| a.ip()).unwrap_or(IpAddr::from([0, 0, 0, 0]));
         let io = if target.https {
-            let name = rustls::pki_types::ServerName::try_from(target.host.to_string())
-                .map_err(|e| ProxyError::bad_gateway(format!("invalid TLS name {}", target.host)).with_cause(e))?;
+            let name = target.tls_name.as_deref().unwrap_or(&target.host);
+            let name = rustls::pki_types::ServerName::try_from(name.to_owned())
+                .map_err(|e| ProxyError::bad_gateway(format!("invalid TLS name {name}")).with_cause(e))?;
             let tls = tokio::time::timeout(timeout, self.tls.connector.connect(name, stream))
                 .await
                 .map_err(|_| ProxyError::gateway_timeout(format!("TLS handshake with {what} timed out")))?
