@@ -85,7 +85,8 @@ impl Admin {
                     + &self.generations.outcomes().prometheus()
                     + &crate::tls::prometheus(state)
                     + &crate::disk_metrics::prometheus(&state.store)
-                    + &crate::pool_metrics::prometheus(&state.routes),
+                    + &crate::pool_metrics::prometheus(&state.routes)
+                    + &crate::rate_limit::prometheus(&state.rate_limits),
             ),
             _ if !self.authorized(&req) => unauthorized(),
             (&Method::GET, "/stats") => {
@@ -98,6 +99,9 @@ impl Admin {
                 }
                 if let Some(pools) = crate::pool_metrics::json(&state.routes) {
                     json["pools"] = pools;
+                }
+                if let Some(limits) = crate::rate_limit::json(&state.rate_limits) {
+                    json["rate_limits"] = limits;
                 }
                 reply(StatusCode::OK, "application/json", json.to_string())
             }

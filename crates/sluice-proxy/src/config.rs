@@ -25,6 +25,9 @@ pub struct Config {
     pub shutdown: ShutdownConfig,
     pub cpu_pool: CpuPoolConfig,
     pub module: Vec<ModuleConfig>,
+    /// Request rates allowed per client; none by default.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub rate_limit: Vec<crate::rate_limit_config::RateLimitConfig>,
     /// Proxy authentication of forward-proxy requests; none by default.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub proxy_auth: Option<crate::proxy_auth::ProxyAuthConfig>,
@@ -49,6 +52,7 @@ impl Default for Config {
             shutdown: ShutdownConfig::default(),
             cpu_pool: CpuPoolConfig::default(),
             module: Vec::new(),
+            rate_limit: Vec::new(),
             proxy_auth: None,
             source: None,
         }
@@ -756,6 +760,12 @@ impl Config {
         for l in &self.listener {
             if l.mode.reverses() && self.route.is_empty() {
                 return invalid(format!("listener {} is a reverse proxy but no [[route]] is configured", l.addr));
+            }
+        }
+        for (i, limit) in self.rate_limit.iter().enumerate() {
+            limit.validate().map_err(ConfigError::Invalid)?;
+            if self.rate_limit[..i].iter().any(|earlier| earlier.name == limit.name) {
+                return invalid(format!("two [[rate_limit]] entries are named `{}`", limit.name));
             }
         }
         for r in &self.route {

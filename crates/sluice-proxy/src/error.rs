@@ -24,6 +24,9 @@ pub enum Kind {
     ProxyAuthRequired,
     /// A request body larger than allowed (`client.max_body_size`; 413).
     TooLarge,
+    /// A rate limit refused the request (`[[rate_limit]]`; 429 with `Retry-After`, in
+    /// whole seconds, at least 1).
+    TooManyRequests { retry_after_secs: u64 },
     /// No route for a reverse-proxied request, or a request for the proxy itself (404).
     NoRoute,
     /// `Via` shows the request already passed through us (508).
@@ -78,6 +81,7 @@ impl ProxyError {
             Kind::Forbidden => StatusCode::FORBIDDEN,
             Kind::ProxyAuthRequired => StatusCode::PROXY_AUTHENTICATION_REQUIRED,
             Kind::TooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+            Kind::TooManyRequests { .. } => StatusCode::TOO_MANY_REQUESTS,
             Kind::NoRoute => StatusCode::NOT_FOUND,
             Kind::Loop => StatusCode::LOOP_DETECTED,
             Kind::BadGateway => StatusCode::BAD_GATEWAY,

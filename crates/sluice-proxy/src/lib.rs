@@ -54,6 +54,8 @@ pub mod pool_config;
 mod pool_metrics;
 pub mod proxy_auth;
 pub mod proxy_protocol;
+mod rate_limit;
+pub mod rate_limit_config;
 mod reload_outcomes;
 mod req_body;
 mod resolve;

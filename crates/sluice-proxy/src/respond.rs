@@ -167,6 +167,9 @@ pub fn error(state: &State, err: &ProxyError) -> Response<ProxyBody> {
     if matches!(err.kind, Kind::BadRequest | Kind::TooLarge) {
         response.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
     }
+    if let Kind::TooManyRequests { retry_after_secs } = err.kind {
+        response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(retry_after_secs));
+    }
     if let Some(auth) = state.proxy_auth.as_ref().filter(|_| err.kind == Kind::ProxyAuthRequired) {
         response.headers_mut().insert(header::PROXY_AUTHENTICATE, auth.challenge());
     }

@@ -223,6 +223,22 @@ pub async fn handle(
     Ok(response)
 }
 
+/// Counts `req` against the rate limits (`[[rate_limit]]`); `429` when one refuses it.
+fn rate_limit(state: &State, conn: &ConnInfo, txn: &mut Txn, req: &Request<Incoming>) -> Result<(), ProxyError> {
+    let host = req.uri().host().or_else(|| req.headers().get(header::HOST)?.to_str().ok().map(strip_port));
+    let refused = match state.rate_limits.check(state.clock.now(), conn.client.ip(), host, req.uri().path()) {
+        Ok(()) => return Ok(()),
+        Err(refused) => refused,
+    };
+    txn.code = ResultCode::Denied;
+    let retry_after_secs = refused.retry_after.as_secs() + u64::from(refused.retry_after.subsec_nanos() > 0);
+    Err(ProxyError::new(
+        Kind::TooManyRequests { retry_after_secs: retry_after_secs.max(1) },
+        Side::Client,
+        format!("client {} is over the rate limit `{}`", conn.client.ip(), refused.limit),
+    ))
+}
+
 /// What routing produced.
 pub enum Routed {
     /// A response to finalize (Via, module phase, log).
@@ -248,6 +264,9 @@ async fn route(
         ));
     }
     check_target(&req)?;
+    if !state.rate_limits.is_empty() {
+        rate_limit(state, conn, txn, &req)?;
+    }
     let (mut parts, body) = req.into_parts();
     txn.check_start()?;
     let requested = module_phase!(txn, RespondOrBufferRequest, Subject::Request(&mut parts), |m, info| m

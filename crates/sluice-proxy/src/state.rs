@@ -55,6 +55,8 @@ pub struct State {
     /// Peers whose `X-Forwarded-For` is believed (`access.forwarded_for_from`).
     pub forwarded_for_acl: Acl,
     pub purge_acl: Acl,
+    /// Request rates allowed per client (`[[rate_limit]]`).
+    pub rate_limits: crate::rate_limit::RateLimits,
     pub metrics: Arc<Metrics>,
     pub access_log: Option<AccessLog>,
     /// The module chain new transactions start with; swapped by `module_manager`.
@@ -152,7 +154,8 @@ impl State {
     /// The next generation: `config` over this generation's lasting parts (see the module
     /// documentation). The access log and the upstream client (with its idle connections,
     /// but its TLS files read again) carry over when their sections are unchanged; origin
-    /// pools take over their route's health state and counters; listeners keep their
+    /// pools take over their route's health state and counters; unchanged rate limits their
+    /// clients; listeners keep their
     /// identity by address (`crate::listeners::carry_ids`). The caller keeps settings that
     /// need a restart as they run (`crate::generation::restart_only`).
     pub fn reconfigured(&self, config: Config) -> Result<Self, StateError> {
@@ -182,8 +185,9 @@ impl State {
             crate::listeners::carry_ids(&self.config.listener, &self.listener_ids, &config.listener, || {
                 self.next_listener_id.fetch_add(1, Ordering::Relaxed)
             });
-        let next = Self::assemble(config, lasting, access_log, upstream, listener_ids)?;
+        let mut next = Self::assemble(config, lasting, access_log, upstream, listener_ids)?;
         next.routes.carry_pool_state(&self.routes);
+        next.rate_limits.carry_over(&self.rate_limits);
         Ok(next)
     }
 
@@ -255,6 +259,7 @@ impl State {
             proxy_protocol_acl: Acl::new(&config.access.proxy_protocol_from),
             forwarded_for_acl: Acl::new(&config.access.forwarded_for_from),
             purge_acl: Acl::new(&config.access.purge_allow),
+            rate_limits: crate::rate_limit::RateLimits::new(&config.rate_limit),
             metrics,
             access_log,
             modules,
