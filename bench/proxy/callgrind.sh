@@ -22,6 +22,8 @@
 #   SLUICE=path         the binary (default target/release/sluice, built when missing)
 #   OUT=bench/out/callgrind-proxy   where the profiles go (<proxy>-<scenario>.out)
 #   PROXIES="nginx sluice"
+#   SLUICE_EXTRA=toml   more Sluice configuration after its [cache] section, e.g. a
+#                       '[[rate_limit]]' table to price a feature per request
 #   KEEP_TMP=1          keep the temp dir (configs, logs)
 #   NO_INSTALL=1        fail instead of apt-get installing missing tools
 set -euo pipefail
@@ -89,8 +91,8 @@ start_proxy() { # name
         nginx_conf "$TMP" nginx "${PORT[nginx]}" "$ORIGIN_PORT" 1 off >"$TMP/nginx.conf"
         cmd=("$NGINX" -p "$TMP" -c "$TMP/nginx.conf" -e "$TMP/nginx.error.log")
     else
-        sluice_toml "${PORT[sluice]}" "$ORIGIN_PORT" "$(printf '[cache]\nmemory = "1GiB"\nmax_object = "64MiB"\n')" \
-            >"$TMP/sluice.toml"
+        sluice_toml "${PORT[sluice]}" "$ORIGIN_PORT" \
+            "$(printf '[cache]\nmemory = "1GiB"\nmax_object = "64MiB"\n\n%s\n' "${SLUICE_EXTRA:-}")" >"$TMP/sluice.toml"
         "$SLUICE" serve --check-config "$TMP/sluice.toml" >/dev/null || die "sluice rejects $TMP/sluice.toml"
         cmd=("$SLUICE" serve --config "$TMP/sluice.toml" --threads 1)
     fi

@@ -225,7 +225,11 @@ pub async fn handle(
 
 /// Counts `req` against the rate limits (`[[rate_limit]]`); `429` when one refuses it.
 fn rate_limit(state: &State, conn: &ConnInfo, txn: &mut Txn, req: &Request<Incoming>) -> Result<(), ProxyError> {
-    let host = req.uri().host().or_else(|| req.headers().get(header::HOST)?.to_str().ok().map(strip_port));
+    let host = if state.rate_limits.by_host() {
+        req.uri().host().or_else(|| req.headers().get(header::HOST)?.to_str().ok().map(strip_port))
+    } else {
+        None
+    };
     let refused = match state.rate_limits.check(state.clock.now(), conn.client.ip(), host, req.uri().path()) {
         Ok(()) => return Ok(()),
         Err(refused) => refused,
