@@ -230,7 +230,9 @@ fn rate_limit(state: &State, conn: &ConnInfo, txn: &mut Txn, req: &Request<Incom
     } else {
         None
     };
-    let refused = match state.rate_limits.check(state.clock.now(), conn.client.ip(), host, req.uri().path()) {
+    // `CONNECT host:port` and `OPTIONS *` have no path: they count as `/`.
+    let path = Some(req.uri().path()).filter(|p| p.starts_with('/')).unwrap_or("/");
+    let refused = match state.rate_limits.check(state.clock.now(), conn.client.ip(), host, path) {
         Ok(()) => return Ok(()),
         Err(refused) => refused,
     };

@@ -105,3 +105,18 @@ fn the_configuration_checks_rates_and_names() {
     let err = check("[[rate_limit]]\nname = \"a b\"\nrate = \"5/s\"\n").unwrap_err();
     assert!(err.contains("letters, digits"), "{err}");
 }
+
+#[tokio::test]
+async fn requests_without_a_path_count_as_the_root() {
+    let h = Harness::build(Mode::Forward, |c| {
+        c.rate_limit = vec![toml::from_str("name = \"all\"\nrate = \"1/m\"").unwrap()];
+    })
+    .await;
+    h.origin.on("/p", Reply::ok("x"));
+    assert_eq!(h.get("/p").await.status, 200);
+    let answer =
+        client::raw(h.addr(), b"CONNECT 127.0.0.1:443 HTTP/1.1\r\nHost: 127.0.0.1:443\r\nConnection: close\r\n\r\n")
+            .await;
+    assert!(answer.starts_with("HTTP/1.1 429"), "a CONNECT counts too: {answer}");
+    assert!(answer.contains("retry-after: 60"), "{answer}");
+}
