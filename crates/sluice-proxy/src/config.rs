@@ -243,6 +243,15 @@ pub struct RouteConfig {
     /// certificates against, in place of each origin's host. Default: the host.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tls_name: Option<String>,
+    /// The route's own `upstream.connect_timeout`. Default: that setting.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub connect_timeout: Option<Dur>,
+    /// The route's own `upstream.response_timeout`. Default: that setting.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub response_timeout: Option<Dur>,
+    /// The route's own `upstream.read_timeout`. Default: that setting.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub read_timeout: Option<Dur>,
 }
 
 impl Default for RouteConfig {
@@ -269,6 +278,9 @@ impl Default for RouteConfig {
             max_body_size: None,
             stale_if_server_error: None,
             tls_name: None,
+            connect_timeout: None,
+            response_timeout: None,
+            read_timeout: None,
         }
     }
 }
@@ -801,6 +813,19 @@ impl Config {
                         "route `{}`: tls_name `{name}` is not a DNS name or an IP address",
                         r.path_prefix
                     ));
+                }
+            }
+            let timeouts = [
+                ("connect_timeout", r.connect_timeout),
+                ("response_timeout", r.response_timeout),
+                ("read_timeout", r.read_timeout),
+            ];
+            for (name, timeout) in timeouts.iter().filter_map(|(name, t)| t.map(|t| (name, t))) {
+                if r.files.is_some() {
+                    return invalid(format!("route `{}` serves files: {name} does not apply", r.path_prefix));
+                }
+                if timeout.0.is_zero() {
+                    return invalid(format!("route `{}`: {name} must be more than 0", r.path_prefix));
                 }
             }
             if !r.backup_origins.is_empty() && r.origins.is_empty() {

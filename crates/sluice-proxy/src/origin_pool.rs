@@ -124,7 +124,7 @@ impl OriginPool {
         let members = listed
             .chain(config.backup_origins.iter().map(|url| (url, true)))
             .map(|(url, backup)| {
-                let origin = Origin::parse(url)?.with_tls_name(config.tls_name.as_deref());
+                let origin = Origin::parse(url)?.for_route(config);
                 let seed = stable_hash(origin.authority.as_str().to_ascii_lowercase().as_bytes(), 0);
                 Ok(Member {
                     origin,

@@ -5,7 +5,7 @@ use crate::clock::SharedClock;
 use crate::config::RouteConfig;
 use crate::origin_pool::OriginPool;
 use crate::source::FileSource;
-use crate::upstream::Target;
+use crate::upstream::{RouteTimeouts, Target};
 use http::uri::{Authority, PathAndQuery, Scheme};
 use http::HeaderValue;
 use sluice_http::query::QueryRules;
@@ -43,10 +43,16 @@ impl Origin {
         Ok(Self { scheme, authority, base_path, target, host })
     }
 
-    /// This origin, its TLS connections asking for and checking `name` instead of its host
-    /// (a route's `tls_name`).
-    pub fn with_tls_name(mut self, name: Option<&str>) -> Self {
-        self.target.tls_name = name.map(Arc::from);
+    /// This origin as `route` reaches it: its TLS connections asking for and checking the
+    /// route's `tls_name` instead of the origin's host, and the route's own timeouts.
+    pub fn for_route(mut self, route: &RouteConfig) -> Self {
+        self.target.tls_name = route.tls_name.as_deref().map(Arc::from);
+        let timeouts = RouteTimeouts {
+            connect: route.connect_timeout.map(|d| d.0),
+            response: route.response_timeout.map(|d| d.0),
+            read: route.read_timeout.map(|d| d.0),
+        };
+        self.target.timeouts = (timeouts != RouteTimeouts::default()).then(|| Arc::new(timeouts));
         self
     }
 
@@ -115,9 +121,7 @@ impl Routes {
             .map(|c| {
                 let backend = match (&c.origin, &c.files) {
                     (_, Some(files)) => Backend::Files(Arc::new(FileSource::open(files)?)),
-                    (Some(origin), None) => {
-                        Backend::Origin(Origin::parse(origin)?.with_tls_name(c.tls_name.as_deref()))
-                    }
+                    (Some(origin), None) => Backend::Origin(Origin::parse(origin)?.for_route(c)),
                     (None, None) if !c.origins.is_empty() => {
                         Backend::Pool(Arc::new(OriginPool::new(c, Arc::clone(clock))?))
                     }

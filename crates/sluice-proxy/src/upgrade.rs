@@ -116,7 +116,7 @@ pub async fn open(state: &State, txn: &mut Txn, mut forward: Forward) -> Result<
             tracing::debug!("origin connection of an upgrade request: {e}");
         }
     });
-    let timeout = state.config.upstream.response_timeout.0;
+    let timeout = state.upstream.response_timeout(target);
     let mut response = tokio::time::timeout(timeout, sender.send_request(Request::from_parts(parts, Empty::new())))
         .await
         .map_err(|_| ProxyError::gateway_timeout(format!("no response head from the origin within {timeout:?}")))?
@@ -140,7 +140,7 @@ pub async fn open(state: &State, txn: &mut Txn, mut forward: Forward) -> Result<
     let (mut parts, body) = response.into_parts();
     sluice_http::hop::remove_hop_by_hop(&mut parts.headers);
     module_phase!(txn, Nothing, Subject::Response(&mut parts), |m, info| m.origin_resp_headers(info, &mut parts))?;
-    let read_timeout = state.config.upstream.read_timeout.0;
+    let read_timeout = state.upstream.read_timeout(target);
     let body = tokio::time::timeout(read_timeout, Limited::new(body, MAX_REFUSAL_BODY).collect())
         .await
         .map_err(|_| ProxyError::gateway_timeout(format!("the origin's answer took longer than {read_timeout:?}")))?

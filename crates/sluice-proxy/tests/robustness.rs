@@ -5,7 +5,7 @@
 mod common;
 
 use common::{Harness, LogFile};
-use sluice_proxy::config::Mode;
+use sluice_proxy::config::{Mode, RouteConfig};
 use sluice_testkit::client;
 use sluice_testkit::Reply;
 use std::time::Duration;
@@ -575,4 +575,38 @@ async fn http2_request_headers_larger_than_max_header_bytes_get_431() {
     assert_eq!(status(format!("X-Big: {}", "b".repeat(20 * 1024))).await, "431");
     assert_eq!(status("X-Small: s".into()).await, "200");
     assert_eq!(h.origin.hits("/h2-big"), 1);
+}
+
+/// A route's own `response_timeout` (and the check of the route timeouts): an API route
+/// that must answer fast gives 504 where the default route, on the same origin and the
+/// same pooled connections, waits.
+#[tokio::test]
+async fn a_routes_own_response_timeout_replaces_the_global_one() {
+    let h = Harness::build_with_origin(Mode::Reverse, |c, origin| {
+        let route = |prefix: &str, timeout: Option<Duration>| RouteConfig {
+            path_prefix: prefix.into(),
+            origin: Some(format!("http://{origin}")),
+            response_timeout: timeout.map(sluice_proxy::units::Dur),
+            ..RouteConfig::default()
+        };
+        c.route = vec![route("/", None), route("/api/", Some(Duration::from_millis(200)))];
+    })
+    .await;
+    let late = Reply::ok("late").header("Cache-Control", "no-store").delay(Duration::from_millis(700));
+    h.origin.on("/api/slow", late.clone());
+    h.origin.on("/page/slow", late);
+    assert_eq!(h.get("/api/slow").await.status, 504, "the route's 200 ms");
+    let page = h.get("/page/slow").await;
+    assert_eq!((page.status.as_u16(), page.text().as_str()), (200, "late"), "the global 30 s");
+
+    let check = |extra: &str| {
+        sluice_proxy::config::Config::parse(&format!("[[listener]]\nmode = \"reverse\"\n[[route]]\n{extra}\n"))
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+    };
+    assert!(check("origin = \"http://10.0.0.5\"\nread_timeout = \"2m\"\nconnect_timeout = \"1s\"").is_ok());
+    let zero = check("origin = \"http://10.0.0.5\"\nresponse_timeout = \"0s\"").unwrap_err();
+    assert!(zero.contains("response_timeout must be more than 0"), "{zero}");
+    let files = check("files = { root = \"/tmp\" }\nread_timeout = \"1s\"").unwrap_err();
+    assert!(files.contains("serves files: read_timeout does not apply"), "{files}");
 }

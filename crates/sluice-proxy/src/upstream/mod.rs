@@ -41,8 +41,10 @@ use tokio::net::TcpStream;
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 
 /// Where a request goes: scheme, host and port, and the addresses a module pinned the host
-/// to (its `resolve` phase); connections are pooled per target, so pinned ones apart.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// to (its `resolve` phase); connections are pooled per target, so pinned ones apart. Also
+/// how long to wait for it: a route's own timeouts, which do not set it apart (targets that
+/// differ only in them are equal and share connections).
+#[derive(Debug, Clone)]
 pub struct Target {
     pub https: bool,
     /// Lower-case, without brackets. Shared: a target is cloned for every request routed to
@@ -55,7 +57,28 @@ pub struct Target {
     /// (a route's `tls_name`: an origin addressed by IP, or by another name than its
     /// certificate's).
     pub tls_name: Option<Arc<str>>,
+    /// The route's timeouts, in place of `[upstream]`'s where it sets them.
+    pub timeouts: Option<Arc<RouteTimeouts>>,
 }
+
+/// A route's own origin timeouts (`connect_timeout`, `response_timeout`, `read_timeout` on a
+/// `[[route]]`); `None` keeps `[upstream]`'s.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RouteTimeouts {
+    pub connect: Option<Duration>,
+    pub response: Option<Duration>,
+    pub read: Option<Duration>,
+}
+
+impl PartialEq for Target {
+    /// Everything but the timeouts.
+    fn eq(&self, other: &Self) -> bool {
+        (self.https, &self.host, self.port, &self.pinned, &self.tls_name)
+            == (other.https, &other.host, other.port, &other.pinned, &other.tls_name)
+    }
+}
+
+impl Eq for Target {}
 
 /// Hashes scheme, host and port only: a pinned target (or one with a `tls_name`) shares its
 /// host's bucket in the pool map and `Eq` tells them apart, so the common key hashes no
@@ -79,7 +102,7 @@ impl Target {
         };
         let host = uri.host()?.trim_start_matches('[').trim_end_matches(']').to_ascii_lowercase();
         let port = uri.port_u16().unwrap_or(if https { 443 } else { 80 });
-        Some(Self { https, host: host.into(), port, pinned: None, tls_name: None })
+        Some(Self { https, host: host.into(), port, pinned: None, tls_name: None, timeouts: None })
     }
 }
 
@@ -215,7 +238,7 @@ impl Upstream {
                 Err(error) => return Err(Box::new(SendFailure { error, request: give_back(parts, None, true) })),
             }
         }
-        let timeout = self.inner.config.response_timeout.0;
+        let timeout = self.response_timeout(target);
         let mut body = Some(body);
         loop {
             let connection = if fresh {
@@ -277,7 +300,7 @@ impl Upstream {
         if writes {
             self.inner.metrics.origin_pipeline_writes.fetch_add(1, Relaxed);
         }
-        let timeout = self.inner.config.response_timeout.0;
+        let timeout = self.response_timeout(target);
         let head = ticket.exchange(writes, method, timeout).await.map_err(|Elapsed| self.timed_out(target))?;
         Ok(head.map(|head| {
             let peer = ticket.with_conn(|conn| conn.peer);
@@ -325,8 +348,23 @@ impl Upstream {
     /// An origin's response whose body is read from `link`.
     fn response(&self, target: &Target, link: Link, peer: IpAddr, head: wire::ResponseHead) -> OriginResponse {
         let home = Home { upstream: self.clone(), target: target.clone(), keep_alive: head.keep_alive };
-        let body = PooledBody::new(link, head.framing, home, self.inner.config.read_timeout.0);
+        let body = PooledBody::new(link, head.framing, home, self.read_timeout(target));
         OriginResponse { response: Response::from_parts(head.parts, body), peer }
+    }
+
+    /// `upstream.connect_timeout`, or the target's route's own.
+    fn connect_timeout(&self, target: &Target) -> Duration {
+        target.timeouts.as_ref().and_then(|t| t.connect).unwrap_or(self.inner.config.connect_timeout.0)
+    }
+
+    /// `upstream.response_timeout`, or the target's route's own.
+    pub(crate) fn response_timeout(&self, target: &Target) -> Duration {
+        target.timeouts.as_ref().and_then(|t| t.response).unwrap_or(self.inner.config.response_timeout.0)
+    }
+
+    /// `upstream.read_timeout`, or the target's route's own.
+    pub(crate) fn read_timeout(&self, target: &Target) -> Duration {
+        target.timeouts.as_ref().and_then(|t| t.read).unwrap_or(self.inner.config.read_timeout.0)
     }
 
     /// The error a client gets when the origin sent no response head within the response
@@ -335,7 +373,9 @@ impl Upstream {
         self.inner.metrics.origin_errors.fetch_add(1, Relaxed);
         ProxyError::gateway_timeout(format!(
             "no response from {}:{} within {:?}",
-            target.host, target.port, self.inner.config.response_timeout.0
+            target.host,
+            target.port,
+            self.response_timeout(target)
         ))
     }
 
@@ -489,7 +529,7 @@ impl Upstream {
     /// `upstream.max_connections_per_host`, which would let long-lived upgraded connections
     /// starve the origin's HTTP requests. Returns the stream and the origin's address.
     pub async fn open_stream(&self, target: &Target) -> Result<(Stream, IpAddr), ProxyError> {
-        let timeout = self.inner.config.connect_timeout.0;
+        let timeout = self.connect_timeout(target);
         let what = format!("{}:{}", target.host, target.port);
         let stream = match tokio::time::timeout(timeout, connect_tcp(target)).await {
             Ok(Ok(stream)) => stream,
