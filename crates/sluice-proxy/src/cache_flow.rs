@@ -60,6 +60,9 @@ struct FetchSpec {
     /// A server error answering a validation serves the stale object when the stale window
     /// allows (`cache.stale_if_server_error` or the route's; reverse routes only).
     stale_if_server_error: bool,
+    /// The `stale-while-revalidate` window given to responses without one (the route's or
+    /// `cache.stale_while_revalidate`; reverse routes only).
+    stale_while_revalidate: Option<u64>,
 }
 
 /// What a fetch produced.
@@ -397,6 +400,10 @@ fn spec(state: &State, forward: &Forward, key: &str) -> FetchSpec {
         // An out-of-band agreement with the origin (RFC 9111 §4.2.4): only an accelerator's.
         stale_if_server_error: forward.reverse
             && forward.caching.stale_if_server_error.unwrap_or(state.config.cache.stale_if_server_error),
+        stale_while_revalidate: Some(
+            forward.caching.stale_while_revalidate.unwrap_or(state.config.cache.stale_while_revalidate.0).as_secs(),
+        )
+        .filter(|&secs| forward.reverse && secs > 0),
     }
 }
 
@@ -753,7 +760,13 @@ fn build_meta(
     let received =
         Received { key: spec.key.clone(), status, headers, request: &spec.client_headers, request_time, response_time };
     let heuristic = sluice_http::freshness::Heuristic { fixed: spec.default_ttl, ..state.heuristic };
-    crate::meta::describe(received, directives(state, spec), &heuristic)
+    let mut meta = crate::meta::describe(received, directives(state, spec), &heuristic);
+    // The configured window is the cache's own: clients still get the origin's fields, and
+    // the directives that forbid serving stale (`must-revalidate`, `no-cache`, ...) still do.
+    if meta.cc.stale_while_revalidate.is_none() {
+        meta.cc.stale_while_revalidate = spec.stale_while_revalidate;
+    }
+    meta
 }
 
 /// Reads an origin body into `fill`, through the modules' `origin_resp_body` phase when

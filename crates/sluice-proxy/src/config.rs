@@ -239,6 +239,10 @@ pub struct RouteConfig {
     /// `cache.stale_if_server_error`. Default: that setting.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stale_if_server_error: Option<bool>,
+    /// The `stale-while-revalidate` window of this route's responses that carry none, in
+    /// place of `cache.stale_while_revalidate` (0: none). Default: that setting.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stale_while_revalidate: Option<Dur>,
     /// The name TLS asks the route's `https://` origins for (SNI) and checks their
     /// certificates against, in place of each origin's host. Default: the host.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -277,6 +281,7 @@ impl Default for RouteConfig {
             default_ttl: None,
             max_body_size: None,
             stale_if_server_error: None,
+            stale_while_revalidate: None,
             tls_name: None,
             connect_timeout: None,
             response_timeout: None,
@@ -364,6 +369,9 @@ pub struct CacheConfig {
     /// object as an unreachable origin would (`stale_if_unreachable`'s window and conditions),
     /// instead of passing the error on. A route's `stale_if_server_error` replaces it.
     pub stale_if_server_error: bool,
+    /// On reverse routes: the `stale-while-revalidate` window (RFC 5861) of responses that
+    /// carry none; 0: none. A route's `stale_while_revalidate` replaces it.
+    pub stale_while_revalidate: Dur,
     /// Expiry processing: how often the memory tier is swept for stale, idle objects;
     /// 0 disables the periodic sweep (`POST /cache/sweep` still runs one).
     pub sweep_interval: Dur,
@@ -445,6 +453,7 @@ impl Default for CacheConfig {
             hit_for_pass: Dur(Duration::from_secs(120)),
             stale_if_unreachable: Dur(Duration::from_secs(86400)),
             stale_if_server_error: false,
+            stale_while_revalidate: Dur(Duration::ZERO),
             sweep_interval: Dur(Duration::from_secs(60)),
             sweep_grace: Dur(Duration::from_secs(600)),
             sweep_min_hits_per_hour: 1.0,

@@ -103,6 +103,8 @@ pub struct RouteCaching {
     pub default_ttl: Option<std::time::Duration>,
     /// Its `stale_if_server_error`, when it sets one (else `cache.stale_if_server_error`).
     pub stale_if_server_error: Option<bool>,
+    /// Its `stale_while_revalidate`, when it sets one (else `cache.stale_while_revalidate`).
+    pub stale_while_revalidate: Option<std::time::Duration>,
 }
 
 /// All routes, matched most specific first (host routes before any-host routes, longer
@@ -142,6 +144,7 @@ impl Routes {
                             .map(Arc::new),
                         default_ttl: c.default_ttl.map(|ttl| ttl.0),
                         stale_if_server_error: c.stale_if_server_error,
+                        stale_while_revalidate: c.stale_while_revalidate.map(|d| d.0),
                     },
                     max_body_size: c.max_body_size.map(|size| size.0),
                 })

@@ -563,6 +563,57 @@ async fn rfc5861_3_stale_while_revalidate_serves_stale_and_refreshes_in_backgrou
 }
 
 #[tokio::test]
+async fn rfc5861_3_a_configured_stale_while_revalidate_window_applies_on_reverse_routes() {
+    // cache.stale_while_revalidate gives responses without the directive a window of 60 s;
+    // a route sets 0 (none); must-revalidate still forbids stale; clients see the origin's
+    // Cache-Control unchanged.
+    let h = Harness::build_with_origin(Mode::Reverse, |c, origin| {
+        c.cache.stale_while_revalidate = sluice_proxy::units::Dur(std::time::Duration::from_secs(60));
+        let route = |prefix: &str, own: Option<u64>| RouteConfig {
+            path_prefix: prefix.into(),
+            origin: Some(format!("http://{origin}")),
+            stale_while_revalidate: own.map(|s| sluice_proxy::units::Dur(std::time::Duration::from_secs(s))),
+            ..RouteConfig::default()
+        };
+        c.route = vec![route("/", None), route("/strict/", Some(0))];
+    })
+    .await;
+    let two =
+        |cc: &str| vec![Reply::ok("old").header("Cache-Control", cc), Reply::ok("new").header("Cache-Control", cc)];
+    h.origin.on_seq("/page", two("max-age=10"));
+    h.origin.on_seq("/mr", two("max-age=10, must-revalidate"));
+    h.origin.on_seq("/strict/page", two("max-age=10"));
+    for path in ["/page", "/mr", "/strict/page"] {
+        h.get(path).await;
+    }
+    h.advance(30);
+    let stale = h.get("/page").await;
+    assert_eq!(stale.text(), "old", "served stale at once");
+    assert!(cache_status(&stale).contains("hit"), "{}", cache_status(&stale));
+    assert_eq!(stale.header("cache-control"), "max-age=10", "the origin's field, unchanged");
+    h.eventually("the background revalidation", |h| {
+        h.origin.hits("/page") == 2 && h.proxy.state().collapser.in_flight() == 0
+    })
+    .await;
+    assert_eq!(h.get("/page").await.text(), "new");
+    assert_eq!(h.get("/mr").await.text(), "new", "must-revalidate: validated before answering");
+    assert_eq!(h.get("/strict/page").await.text(), "new", "no window on this route");
+    h.advance(100);
+    h.get("/page").await;
+    assert_eq!(h.origin.hits("/page"), 3, "beyond the window the cache validates synchronously");
+
+    // Not for forward-proxied requests: the origins there made no such agreement.
+    let forward = Harness::build(Mode::Forward, |c| {
+        c.cache.stale_while_revalidate = sluice_proxy::units::Dur(std::time::Duration::from_secs(60))
+    })
+    .await;
+    forward.origin.on_seq("/f", two("max-age=10"));
+    forward.get("/f").await;
+    forward.advance(30);
+    assert_eq!(forward.get("/f").await.text(), "new");
+}
+
+#[tokio::test]
 async fn rfc5861_4_stale_if_error_serves_stale_when_the_origin_fails() {
     let h = Harness::forward().await;
     h.origin.on_seq(
