@@ -76,8 +76,8 @@ enum Fetched {
     /// A response that is not stored, streamed through; `detail` says why.
     Pass { parts: Box<response::Parts>, body: SourceBody, detail: &'static str },
     /// The origin answered a validation with a server error and `stale-if-error` (or
-    /// `stale_if_server_error`) allows the stale object. (A validation that gets no answer at all is an `Err`; the caller decides
-    /// whether to serve stale.)
+    /// `stale_if_server_error`) allows the stale object. (A validation that gets no answer
+    /// at all is an `Err`; the caller decides whether to serve stale.)
     ServeStale,
     /// A module answered at `req_out`.
     Local(Box<sluice_module::LocalResponse>),

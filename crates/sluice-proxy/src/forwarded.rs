@@ -5,12 +5,12 @@
 //! reuses for one client after another, and names each request's client in
 //! `X-Forwarded-For` (or RFC 7239 `Forwarded`, the `for` node of each element, with
 //! `access.forwarded_for_header = "forwarded"`), the addresses of the proxies a request went
-//! through, oldest first, each appended by the proxy that received it. For a request from a listed peer, the
-//! client is the last address of that list that is not itself a listed peer (so a chain of
-//! trusted proxies is walked back, and a client cannot pass itself off as anyone by writing
-//! the header: whatever it wrote stands left of what the trusted balancers appended). That
-//! client is what the request is checked against (`access.allow`, `purge_allow`), logged
-//! with and shown to modules. The peer's own address is still the one this proxy appends to
+//! through, oldest first, each appended by the proxy that received it. For a request from a
+//! listed peer, the client is the last address of that list that is not itself a listed
+//! peer (so a chain of trusted proxies is walked back, and a client cannot pass itself off
+//! as anyone by writing the header: whatever it wrote stands left of what the trusted
+//! balancers appended). That client is what the request is checked against
+//! (`access.allow`, `purge_allow`, the rate limits), logged with and shown to modules. The peer's own address is still the one this proxy appends to
 //! `X-Forwarded-For` when it forwards the request, as each proxy does.
 //!
 //! A request from a listed peer without the header, or whose last entry does not parse,
