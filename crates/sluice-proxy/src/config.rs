@@ -256,6 +256,12 @@ pub struct RouteConfig {
     /// The route's own `upstream.read_timeout`. Default: that setting.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub read_timeout: Option<Dur>,
+    /// Fields removed, set and added on the requests this route sends to its origins.
+    #[serde(default, skip_serializing_if = "crate::header_rules::HeaderRulesConfig::is_empty")]
+    pub request_headers: crate::header_rules::HeaderRulesConfig,
+    /// Fields removed, set and added on the responses this route gives clients.
+    #[serde(default, skip_serializing_if = "crate::header_rules::HeaderRulesConfig::is_empty")]
+    pub response_headers: crate::header_rules::HeaderRulesConfig,
 }
 
 impl Default for RouteConfig {
@@ -286,6 +292,8 @@ impl Default for RouteConfig {
             connect_timeout: None,
             response_timeout: None,
             read_timeout: None,
+            request_headers: Default::default(),
+            response_headers: Default::default(),
         }
     }
 }
@@ -836,6 +844,10 @@ impl Config {
                 if timeout.0.is_zero() {
                     return invalid(format!("route `{}`: {name} must be more than 0", r.path_prefix));
                 }
+            }
+            crate::header_rules::RouteHeaders::of(&r.request_headers, &r.response_headers).map_err(route_err)?;
+            if r.files.is_some() && !r.request_headers.is_empty() {
+                return invalid(format!("route `{}` serves files: request_headers do not apply", r.path_prefix));
             }
             if !r.backup_origins.is_empty() && r.origins.is_empty() {
                 return invalid(format!("route `{}` has backup_origins but no `origins`", r.path_prefix));

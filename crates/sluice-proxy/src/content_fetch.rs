@@ -114,6 +114,7 @@ pub async fn fetch_as(state: &Arc<State>, request: Request<()>, mode: Mode) -> F
             client_tls: false,
             reverse,
             caching: resolved.caching,
+            headers: resolved.headers,
         };
         crate::cache_flow::serve(state, &conn.timers, &mut txn, forward, key).await
     }

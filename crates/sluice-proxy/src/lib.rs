@@ -38,6 +38,7 @@ mod forwarded;
 mod framing;
 mod gated;
 pub mod generation;
+pub mod header_rules;
 mod hit_for_pass;
 mod idle;
 pub mod listeners;

@@ -34,6 +34,9 @@ pub async fn finalize(
     // hyper would close the client's keep-alive connection after it. (hyper answers an
     // HTTP/1.0 client in HTTP/1.0 on its own; HTTP/2 ignores the field.)
     parts.version = Version::HTTP_11;
+    if let Some(rules) = &txn.route_headers {
+        rules.response.apply(&mut parts.headers);
+    }
     if state.config.headers.via {
         parts.headers.append(header::VIA, state.via(Version::HTTP_11));
     }

@@ -89,6 +89,8 @@ pub struct Route {
     pub caching: RouteCaching,
     /// Its `max_body_size`, when it sets one (`Some(0)`: no limit).
     pub max_body_size: Option<u64>,
+    /// Its `request_headers` and `response_headers`, when it has any.
+    pub headers: Option<Arc<crate::header_rules::RouteHeaders>>,
 }
 
 /// A route's caching settings, which its requests carry past routing (`Resolved`,
@@ -147,6 +149,9 @@ impl Routes {
                         stale_while_revalidate: c.stale_while_revalidate.map(|d| d.0),
                     },
                     max_body_size: c.max_body_size.map(|size| size.0),
+                    headers: crate::header_rules::RouteHeaders::of(&c.request_headers, &c.response_headers)
+                        .map_err(|e| format!("route `{}`: {e}", c.path_prefix))?
+                        .map(Arc::new),
                 })
             })
             .collect::<Result<Vec<_>, String>>()?;

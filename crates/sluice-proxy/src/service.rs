@@ -110,6 +110,8 @@ pub struct Forward {
     pub reverse: bool,
     /// The route's caching settings (`default_ttl`, the query rules that made `uri`'s query).
     pub caching: RouteCaching,
+    /// The route's header rules (`request_headers` applies to what goes to the origin).
+    pub headers: Option<Arc<crate::header_rules::RouteHeaders>>,
 }
 
 impl Forward {
@@ -160,6 +162,9 @@ impl Forward {
             }
             let proto = if self.client_tls { "https" } else { "http" };
             headers.entry(X_FORWARDED_PROTO).or_insert(HeaderValue::from_static(proto));
+        }
+        if let Some(rules) = &self.headers {
+            rules.request.apply(&mut headers);
         }
         headers
     }
@@ -301,7 +306,9 @@ async fn route(
     if let Some(response) = answer_max_forwards(state, &mut parts)? {
         return Ok(Routed::Response(response));
     }
-    let Resolved { target, uri, reverse, host, esi, caching, max_body_size } = resolve_target(state, conn, &parts)?;
+    let Resolved { target, uri, reverse, host, esi, caching, max_body_size, headers } =
+        resolve_target(state, conn, &parts)?;
+    txn.route_headers.clone_from(&headers);
     if reverse && is_server_wide_options(&parts) {
         parts.extensions.insert(AsteriskForm);
     }
@@ -332,6 +339,7 @@ async fn route(
         client_tls: conn.tls,
         reverse,
         caching,
+        headers,
     };
     if forward.client.method.as_str() == "PURGE" {
         return purge(state, conn, &forward).map(Routed::Response);
@@ -486,6 +494,8 @@ pub(crate) struct Resolved {
     pub caching: RouteCaching,
     /// The matched route's `max_body_size`, when it sets one (`Some(0)`: no limit).
     pub max_body_size: Option<u64>,
+    /// The matched route's header rules, when it has any.
+    pub headers: Option<Arc<crate::header_rules::RouteHeaders>>,
 }
 
 /// Proxy authentication of a forward-proxy request (`[proxy_auth]`): the user its
@@ -535,6 +545,7 @@ pub(crate) fn resolve_target(state: &State, conn: &ConnInfo, parts: &request::Pa
                         esi,
                         caching: RouteCaching::default(),
                         max_body_size: route.max_body_size,
+                        headers: route.headers.clone(),
                     });
                 }
             };
@@ -558,6 +569,7 @@ pub(crate) fn resolve_target(state: &State, conn: &ConnInfo, parts: &request::Pa
                 esi,
                 caching,
                 max_body_size,
+                headers: route.headers.clone(),
             });
         }
     }
@@ -574,6 +586,7 @@ pub(crate) fn resolve_target(state: &State, conn: &ConnInfo, parts: &request::Pa
             esi: None,
             caching: RouteCaching::default(),
             max_body_size: None,
+            headers: None,
         });
     }
     if conn.mode.reverses() {
@@ -611,6 +624,7 @@ fn pooled(
         esi: route.esi.clone(),
         caching: route.caching.clone(),
         max_body_size: route.max_body_size,
+        headers: route.headers.clone(),
     })
 }
 

@@ -31,6 +31,8 @@ pub struct Txn {
     pub url: String,
     /// The user proxy authentication proved (`[proxy_auth]`), for the log.
     pub user: Option<Arc<str>>,
+    /// The header rules of the route the request took, for its response.
+    pub route_headers: Option<Arc<crate::header_rules::RouteHeaders>>,
     status: u16,
     content_type: Option<HeaderValue>,
     head_bytes: u64,
@@ -98,6 +100,7 @@ impl Txn {
             referer: if logged { headers.get(header::REFERER).cloned() } else { None },
             user_agent: if logged { headers.get(header::USER_AGENT).cloned() } else { None },
             user: None,
+            route_headers: None,
             state: Arc::clone(state),
             info,
         })
