@@ -256,6 +256,11 @@ pub struct RouteConfig {
     /// The route's own `upstream.read_timeout`. Default: that setting.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub read_timeout: Option<Dur>,
+    /// Look this route's requests up in the cache and store their responses. `false`: every
+    /// request goes to the origin and nothing is stored (`Cache-Status: fwd=bypass;
+    /// detail=route`), whatever the responses allow. Default `true`.
+    #[serde(default = "default_true")]
+    pub cache: bool,
     /// Fields removed, set and added on the requests this route sends to its origins.
     #[serde(default, skip_serializing_if = "crate::header_rules::HeaderRulesConfig::is_empty")]
     pub request_headers: crate::header_rules::HeaderRulesConfig,
@@ -292,6 +297,7 @@ impl Default for RouteConfig {
             connect_timeout: None,
             response_timeout: None,
             read_timeout: None,
+            cache: true,
             request_headers: Default::default(),
             response_headers: Default::default(),
         }

@@ -107,6 +107,8 @@ pub struct RouteCaching {
     pub stale_if_server_error: Option<bool>,
     /// Its `stale_while_revalidate`, when it sets one (else `cache.stale_while_revalidate`).
     pub stale_while_revalidate: Option<std::time::Duration>,
+    /// `cache = false`: its requests pass, never looked up nor stored.
+    pub bypass: bool,
 }
 
 /// All routes, matched most specific first (host routes before any-host routes, longer
@@ -147,6 +149,7 @@ impl Routes {
                         default_ttl: c.default_ttl.map(|ttl| ttl.0),
                         stale_if_server_error: c.stale_if_server_error,
                         stale_while_revalidate: c.stale_while_revalidate.map(|d| d.0),
+                        bypass: !c.cache,
                     },
                     max_body_size: c.max_body_size.map(|size| size.0),
                     headers: crate::header_rules::RouteHeaders::of(&c.request_headers, &c.response_headers)

@@ -369,6 +369,9 @@ async fn route(
     let reverse = forward.reverse;
     let method = forward.client.method.clone();
     let mut response = match key {
+        Some(_) if forward.caching.bypass => {
+            within_deadline(state, &conn.timers, pass(state, txn, forward, body, Passed::Route)).await?
+        }
         Some(key) if !state.hit_for_pass.applies(&key, state.clock.now()) => {
             whole_for_body_editors(txn, &mut forward.client.headers, true);
             crate::cache_flow::serve(state, &conn.timers, txn, forward, key).await?
@@ -696,13 +699,15 @@ pub enum Passed {
     /// A miss for a range beyond `cache.range_offset_limit` (`fwd=bypass;
     /// detail=range-offset`).
     RangeOffset,
+    /// A request of a route with `cache = false` (`fwd=bypass; detail=route`).
+    Route,
 }
 
 impl Passed {
     fn fwd(self) -> Fwd {
         match self {
             Passed::Method => Fwd::Method,
-            Passed::HitForPass | Passed::RangeOffset => Fwd::Bypass,
+            Passed::HitForPass | Passed::RangeOffset | Passed::Route => Fwd::Bypass,
         }
     }
 
@@ -711,6 +716,7 @@ impl Passed {
             Passed::Method => None,
             Passed::HitForPass => Some("hit-for-pass"),
             Passed::RangeOffset => Some("range-offset"),
+            Passed::Route => Some("route"),
         }
     }
 }
