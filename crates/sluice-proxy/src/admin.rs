@@ -81,6 +81,7 @@ impl Admin {
                 StatusCode::OK,
                 "text/plain; version=0.0.4",
                 state.metrics.prometheus(&state.store.stats(), state.collapser.in_flight())
+                    + &state.metrics.durations.prometheus()
                     + &state.connection_limit.prometheus()
                     + &self.generations.outcomes().prometheus()
                     + &crate::tls::prometheus(state)

@@ -41,6 +41,7 @@ pub mod generation;
 pub mod header_rules;
 mod hit_for_pass;
 mod idle;
+mod latency;
 pub mod listeners;
 mod meta;
 pub mod metrics;

@@ -4,6 +4,7 @@ use crate::outcome::{ResultCode, ResultCounters};
 use sluice_store::StoreStats;
 use std::fmt::Write;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering::Relaxed};
+use std::time::Duration;
 
 /// Counters updated on the hot path with relaxed atomics.
 #[derive(Debug, Default)]
@@ -44,12 +45,15 @@ pub struct Metrics {
     pub suspended_revalidations: AtomicU64,
     /// Conditional clients answered 304 from a fresh suspended entry, without the origin.
     pub suspended_hits: AtomicU64,
+    /// How long transactions took, per result code.
+    pub durations: crate::latency::Durations,
 }
 
 impl Metrics {
-    /// Counts one finished transaction.
-    pub fn record(&self, code: ResultCode, status: u16, body_bytes: u64, completed: bool) {
+    /// Counts one finished transaction, which took `elapsed`.
+    pub fn record(&self, code: ResultCode, status: u16, body_bytes: u64, completed: bool, elapsed: Duration) {
         self.results.add(code);
+        self.durations.record(code, elapsed);
         let class = (status / 100).min(5) as usize;
         self.status_classes[class].fetch_add(1, Relaxed);
         self.client_body_bytes.fetch_add(body_bytes, Relaxed);

@@ -82,7 +82,8 @@ impl ResultCode {
         )
     }
 
-    fn index(self) -> usize {
+    /// Its place in [`ResultCode::ALL`].
+    pub(crate) fn index(self) -> usize {
         Self::ALL.iter().position(|c| *c == self).unwrap_or(0)
     }
 }

@@ -283,7 +283,7 @@ pub fn module_error(failure: ModuleFailure) -> ProxyError {
 impl Drop for Txn {
     fn drop(&mut self) {
         let state = Arc::clone(&self.state);
-        state.metrics.record(self.code, self.status, self.body_bytes, self.completed);
+        state.metrics.record(self.code, self.status, self.body_bytes, self.completed, self.started.elapsed());
         let record = state.access_log.is_some().then(|| self.log_record());
         if self.modules.is_shared() {
             // A fill still runs `origin_resp_body` (its client left): `resp_done`, `log` and

@@ -222,6 +222,11 @@ async fn admin_api_serves_metrics_and_requires_a_token_for_the_rest() {
     assert_eq!(metrics.status, 200);
     assert!(metrics.text().contains("sluice_requests_total{result=\"TCP_MEM_HIT\"} 1"), "{}", metrics.text());
     assert!(metrics.text().contains("sluice_requests_total{result=\"TCP_MISS\"} 1"));
+    // How long each took, a histogram per result code.
+    let text = metrics.text();
+    assert!(text.contains("# TYPE sluice_request_duration_seconds histogram"), "{text}");
+    assert!(text.contains("sluice_request_duration_seconds_count{result=\"TCP_MEM_HIT\"} 1"), "{text}");
+    assert!(text.contains("sluice_request_duration_seconds_bucket{result=\"TCP_MISS\",le=\"+Inf\"} 1"), "{text}");
     assert_eq!(client::get(admin, "/stats", &[]).await.status, 401);
     assert_eq!(client::get(admin, "/stats", &[("Authorization", "Bearer wrong")]).await.status, 401);
     let stats = client::get(admin, "/stats", &[("Authorization", "Bearer test-token")]).await;
