@@ -6,7 +6,7 @@
 mod common;
 
 use common::{cache_status, Harness};
-use sluice_proxy::config::{Config, Mode, RouteConfig};
+use sluice_proxy::config::{Mode, RouteConfig};
 use sluice_proxy::header_rules::HeaderRulesConfig;
 use sluice_testkit::Reply;
 
@@ -80,11 +80,7 @@ async fn a_routes_rules_shape_its_origin_requests_and_every_response_but_not_wha
 
 #[test]
 fn the_configuration_check_refuses_framing_fields_and_request_rules_on_files() {
-    let check = |route: &str| {
-        Config::parse(&format!("[[listener]]\nmode = \"reverse\"\n[[route]]\n{route}\n"))
-            .map(|_| ())
-            .map_err(|e| e.to_string())
-    };
+    let check = common::check_route;
     assert!(check(
         "origin = \"http://10.0.0.5\"\nresponse_headers = { remove = [\"Server\"], add = { \"X-A\" = \"1\" } }"
     )

@@ -234,11 +234,7 @@ async fn a_routes_tls_name_is_asked_for_and_checked_instead_of_the_origins_addre
     assert_eq!(h.get("/wrong/s").await.status, 502, "and it is checked");
 
     // Only for https:// origins, and only a name TLS can carry.
-    let check = |extra: &str| {
-        sluice_proxy::config::Config::parse(&format!("[[listener]]\nmode = \"reverse\"\n[[route]]\n{extra}\n"))
-            .map(|_| ())
-            .map_err(|e| e.to_string())
-    };
+    let check = common::check_route;
     assert!(check("origin = \"https://10.0.0.5\"\ntls_name = \"origin.internal\"").is_ok());
     let plain = check("origin = \"http://10.0.0.5\"\ntls_name = \"origin.internal\"").unwrap_err();
     assert!(plain.contains("tls_name but no https:// origin"), "{plain}");

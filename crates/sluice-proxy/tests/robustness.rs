@@ -599,11 +599,7 @@ async fn a_routes_own_response_timeout_replaces_the_global_one() {
     let page = h.get("/page/slow").await;
     assert_eq!((page.status.as_u16(), page.text().as_str()), (200, "late"), "the global 30 s");
 
-    let check = |extra: &str| {
-        sluice_proxy::config::Config::parse(&format!("[[listener]]\nmode = \"reverse\"\n[[route]]\n{extra}\n"))
-            .map(|_| ())
-            .map_err(|e| e.to_string())
-    };
+    let check = common::check_route;
     assert!(check("origin = \"http://10.0.0.5\"\nread_timeout = \"2m\"\nconnect_timeout = \"1s\"").is_ok());
     let zero = check("origin = \"http://10.0.0.5\"\nresponse_timeout = \"0s\"").unwrap_err();
     assert!(zero.contains("response_timeout must be more than 0"), "{zero}");

@@ -175,6 +175,14 @@ pub fn cache_status(reply: &Reply) -> String {
     reply.header("cache-status").to_owned()
 }
 
+/// Checks a configuration of one reverse listener and one `[[route]]` made of `route` (TOML
+/// lines), as `--check-config` would; `Err` holds the error's text.
+pub fn check_route(route: &str) -> Result<(), String> {
+    Config::parse(&format!("[[listener]]\nmode = \"reverse\"\n[[route]]\n{route}\n"))
+        .map(|_| ())
+        .map_err(|e| e.to_string())
+}
+
 /// Runs curl (`-s`, at most 10 s) with `args` and returns what it printed.
 pub async fn curl(args: &[&str]) -> String {
     let out = tokio::process::Command::new("curl")
