@@ -304,6 +304,101 @@ impl Default for RouteConfig {
     }
 }
 
+impl RouteConfig {
+    /// Checks what the types cannot, for this route; `cache_enabled` is `cache.enabled`.
+    pub fn validate(&self, cache_enabled: bool) -> Result<(), String> {
+        let route_err = |e: String| format!("route `{}`: {e}", self.path_prefix);
+        match (&self.origin, self.origins.is_empty(), &self.files) {
+            (Some(origin), true, None) => {
+                crate::route::Origin::parse(origin)?;
+            }
+            (None, false, None) => {
+                crate::pool_config::validate_origins(&self.origins, &self.backup_origins).map_err(route_err)?;
+            }
+            (None, true, Some(files)) => {
+                files.validate(self.preserve_host)?;
+            }
+            _ => {
+                return Err(format!(
+                    "route `{}` needs exactly one of `origin`, `origins` and `files`",
+                    self.path_prefix
+                ));
+            }
+        }
+        if let Some(name) = &self.tls_name {
+            let https = self
+                .origin
+                .iter()
+                .chain(&self.origins)
+                .all(|o| crate::route::Origin::parse(o).is_ok_and(|o| o.target.https));
+            if self.files.is_some() || !https {
+                return Err(format!("route `{}` has a tls_name but no https:// origin", self.path_prefix));
+            }
+            if rustls::pki_types::ServerName::try_from(name.as_str()).is_err() {
+                return Err(format!(
+                    "route `{}`: tls_name `{name}` is not a DNS name or an IP address",
+                    self.path_prefix
+                ));
+            }
+        }
+        let timeouts = [
+            ("connect_timeout", self.connect_timeout),
+            ("response_timeout", self.response_timeout),
+            ("read_timeout", self.read_timeout),
+        ];
+        for (name, timeout) in timeouts.iter().filter_map(|(name, t)| t.map(|t| (name, t))) {
+            if self.files.is_some() {
+                return Err(format!("route `{}` serves files: {name} does not apply", self.path_prefix));
+            }
+            if timeout.0.is_zero() {
+                return Err(format!("route `{}`: {name} must be more than 0", self.path_prefix));
+            }
+        }
+        crate::header_rules::RouteHeaders::of(&self.request_headers, &self.response_headers).map_err(route_err)?;
+        if self.files.is_some() && !self.request_headers.is_empty() {
+            return Err(format!("route `{}` serves files: request_headers do not apply", self.path_prefix));
+        }
+        if !self.backup_origins.is_empty() && self.origins.is_empty() {
+            return Err(format!("route `{}` has backup_origins but no `origins`", self.path_prefix));
+        }
+        if let Some(check) = &self.health_check {
+            if self.origins.is_empty() {
+                return Err(format!("route `{}` has a health_check but no `origins`", self.path_prefix));
+            }
+            check.validate().map_err(route_err)?;
+        }
+        if self.esi && !cache_enabled {
+            return Err(format!(
+                "route `{}` has esi = true, which needs the cache (cache.enabled = true): includes are fetched through it",
+                self.path_prefix
+            ));
+        }
+        if self.files.is_some() && self.default_ttl.is_some() {
+            return Err(format!(
+                "route `{}` serves files, whose lifetime is their cache_control: default_ttl does not apply",
+                self.path_prefix
+            ));
+        }
+        if self.files.is_some() && (self.query_sort || !self.query_drop.is_empty()) {
+            return Err(format!(
+                "route `{}` serves files, which ignore the query: query_sort and query_drop do not apply",
+                self.path_prefix
+            ));
+        }
+        sluice_http::query::QueryRules::new(self.query_sort, &self.query_drop).map_err(route_err)?;
+        if !self.esi_hosts.is_empty() && !self.esi {
+            return Err(format!("route `{}` sets esi_hosts without esi = true", self.path_prefix));
+        }
+        if let Some(host) = self.esi_hosts.iter().find(|h| h.is_empty() || h.contains([':', '/', '*'])) {
+            return Err(format!("route `{}`: esi_hosts entry {host:?} must be a plain host name", self.path_prefix));
+        }
+        if !self.path_prefix.starts_with('/') {
+            return Err(format!("route path_prefix `{}` must start with /", self.path_prefix));
+        }
+        Ok(())
+    }
+}
+
 /// A route's file data source: the files under `root`, named by the request path after the
 /// route's prefix.
 #[derive(Debug, Clone, Deserialize, Serialize)]
@@ -803,98 +898,8 @@ impl Config {
                 return invalid(format!("two [[rate_limit]] entries are named `{}`", limit.name));
             }
         }
-        for r in &self.route {
-            let route_err = |e: String| ConfigError::Invalid(format!("route `{}`: {e}", r.path_prefix));
-            match (&r.origin, r.origins.is_empty(), &r.files) {
-                (Some(origin), true, None) => {
-                    crate::route::Origin::parse(origin).map_err(ConfigError::Invalid)?;
-                }
-                (None, false, None) => {
-                    crate::pool_config::validate_origins(&r.origins, &r.backup_origins).map_err(route_err)?;
-                }
-                (None, true, Some(files)) => {
-                    files.validate(r.preserve_host).map_err(ConfigError::Invalid)?;
-                }
-                _ => {
-                    return invalid(format!(
-                        "route `{}` needs exactly one of `origin`, `origins` and `files`",
-                        r.path_prefix
-                    ));
-                }
-            }
-            if let Some(name) = &r.tls_name {
-                let https = r
-                    .origin
-                    .iter()
-                    .chain(&r.origins)
-                    .all(|o| crate::route::Origin::parse(o).is_ok_and(|o| o.target.https));
-                if r.files.is_some() || !https {
-                    return invalid(format!("route `{}` has a tls_name but no https:// origin", r.path_prefix));
-                }
-                if rustls::pki_types::ServerName::try_from(name.as_str()).is_err() {
-                    return invalid(format!(
-                        "route `{}`: tls_name `{name}` is not a DNS name or an IP address",
-                        r.path_prefix
-                    ));
-                }
-            }
-            let timeouts = [
-                ("connect_timeout", r.connect_timeout),
-                ("response_timeout", r.response_timeout),
-                ("read_timeout", r.read_timeout),
-            ];
-            for (name, timeout) in timeouts.iter().filter_map(|(name, t)| t.map(|t| (name, t))) {
-                if r.files.is_some() {
-                    return invalid(format!("route `{}` serves files: {name} does not apply", r.path_prefix));
-                }
-                if timeout.0.is_zero() {
-                    return invalid(format!("route `{}`: {name} must be more than 0", r.path_prefix));
-                }
-            }
-            crate::header_rules::RouteHeaders::of(&r.request_headers, &r.response_headers).map_err(route_err)?;
-            if r.files.is_some() && !r.request_headers.is_empty() {
-                return invalid(format!("route `{}` serves files: request_headers do not apply", r.path_prefix));
-            }
-            if !r.backup_origins.is_empty() && r.origins.is_empty() {
-                return invalid(format!("route `{}` has backup_origins but no `origins`", r.path_prefix));
-            }
-            if let Some(check) = &r.health_check {
-                if r.origins.is_empty() {
-                    return invalid(format!("route `{}` has a health_check but no `origins`", r.path_prefix));
-                }
-                check.validate().map_err(route_err)?;
-            }
-            if r.esi && !self.cache.enabled {
-                return invalid(format!(
-                    "route `{}` has esi = true, which needs the cache (cache.enabled = true): includes are fetched through it",
-                    r.path_prefix
-                ));
-            }
-            if r.files.is_some() && r.default_ttl.is_some() {
-                return invalid(format!(
-                    "route `{}` serves files, whose lifetime is their cache_control: default_ttl does not apply",
-                    r.path_prefix
-                ));
-            }
-            if r.files.is_some() && (r.query_sort || !r.query_drop.is_empty()) {
-                return invalid(format!(
-                    "route `{}` serves files, which ignore the query: query_sort and query_drop do not apply",
-                    r.path_prefix
-                ));
-            }
-            sluice_http::query::QueryRules::new(r.query_sort, &r.query_drop).map_err(route_err)?;
-            if !r.esi_hosts.is_empty() && !r.esi {
-                return invalid(format!("route `{}` sets esi_hosts without esi = true", r.path_prefix));
-            }
-            if let Some(host) = r.esi_hosts.iter().find(|h| h.is_empty() || h.contains([':', '/', '*'])) {
-                return invalid(format!(
-                    "route `{}`: esi_hosts entry {host:?} must be a plain host name",
-                    r.path_prefix
-                ));
-            }
-            if !r.path_prefix.starts_with('/') {
-                return invalid(format!("route path_prefix `{}` must start with /", r.path_prefix));
-            }
+        for route in &self.route {
+            route.validate(self.cache.enabled).map_err(ConfigError::Invalid)?;
         }
         let origin_tls = &self.upstream.tls;
         if origin_tls.client_cert.is_some() != origin_tls.client_key.is_some() {

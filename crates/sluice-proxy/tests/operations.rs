@@ -227,6 +227,7 @@ async fn admin_api_serves_metrics_and_requires_a_token_for_the_rest() {
     assert!(text.contains("# TYPE sluice_request_duration_seconds histogram"), "{text}");
     assert!(text.contains("sluice_request_duration_seconds_count{result=\"TCP_MEM_HIT\"} 1"), "{text}");
     assert!(text.contains("sluice_request_duration_seconds_bucket{result=\"TCP_MISS\",le=\"+Inf\"} 1"), "{text}");
+    assert!(text.contains("sluice_origin_response_seconds_count 1\n"), "one origin response, for the miss: {text}");
     assert_eq!(client::get(admin, "/stats", &[]).await.status, 401);
     assert_eq!(client::get(admin, "/stats", &[("Authorization", "Bearer wrong")]).await.status, 401);
     let stats = client::get(admin, "/stats", &[("Authorization", "Bearer test-token")]).await;

@@ -207,6 +207,7 @@ impl Upstream {
     pub async fn send(&self, target: &Target, req: Request<OutBody>) -> Result<OriginResponse, Box<SendFailure>> {
         self.start_reaper();
         self.inner.metrics.origin_requests.fetch_add(1, Relaxed);
+        let sent = Instant::now();
         let (parts, body) = req.into_parts();
         let mut head = Vec::with_capacity(512);
         wire::encode_request_head(&parts, conn::request_framing(&parts, &body), &mut head);
@@ -222,7 +223,7 @@ impl Upstream {
         };
         let mut fresh = false;
         if replayable && self.inner.config.pipeline > 1 && pipelinable(&parts) {
-            match self.send_piped(target, &head, &parts.method).await {
+            match self.send_piped(target, &head, &parts.method, sent).await {
                 Ok(Ok(response)) => return Ok(response),
                 Ok(Err(err)) if err.nothing_received() => {
                     tracing::debug!(
@@ -264,7 +265,7 @@ impl Upstream {
                 }
                 Ok(Ok(response)) => {
                     let peer = conn.peer;
-                    return Ok(self.response(target, Link::Own(conn), peer, response));
+                    return Ok(self.response(target, Link::Own(conn), peer, response, sent));
                 }
                 Ok(Err(err)) if reused && replayable && err.nothing_received() => {
                     tracing::debug!(
@@ -294,6 +295,7 @@ impl Upstream {
         target: &Target,
         head: &[u8],
         method: &Method,
+        sent: Instant,
     ) -> Result<Result<OriginResponse, ExchangeError>, ProxyError> {
         let (ticket, writes) = self.enqueue(target, head).await?;
         self.inner.metrics.origin_pipelined.fetch_add(1, Relaxed);
@@ -304,7 +306,7 @@ impl Upstream {
         let head = ticket.exchange(writes, method, timeout).await.map_err(|Elapsed| self.timed_out(target))?;
         Ok(head.map(|head| {
             let peer = ticket.with_conn(|conn| conn.peer);
-            self.response(target, Link::Piped(ticket), peer, head)
+            self.response(target, Link::Piped(ticket), peer, head, sent)
         }))
     }
 
@@ -345,8 +347,17 @@ impl Upstream {
         }
     }
 
-    /// An origin's response whose body is read from `link`.
-    fn response(&self, target: &Target, link: Link, peer: IpAddr, head: wire::ResponseHead) -> OriginResponse {
+    /// An origin's response whose body is read from `link`; its head came `sent.elapsed()` after
+    /// the request was sent (`sluice_origin_response_seconds`).
+    fn response(
+        &self,
+        target: &Target,
+        link: Link,
+        peer: IpAddr,
+        head: wire::ResponseHead,
+        sent: Instant,
+    ) -> OriginResponse {
+        self.inner.metrics.durations.record_origin(sent.elapsed());
         let home = Home { upstream: self.clone(), target: target.clone(), keep_alive: head.keep_alive };
         let body = PooledBody::new(link, head.framing, home, self.read_timeout(target));
         OriginResponse { response: Response::from_parts(head.parts, body), peer }
