@@ -84,10 +84,13 @@ impl Eq for Target {}
 /// host's bucket in the pool map and `Eq` tells them apart, so the common key hashes no
 /// extra field.
 impl std::hash::Hash for Target {
+    /// Inlined, and scheme and port as one word: each origin request hashes a target about
+    /// twice, and out of line, feeding foldhash a `bool` and a `u16` apart, that was 84
+    /// instructions a hash (callgrind, 1 KiB pass-through).
+    #[inline]
     fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
-        self.https.hash(state);
+        state.write_u32(u32::from(self.https) << 16 | u32::from(self.port));
         self.host.hash(state);
-        self.port.hash(state);
     }
 }
 
