@@ -27,6 +27,12 @@ pub(crate) fn connection_listed(headers: &HeaderMap) -> Vec<HeaderName> {
     list_members(headers, &CONNECTION).into_iter().filter_map(|m| HeaderName::from_bytes(m).ok()).collect()
 }
 
+/// True when `name` is one of the fields that are always hop-by-hop (whatever `Connection`
+/// lists).
+pub fn is_always_hop_by_hop(name: &HeaderName) -> bool {
+    hop_by_hop_index(name.as_str()).is_some()
+}
+
 /// True when `name` is hop-by-hop in a message whose `Connection` lists `connection_listed`.
 pub(crate) fn is_hop_by_hop(name: &HeaderName, connection_listed: &[HeaderName]) -> bool {
     HOP_BY_HOP.contains(name) || connection_listed.contains(name)

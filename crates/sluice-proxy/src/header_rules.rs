@@ -9,7 +9,8 @@
 //! and may change the result). Request rules apply to the origin request after the proxy's
 //! own fields (`Host`, `Via`, `X-Forwarded-For`), so a rule may replace them; the cache key
 //! and `Vary` matching still use the client's request. Fields that frame or route a message
-//! (`Content-Length`, `Transfer-Encoding`, the hop-by-hop fields) cannot be named.
+//! (`Content-Length` and the hop-by-hop fields of `sluice_http::hop`, `Transfer-Encoding`
+//! among them) cannot be named.
 
 use http::{HeaderMap, HeaderName, HeaderValue};
 use serde::{Deserialize, Serialize};
@@ -45,25 +46,13 @@ pub struct HeaderRules {
     add: Vec<(HeaderName, HeaderValue)>,
 }
 
-/// Fields no rule may name: they frame or route the message, which the proxy does itself.
-const RESERVED: [&str; 9] = [
-    "connection",
-    "content-length",
-    "keep-alive",
-    "proxy-connection",
-    "te",
-    "trailer",
-    "transfer-encoding",
-    "upgrade",
-    "proxy-authenticate",
-];
-
 impl HeaderRules {
     /// Parses `config`; the error names the field at fault.
     pub fn new(config: &HeaderRulesConfig) -> Result<Self, String> {
         let name = |text: &str| -> Result<HeaderName, String> {
             let name = HeaderName::try_from(text).map_err(|_| format!("`{text}` is not a header field name"))?;
-            if RESERVED.contains(&name.as_str()) {
+            // They frame or route the message, which the proxy does itself.
+            if name == http::header::CONTENT_LENGTH || sluice_http::hop::is_always_hop_by_hop(&name) {
                 return Err(format!("`{text}` frames or routes the message: the proxy sets it, no rule may"));
             }
             Ok(name)
