@@ -22,13 +22,10 @@ pub fn for_nodes<'a>(values: impl IntoIterator<Item = &'a str>) -> Vec<Option<Ip
 /// `proto` (`http` or `https`): `for=192.0.2.60;host=example.com;proto=https`, quoting what
 /// needs it (IPv6 addresses, hosts with a port).
 pub fn element(client: Option<IpAddr>, host: Option<&str>, proto: &str) -> String {
-    let mut out = match client {
+    let mut out = match client.map(|ip| ip.to_canonical()) {
         None => "for=unknown".to_owned(),
         Some(IpAddr::V4(v4)) => format!("for={v4}"),
-        Some(IpAddr::V6(v6)) => match v6.to_ipv4_mapped() {
-            Some(v4) => format!("for={v4}"),
-            None => format!("for=\"[{v6}]\""),
-        },
+        Some(IpAddr::V6(v6)) => format!("for=\"[{v6}]\""),
     };
     if let Some(host) = host {
         out.push_str(";host=");
@@ -63,10 +60,7 @@ fn node_address(node: &str) -> Option<IpAddr> {
         }
         IpAddr::V4(name.parse().ok()?)
     };
-    Some(match ip {
-        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
-        v4 => v4,
-    })
+    Some(ip.to_canonical())
 }
 
 /// A node port: digits, or an obfuscated port (`_` then letters, digits, `.`, `_`, `-`).

@@ -16,10 +16,7 @@ impl Acl {
 
     /// True when `addr` (IPv4-mapped IPv6 addresses are read as IPv4) is in a listed network.
     pub fn allows(&self, addr: IpAddr) -> bool {
-        let addr = match addr {
-            IpAddr::V6(v6) => v6.to_ipv4_mapped().map(IpAddr::V4).unwrap_or(addr),
-            v4 => v4,
-        };
+        let addr = addr.to_canonical();
         self.nets.iter().any(|n| n.contains(&addr))
     }
 }

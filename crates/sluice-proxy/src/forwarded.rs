@@ -69,10 +69,8 @@ fn named_client(entries: &[Option<IpAddr>], trusted: impl Fn(IpAddr) -> bool) ->
 
 /// An address, with or without a port.
 fn parse_entry(entry: &str) -> Option<IpAddr> {
-    entry.parse::<IpAddr>().ok().or_else(|| entry.parse::<SocketAddr>().ok().map(|addr| addr.ip())).map(|ip| match ip {
-        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
-        v4 => v4,
-    })
+    let ip = entry.parse::<IpAddr>().ok().or_else(|| entry.parse::<SocketAddr>().ok().map(|addr| addr.ip()))?;
+    Some(ip.to_canonical())
 }
 
 #[cfg(test)]

@@ -182,11 +182,8 @@ impl Limit {
 
 /// The key of a client: its address, or for IPv6 its /64 (IPv4-mapped addresses as IPv4).
 fn subscriber(ip: IpAddr) -> IpAddr {
-    match ip {
-        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
-            Some(v4) => IpAddr::V4(v4),
-            None => IpAddr::V6((u128::from(v6) & !((1u128 << 64) - 1)).into()),
-        },
+    match ip.to_canonical() {
+        IpAddr::V6(v6) => IpAddr::V6((u128::from(v6) & !((1u128 << 64) - 1)).into()),
         v4 => v4,
     }
 }
