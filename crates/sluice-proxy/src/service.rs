@@ -230,11 +230,7 @@ pub async fn handle(
 
 /// Counts `req` against the rate limits (`[[rate_limit]]`); `429` when one refuses it.
 fn rate_limit(state: &State, conn: &ConnInfo, txn: &mut Txn, req: &Request<Incoming>) -> Result<(), ProxyError> {
-    let host = if state.rate_limits.by_host() {
-        req.uri().host().or_else(|| req.headers().get(header::HOST)?.to_str().ok().map(strip_port))
-    } else {
-        None
-    };
+    let host = if state.rate_limits.by_host() { requested_host(req.uri(), req.headers()) } else { None };
     // `CONNECT host:port` and `OPTIONS *` have no path: they count as `/`.
     let path = Some(req.uri().path()).filter(|p| p.starts_with('/')).unwrap_or("/");
     let refused = match state.rate_limits.check(state.clock.now(), conn.client.ip(), host, path) {
@@ -525,7 +521,7 @@ async fn authenticate(
 /// path that would leave the route's directory is refused here (403).
 pub(crate) fn resolve_target(state: &State, conn: &ConnInfo, parts: &request::Parts) -> Result<Resolved, ProxyError> {
     let host_field = parts.headers.get(header::HOST);
-    let host = parts.uri.host().or_else(|| host_field.and_then(|h| h.to_str().ok()).map(strip_port));
+    let host = requested_host(&parts.uri, &parts.headers);
     if conn.mode.reverses() {
         let root = PathAndQuery::from_static("/");
         // `OPTIONS *` asks about the server as a whole: routed as its root, and sent to that
@@ -634,6 +630,11 @@ fn pooled(
 /// Whether `parts` is `OPTIONS *` (RFC 9112 §3.2.4): about the server, not a resource.
 fn is_server_wide_options(parts: &request::Parts) -> bool {
     parts.method == Method::OPTIONS && parts.uri.path() == "*"
+}
+
+/// The host a request asks for, without port: its absolute URI's, else its `Host` field's.
+fn requested_host<'a>(uri: &'a Uri, headers: &'a HeaderMap) -> Option<&'a str> {
+    uri.host().or_else(|| headers.get(header::HOST)?.to_str().ok().map(strip_port))
 }
 
 fn strip_port(host: &str) -> &str {
