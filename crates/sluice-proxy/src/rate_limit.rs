@@ -61,6 +61,16 @@ struct Clients {
     limited: AtomicU64,
 }
 
+/// One limit's counters (`/metrics`, `/stats`).
+#[derive(Debug)]
+pub struct LimitStats<'a> {
+    pub config: &'a RateLimitConfig,
+    /// Requests it refused.
+    pub limited: u64,
+    /// Clients it tracks.
+    pub clients: usize,
+}
+
 /// A request a limit refused.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Refused {
@@ -126,19 +136,14 @@ impl RateLimits {
         Ok(())
     }
 
-    /// `(name, rate, burst, requests refused, clients tracked)` of each limit.
-    pub fn stats(&self) -> Vec<(String, String, u32, u64, usize)> {
+    /// The counters of each limit.
+    pub fn stats(&self) -> Vec<LimitStats<'_>> {
         self.limits
             .iter()
-            .map(|l| {
-                let tracked = l.clients.shards.iter().map(|s| s.lock().len()).sum();
-                (
-                    l.config.name.clone(),
-                    l.config.rate.to_string(),
-                    l.config.burst,
-                    l.clients.limited.load(Relaxed),
-                    tracked,
-                )
+            .map(|l| LimitStats {
+                config: &l.config,
+                limited: l.clients.limited.load(Relaxed),
+                clients: l.clients.shards.iter().map(|s| s.lock().len()).sum(),
             })
             .collect()
     }
@@ -199,14 +204,14 @@ pub fn prometheus(limits: &RateLimits) -> String {
          # TYPE sluice_rate_limited_total counter\n",
     );
     let stats = limits.stats();
-    for (name, _, _, limited, _) in &stats {
-        let _ = writeln!(out, "sluice_rate_limited_total{{limit=\"{name}\"}} {limited}");
+    for s in &stats {
+        let _ = writeln!(out, "sluice_rate_limited_total{{limit=\"{}\"}} {}", s.config.name, s.limited);
     }
     out.push_str(
         "# HELP sluice_rate_limit_clients Clients a rate limit tracks.\n# TYPE sluice_rate_limit_clients gauge\n",
     );
-    for (name, _, _, _, clients) in &stats {
-        let _ = writeln!(out, "sluice_rate_limit_clients{{limit=\"{name}\"}} {clients}");
+    for s in &stats {
+        let _ = writeln!(out, "sluice_rate_limit_clients{{limit=\"{}\"}} {}", s.config.name, s.clients);
     }
     out
 }
@@ -217,8 +222,11 @@ pub fn json(limits: &RateLimits) -> Option<serde_json::Value> {
         limits
             .stats()
             .into_iter()
-            .map(|(name, rate, burst, limited, clients)| {
-                serde_json::json!({ "name": name, "rate": rate, "burst": burst, "limited": limited, "clients": clients })
+            .map(|s| {
+                let rate = s.config.rate.to_string();
+                serde_json::json!({
+                    "name": s.config.name, "rate": rate, "burst": s.config.burst, "limited": s.limited, "clients": s.clients,
+                })
             })
             .collect()
     })
@@ -259,7 +267,7 @@ mod tests {
         for ms in [1000, 1000, 1000] {
             assert!(l.check(at(ms), A, None, "/api/x").is_ok(), "after a quiet spell, the burst again");
         }
-        assert_eq!(l.stats()[0].3, 3, "three refusals counted");
+        assert_eq!(l.stats()[0].limited, 3, "three refusals counted");
     }
 
     #[test]
@@ -298,7 +306,7 @@ mod tests {
         for n in 0..(MAX_CLIENTS as u32 + 1000) {
             assert!(l.check(at(0), client(n), None, "/api/").is_ok(), "newcomer {n}");
         }
-        assert!(l.stats()[0].4 <= MAX_CLIENTS);
+        assert!(l.stats()[0].clients <= MAX_CLIENTS);
         // A second later every entry is idle: they go before anyone active is forgotten.
         assert!(l.check(at(1000), client(1), None, "/api/").is_ok());
         let busy = client(MAX_CLIENTS as u32 + 5000);
@@ -316,6 +324,6 @@ mod tests {
         let mut changed = limits("2/s", 0);
         changed.carry_over(&before);
         assert!(changed.check(at(0), A, None, "/api/").is_ok(), "a changed limit starts afresh");
-        assert_eq!(same.stats()[0].3, 1, "the counter carried over too");
+        assert_eq!(same.stats()[0].limited, 1, "the counter carried over too");
     }
 }
