@@ -4,8 +4,8 @@
 # htpasswd from apache2-utils (it writes the users files of the proxy authentication tests), Node.js
 # and the HTTP cache test suite of cache-tests.fyi (run against Sluice as a conformance test),
 # the Rust components fmt and clippy, the wasm32-wasip1 target (the Proxy-Wasm test plugins),
-# Go (the ext_proc interoperability test builds a processor on Envoy's Go API) and, built with
-# it, h2spec (the HTTP/2 conformance suite, run against Sluice's listeners). Safe to run
+# Go (the interoperability tests build an ext_proc processor on Envoy's Go API and a gRPC
+# server and client on gRPC-Go) and, built with it, h2spec (the HTTP/2 conformance suite, run against Sluice's listeners). Safe to run
 # repeatedly.
 set -euo pipefail
 

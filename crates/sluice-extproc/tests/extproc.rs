@@ -492,53 +492,22 @@ async fn a_helper_that_misses_the_body_message_timeout_fails_or_is_bypassed_as_c
     }
 }
 
-/// Whether `go` runs and is Go 1.21 or later (which fetches the toolchain go.mod names by
-/// itself), as `scripts/install-deps.sh` checks.
-fn usable_go(go: &std::path::Path) -> bool {
-    let Ok(out) = std::process::Command::new(go).args(["env", "GOVERSION"]).output() else { return false };
-    let version = String::from_utf8_lossy(&out.stdout);
-    let minor =
-        version.trim().strip_prefix("go1.").and_then(|rest| rest.split(['.', 'r', 'b']).next()?.parse::<u32>().ok());
-    out.status.success() && minor.is_some_and(|minor| minor >= 21)
-}
-
 /// The processor for [`an_existing_envoy_processor_works_unchanged`]: `SLUICE_EXTPROC_PROCESSOR`
 /// if set, else `interop/go-processor` built with Go (once per test binary) into
-/// `$CARGO_TARGET_DIR/sluice-extproc-interop` or the workspace's `target/`. Go modules come from
-/// the Go module proxy; `scripts/install-deps.sh` installs Go where it is missing. Go is looked
-/// for in `$GO`, on `PATH`, then at `/usr/local/go/bin/go`: the first that is [`usable_go`].
+/// `$CARGO_TARGET_DIR/sluice-extproc-interop` or the workspace's `target/`
+/// ([`sluice_testkit::go::build`]).
 fn go_processor() -> &'static std::path::Path {
     use std::path::PathBuf;
-    use std::process::Command;
     static BUILT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
     BUILT.get_or_init(|| {
         if let Some(given) = std::env::var_os("SLUICE_EXTPROC_PROCESSOR") {
             return PathBuf::from(given);
         }
         let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-        let target = match std::env::var_os("CARGO_TARGET_DIR") {
-            Some(dir) => PathBuf::from(dir),
-            None => manifest.join("../../target"),
-        };
-        let binary = target.join("sluice-extproc-interop/go-extproc");
-        let go = std::env::var_os("GO")
-            .map(PathBuf::from)
-            .into_iter()
-            .chain([PathBuf::from("go"), PathBuf::from("/usr/local/go/bin/go")])
-            .find(|go| usable_go(go))
-            .expect("Go 1.21 or later is needed to build the interop processor: run scripts/install-deps.sh");
-        let output = Command::new(go)
-            .args(["build", "-buildvcs=false", "-o"])
-            .arg(&binary)
-            .arg(".")
-            .current_dir(manifest.join("interop/go-processor"))
-            .output()
-            .expect("run go build");
-        assert!(
-            output.status.success(),
-            "building the Go interop processor failed:\n{}",
-            String::from_utf8_lossy(&output.stderr)
-        );
-        binary
+        sluice_testkit::go::build(
+            &manifest.join("interop/go-processor"),
+            &manifest.join("../.."),
+            "sluice-extproc-interop/go-extproc",
+        )
     })
 }

@@ -110,6 +110,12 @@ fn trim_ows(bytes: &[u8]) -> &[u8] {
     &bytes[start..end]
 }
 
+/// Whether `TE` says its sender accepts trailer fields (the `trailers` member, RFC 9110
+/// §10.1.4), which a proxy may pass on for its client to a next hop that can send them.
+pub fn te_accepts_trailers(headers: &HeaderMap) -> bool {
+    headers.contains_key(TE) && list_members(headers, &TE).iter().any(|member| member.eq_ignore_ascii_case(b"trailers"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -183,5 +189,22 @@ mod tests {
         h.insert(CACHE_CONTROL, HeaderValue::from_static("max-age=5"));
         remove_hop_by_hop(&mut h);
         assert_eq!(h.keys().collect::<Vec<_>>(), [CACHE_CONTROL]);
+    }
+
+    #[test]
+    fn rfc9110_10_1_4_te_trailers_is_a_member_of_its_own() {
+        let te = |values: &[&'static str]| {
+            let mut h = HeaderMap::new();
+            for v in values {
+                h.append(TE, HeaderValue::from_static(v));
+            }
+            te_accepts_trailers(&h)
+        };
+        assert!(te(&["trailers"]));
+        assert!(te(&["gzip;q=0.5, Trailers"]));
+        assert!(te(&["gzip", "deflate, trailers"]), "on a later line");
+        assert!(!te(&[]));
+        assert!(!te(&["gzip"]));
+        assert!(!te(&["trailers-please"]));
     }
 }

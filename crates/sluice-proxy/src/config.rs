@@ -247,6 +247,11 @@ pub struct RouteConfig {
     /// certificates against, in place of each origin's host. Default: the host.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tls_name: Option<String>,
+    /// Speak HTTP/2 to this route's origins (prior knowledge to `http://` ones, ALPN `h2`
+    /// with `https://` ones), one multiplexed connection per origin: gRPC services, and
+    /// origins that serve HTTP/2 only. Default `false` (HTTP/1.1).
+    #[serde(default)]
+    pub http2: bool,
     /// The route's own `upstream.connect_timeout`. Default: that setting.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub connect_timeout: Option<Dur>,
@@ -294,6 +299,7 @@ impl Default for RouteConfig {
             stale_if_server_error: None,
             stale_while_revalidate: None,
             tls_name: None,
+            http2: false,
             connect_timeout: None,
             response_timeout: None,
             read_timeout: None,
@@ -340,6 +346,9 @@ impl RouteConfig {
                     self.path_prefix
                 ));
             }
+        }
+        if self.http2 && self.files.is_some() {
+            return Err(format!("route `{}` serves files: http2 does not apply", self.path_prefix));
         }
         let timeouts = [
             ("connect_timeout", self.connect_timeout),

@@ -1,7 +1,7 @@
 //! TLS towards origins (`[upstream.tls]`): the trust anchors origin certificates are checked
 //! against (Mozilla's roots, built in, and/or a private CA's PEM file), an optional client
-//! certificate for origins that require mutual TLS, and ALPN `http/1.1`, the protocol the
-//! upstream side speaks.
+//! certificate for origins that require mutual TLS, and ALPN: `http/1.1`, or `h2` alone for
+//! the origins of routes with `http2 = true`.
 //!
 //! With `verify = false` any certificate is accepted (the handshake's signatures are still
 //! checked against the certificate presented, so the peer holds its key): for testing
@@ -17,7 +17,10 @@ use std::sync::Arc;
 /// How new connections to origins are made, from `[upstream.tls]` as read at one time.
 #[derive(Clone)]
 pub struct OriginTls {
+    /// Offers ALPN `http/1.1`.
     pub connector: tokio_rustls::TlsConnector,
+    /// The same, offering `h2` alone (`crate::upstream::Target::http2`).
+    pub h2_connector: tokio_rustls::TlsConnector,
     /// When the client certificate (`client_cert`), if any, expires.
     pub client_cert_not_after: Option<std::time::SystemTime>,
 }
@@ -46,8 +49,14 @@ pub fn connector(config: &OriginTlsConfig) -> Result<OriginTls, String> {
         }
         _ => builder.with_no_client_auth(),
     };
+    let mut h2 = client.clone();
+    h2.alpn_protocols = vec![b"h2".to_vec()];
     client.alpn_protocols = vec![b"http/1.1".to_vec()];
-    Ok(OriginTls { connector: tokio_rustls::TlsConnector::from(Arc::new(client)), client_cert_not_after })
+    Ok(OriginTls {
+        connector: tokio_rustls::TlsConnector::from(Arc::new(client)),
+        h2_connector: tokio_rustls::TlsConnector::from(Arc::new(h2)),
+        client_cert_not_after,
+    })
 }
 
 fn roots(config: &OriginTlsConfig) -> Result<rustls::RootCertStore, String> {

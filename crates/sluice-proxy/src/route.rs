@@ -44,9 +44,11 @@ impl Origin {
     }
 
     /// This origin as `route` reaches it: its TLS connections asking for and checking the
-    /// route's `tls_name` instead of the origin's host, and the route's own timeouts.
+    /// route's `tls_name` instead of the origin's host, over HTTP/2 when the route says
+    /// `http2`, and the route's own timeouts.
     pub fn for_route(mut self, route: &RouteConfig) -> Self {
         self.target.tls_name = route.tls_name.as_deref().map(Arc::from);
+        self.target.http2 = route.http2;
         let timeouts = RouteTimeouts {
             connect: route.connect_timeout.map(|d| d.0),
             response: route.response_timeout.map(|d| d.0),

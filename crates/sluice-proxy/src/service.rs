@@ -130,7 +130,16 @@ impl Forward {
     }
 
     fn origin_headers_from(&self, mut headers: HeaderMap, state: &State) -> HeaderMap {
+        // An HTTP/2 origin is told that trailers are welcome when an HTTP/2 client said so
+        // (gRPC needs it): this proxy passes them on to such a client. (HTTP/1.1 sends only
+        // trailers announced in the head, which an HTTP/2 origin need not announce.)
+        let te_trailers = self.client.version == Version::HTTP_2
+            && self.target.origin().is_some_and(|target| target.http2)
+            && sluice_http::hop::te_accepts_trailers(&headers);
         sluice_http::hop::remove_hop_by_hop(&mut headers);
+        if te_trailers {
+            headers.insert(header::TE, HeaderValue::from_static("trailers"));
+        }
         if state.config.headers.forwarded {
             self.append_forwarded(&mut headers);
         }

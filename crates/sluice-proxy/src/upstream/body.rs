@@ -1,8 +1,9 @@
-//! [`PooledBody`]: an origin response body read straight off its connection, by whichever
-//! task polls it. The connection goes back to the pool when the body has been read to its
+//! [`PooledBody`]: an origin response body. Over HTTP/1.1 ([`Http1Body`]) it is read straight
+//! off its connection, by whichever task polls it. The connection goes back to the pool when the body has been read to its
 //! end and the connection may persist; a body dropped early, failed or close-delimited closes
 //! it (the unread rest would poison the next reply). On a pipelined connection the body holds
-//! its request's [`Ticket`] instead, and its end passes the turn to the next response.
+//! its request's [`Ticket`] instead, and its end passes the turn to the next response. Over
+//! HTTP/2 it is a stream of a shared connection ([`super::h2::H2Body`]).
 
 use super::conn::Connection;
 use super::pipe::Ticket;
@@ -32,6 +33,8 @@ pub enum OriginBodyError {
     Truncated,
     #[error("origin sent nothing for {0:?}")]
     Silent(Duration),
+    #[error("origin body (HTTP/2): {0}")]
+    Http2(#[source] hyper::Error),
 }
 
 enum Remaining {
@@ -66,24 +69,91 @@ impl Link {
 }
 
 /// An origin response body. Fails when the origin is silent for longer than the read
-/// timeout.
-pub struct PooledBody {
-    link: Option<Link>,
-    remaining: Remaining,
-    home: Home,
-    read_timeout: Duration,
-    silence: Option<Pin<Box<tokio::time::Sleep>>>,
+/// timeout, or breaks off the body.
+///
+/// The HTTP/1.1 variant is the larger and stays inline: it is the common case, and callers
+/// box the whole body (`crate::source::SourceBody`) once.
+#[derive(Debug)]
+#[allow(clippy::large_enum_variant)]
+pub enum PooledBody {
+    Http1(Http1Body),
+    Http2(super::h2::H2Body),
+}
+
+impl Body for PooledBody {
+    type Data = Bytes;
+    type Error = OriginBodyError;
+
+    #[inline]
+    fn poll_frame(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, OriginBodyError>>> {
+        match self.get_mut() {
+            PooledBody::Http1(body) => Pin::new(body).poll_frame(cx),
+            PooledBody::Http2(body) => Pin::new(body).poll_frame(cx),
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        match self {
+            PooledBody::Http1(body) => body.is_end_stream(),
+            PooledBody::Http2(body) => body.is_end_stream(),
+        }
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match self {
+            PooledBody::Http1(body) => body.size_hint(),
+            PooledBody::Http2(body) => body.size_hint(),
+        }
+    }
+}
+
+/// The read timeout of an origin body: how long it may wait for more before it fails. One
+/// timer per body, armed at each new wait rather than allocated anew.
+pub(super) struct Silence {
+    limit: Duration,
+    timer: Option<Pin<Box<tokio::time::Sleep>>>,
     /// A wait for data is in progress (the timer is armed for it).
     waiting: bool,
 }
 
-impl std::fmt::Debug for PooledBody {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("PooledBody").finish_non_exhaustive()
+impl Silence {
+    pub(super) fn new(limit: Duration) -> Self {
+        Self { limit, timer: None, waiting: false }
+    }
+
+    /// Something came: the next wait starts anew.
+    #[inline]
+    pub(super) fn heard(&mut self) {
+        self.waiting = false;
+    }
+
+    /// The body is waiting for more: `Ready` with the limit once it has waited that long.
+    pub(super) fn poll_waited(&mut self, cx: &mut Context<'_>) -> Poll<Duration> {
+        let limit = self.limit;
+        let timer = self.timer.get_or_insert_with(|| Box::pin(tokio::time::sleep(limit)));
+        if !self.waiting {
+            timer.as_mut().reset(tokio::time::Instant::now() + limit);
+            self.waiting = true;
+        }
+        timer.as_mut().poll(cx).map(|()| limit)
     }
 }
 
-impl PooledBody {
+/// An HTTP/1.1 origin body, read off the connection it holds (or its pipelined turn of one).
+pub struct Http1Body {
+    link: Option<Link>,
+    remaining: Remaining,
+    home: Home,
+    silence: Silence,
+}
+
+impl std::fmt::Debug for Http1Body {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Http1Body").finish_non_exhaustive()
+    }
+}
+
+impl Http1Body {
     pub(super) fn new(link: Link, framing: Framing, home: Home, read_timeout: Duration) -> Self {
         let remaining = match framing {
             Framing::Empty | Framing::Length(0) => Remaining::Done,
@@ -91,7 +161,7 @@ impl PooledBody {
             Framing::Chunked => Remaining::Chunked(ChunkedDecoder::default()),
             Framing::UntilClose => Remaining::UntilClose,
         };
-        let mut body = Self { link: Some(link), remaining, home, read_timeout, silence: None, waiting: false };
+        let mut body = Self { link: Some(link), remaining, home, silence: Silence::new(read_timeout) };
         if matches!(body.remaining, Remaining::Done) {
             body.release();
         }
@@ -152,7 +222,7 @@ impl PooledBody {
     }
 }
 
-impl Body for PooledBody {
+impl Body for Http1Body {
     type Data = Bytes;
     type Error = OriginBodyError;
 
@@ -164,7 +234,7 @@ impl Body for PooledBody {
         loop {
             match this.buffered() {
                 Ok(Some(data)) => {
-                    this.waiting = false;
+                    this.silence.heard();
                     return Poll::Ready(Some(Ok(Frame::data(data))));
                 }
                 Ok(None) => {}
@@ -185,16 +255,8 @@ impl Body for PooledBody {
                 Poll::Ready(Err(e)) => return this.fail(e.into()),
                 Poll::Pending => {}
             }
-            // One timer per body, re-armed at each new wait rather than allocated anew.
-            let timeout = this.read_timeout;
-            let deadline = tokio::time::Instant::now() + timeout;
-            let silence = this.silence.get_or_insert_with(|| Box::pin(tokio::time::sleep_until(deadline)));
-            if !this.waiting {
-                silence.as_mut().reset(deadline);
-                this.waiting = true;
-            }
-            return match silence.as_mut().poll(cx) {
-                Poll::Ready(()) => this.fail(OriginBodyError::Silent(timeout)),
+            return match this.silence.poll_waited(cx) {
+                Poll::Ready(waited) => this.fail(OriginBodyError::Silent(waited)),
                 Poll::Pending => Poll::Pending,
             };
         }

@@ -1,7 +1,8 @@
 //! Connections to origins: our own HTTP/1.1 client (RFC 9112), a pool per (scheme, host,
 //! port), connect and response timeouts, optional per-host connection limits, one retry of an
 //! idempotent, bodiless request whose reused connection turned out closed, and optional
-//! pipelining of GET and HEAD requests (`upstream.pipeline`, [`pipe`]).
+//! pipelining of GET and HEAD requests (`upstream.pipeline`, [`pipe`]). Routes that ask for
+//! it speak HTTP/2 instead, through hyper's client ([`h2`]).
 //!
 //! The client is ours rather than hyper's because a pass-through response is then read by
 //! the very task that writes it to the client: hyper's client drives each connection from a
@@ -15,6 +16,7 @@
 
 mod body;
 mod conn;
+mod h2;
 mod names;
 mod pipe;
 mod wire;
@@ -27,7 +29,7 @@ use crate::config::UpstreamConfig;
 use crate::deadline::Elapsed;
 use crate::error::ProxyError;
 use crate::metrics::Metrics;
-use body::{Home, Link};
+use body::{Home, Http1Body, Link};
 use conn::{Connection, ExchangeError};
 use http::{Method, Request, Response};
 use parking_lot::Mutex;
@@ -57,6 +59,8 @@ pub struct Target {
     /// (a route's `tls_name`: an origin addressed by IP, or by another name than its
     /// certificate's).
     pub tls_name: Option<Arc<str>>,
+    /// Speak HTTP/2 to it (a route's `http2`), over one multiplexed connection ([`h2`]).
+    pub http2: bool,
     /// The route's timeouts, in place of `[upstream]`'s where it sets them.
     pub timeouts: Option<Arc<RouteTimeouts>>,
 }
@@ -73,16 +77,16 @@ pub struct RouteTimeouts {
 impl PartialEq for Target {
     /// Everything but the timeouts.
     fn eq(&self, other: &Self) -> bool {
-        (self.https, &self.host, self.port, &self.pinned, &self.tls_name)
-            == (other.https, &other.host, other.port, &other.pinned, &other.tls_name)
+        (self.https, &self.host, self.port, &self.pinned, &self.tls_name, self.http2)
+            == (other.https, &other.host, other.port, &other.pinned, &other.tls_name, other.http2)
     }
 }
 
 impl Eq for Target {}
 
-/// Hashes scheme, host and port only: a pinned target (or one with a `tls_name`) shares its
-/// host's bucket in the pool map and `Eq` tells them apart, so the common key hashes no
-/// extra field.
+/// Hashes scheme, host and port only: a pinned target (or one with a `tls_name`, or over
+/// HTTP/2) shares its host's bucket in the pool map and `Eq` tells them apart, so the common
+/// key hashes no extra field.
 impl std::hash::Hash for Target {
     /// Inlined, and scheme and port as one word: each origin request hashes a target about
     /// twice, and out of line, feeding foldhash a `bool` and a `u16` apart, that was 84
@@ -105,7 +109,7 @@ impl Target {
         };
         let host = uri.host()?.trim_start_matches('[').trim_end_matches(']').to_ascii_lowercase();
         let port = uri.port_u16().unwrap_or(if https { 443 } else { 80 });
-        Some(Self { https, host: host.into(), port, pinned: None, tls_name: None, timeouts: None })
+        Some(Self { https, host: host.into(), port, pinned: None, tls_name: None, http2: false, timeouts: None })
     }
 }
 
@@ -131,6 +135,8 @@ struct Inner {
     idle: Mutex<ByTarget<Vec<Idle>>>,
     /// Connections carrying pipelined requests (`upstream.pipeline` > 1), in use or idle.
     pipes: Mutex<ByTarget<Vec<Arc<Pipe>>>>,
+    /// Connections to HTTP/2 targets.
+    h2: h2::H2Connections,
     limits: Mutex<ByTarget<HostLimit>>,
     config: UpstreamConfig,
     metrics: Arc<Metrics>,
@@ -182,6 +188,7 @@ impl Upstream {
         let inner = Inner {
             idle: Mutex::default(),
             pipes: Mutex::default(),
+            h2: h2::H2Connections::default(),
             limits: Mutex::default(),
             config,
             metrics,
@@ -210,6 +217,9 @@ impl Upstream {
     pub async fn send(&self, target: &Target, req: Request<OutBody>) -> Result<OriginResponse, Box<SendFailure>> {
         self.start_reaper();
         self.inner.metrics.origin_requests.fetch_add(1, Relaxed);
+        if target.http2 {
+            return self.send_h2(target, req).await;
+        }
         let sent = Instant::now();
         let (parts, body) = req.into_parts();
         let mut head = Vec::with_capacity(512);
@@ -362,7 +372,7 @@ impl Upstream {
     ) -> OriginResponse {
         self.inner.metrics.durations.record_origin(sent.elapsed());
         let home = Home { upstream: self.clone(), target: target.clone(), keep_alive: head.keep_alive };
-        let body = PooledBody::new(link, head.framing, home, self.read_timeout(target));
+        let body = PooledBody::Http1(Http1Body::new(link, head.framing, home, self.read_timeout(target)));
         OriginResponse { response: Response::from_parts(head.parts, body), peer }
     }
 
@@ -543,6 +553,12 @@ impl Upstream {
     /// `upstream.max_connections_per_host`, which would let long-lived upgraded connections
     /// starve the origin's HTTP requests. Returns the stream and the origin's address.
     pub async fn open_stream(&self, target: &Target) -> Result<(Stream, IpAddr), ProxyError> {
+        self.open_stream_speaking(target, false).await
+    }
+
+    /// [`Self::open_stream`], for HTTP/2 when `http2`: TLS then offers ALPN `h2` alone, and a
+    /// server that does not choose it is a `502`.
+    async fn open_stream_speaking(&self, target: &Target, http2: bool) -> Result<(Stream, IpAddr), ProxyError> {
         let timeout = self.connect_timeout(target);
         let what = format!("{}:{}", target.host, target.port);
         let stream = match tokio::time::timeout(timeout, connect_tcp(target)).await {
@@ -562,10 +578,15 @@ impl Upstream {
             let name = target.tls_name.as_deref().unwrap_or(&target.host);
             let name = rustls::pki_types::ServerName::try_from(name.to_owned())
                 .map_err(|e| ProxyError::bad_gateway(format!("invalid TLS name {name}")).with_cause(e))?;
-            let tls = tokio::time::timeout(timeout, self.tls.connector.connect(name, stream))
+            let connector = if http2 { &self.tls.h2_connector } else { &self.tls.connector };
+            let tls = tokio::time::timeout(timeout, connector.connect(name, stream))
                 .await
                 .map_err(|_| ProxyError::gateway_timeout(format!("TLS handshake with {what} timed out")))?
                 .map_err(|e| ProxyError::bad_gateway(format!("TLS handshake with {what} failed")).with_cause(e))?;
+            if http2 && tls.get_ref().1.alpn_protocol() != Some(b"h2") {
+                self.inner.metrics.origin_errors.fetch_add(1, Relaxed);
+                return Err(ProxyError::bad_gateway(format!("{what} did not choose HTTP/2 (ALPN h2)")));
+            }
             Stream::Tls(Box::new(tls))
         } else {
             Stream::Plain(stream)
@@ -574,7 +595,8 @@ impl Upstream {
     }
 }
 
-/// Closes idle connections past the idle timeout, or closed by their origin.
+/// Closes idle connections past the idle timeout, or closed by their origin (HTTP/2 ones once
+/// their streams in flight end).
 fn reap(inner: &Inner) {
     let max_idle = inner.config.idle_timeout.0;
     let mut pools = inner.idle.lock();
@@ -587,6 +609,7 @@ fn reap(inner: &Inner) {
         list.retain(|pipe| !pipe.is_spent(max_idle));
         !list.is_empty()
     });
+    inner.h2.reap(max_idle);
 }
 
 /// Whether a request may be queued behind others on one connection: no `Upgrade`, no

@@ -1,0 +1,281 @@
+//! HTTP/2 to origins ([`Target::http2`], a route's `http2 = true`): gRPC services, and origins
+//! that serve HTTP/2 only.
+//!
+//! Every request to a target goes as a stream of one shared connection, which hyper's HTTP/2
+//! client drives from a task of its own (an HTTP/1.1 connection is driven by the one
+//! transaction that holds it; a multiplexed one serves many at once). A target gets a new
+//! connection when it has none or its connection has closed (the origin's `GOAWAY`, an error,
+//! the idle timeout); requests that come meanwhile wait for that one connect instead of each
+//! opening their own. `http://` origins are spoken to with prior knowledge (RFC 9113 §3.3),
+//! `https://` ones through ALPN `h2`.
+//!
+//! The request's `Host` goes as `:authority` (RFC 9113 §8.3.1). The response's trailers (a
+//! gRPC status) pass on to the client. `upstream.pipeline` and `max_connections_per_host` do
+//! not apply: the origin's `SETTINGS_MAX_CONCURRENT_STREAMS` bounds the requests in flight
+//! on the connection, and those beyond it wait in hyper's queue.
+
+use super::body::{OriginBodyError, Silence};
+use super::{is_idempotent, ByTarget, OriginResponse, PooledBody, SendFailure, Target, Upstream};
+use crate::body::OutBody;
+use crate::error::ProxyError;
+use bytes::Bytes;
+use http::uri::{Authority, PathAndQuery, Scheme};
+use http::{header, Request, Response, Uri, Version};
+use http_body::{Body, Frame, SizeHint};
+use hyper::body::Incoming;
+use hyper::client::conn::http2::SendRequest;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use std::net::IpAddr;
+use std::pin::Pin;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+/// A target's connection, if it has one; locked (asynchronously) while one is being made.
+type Slot = Arc<tokio::sync::Mutex<Option<Live>>>;
+
+/// The HTTP/2 connections to origins, one per target.
+#[derive(Default)]
+pub(super) struct H2Connections {
+    slots: parking_lot::Mutex<ByTarget<Slot>>,
+}
+
+/// An open connection.
+struct Live {
+    sender: SendRequest<OutBody>,
+    peer: IpAddr,
+    /// When a request last went out on it.
+    used: Instant,
+}
+
+impl H2Connections {
+    /// Forgets the connections idle for longer than `max_idle` or closed. A forgotten
+    /// connection ends once its streams in flight have.
+    pub(super) fn reap(&self, max_idle: Duration) {
+        self.slots.lock().retain(|_, slot| {
+            // A slot in use (locked, or about to be: another reference) stays.
+            if Arc::strong_count(slot) > 1 {
+                return true;
+            }
+            let Ok(mut live) = slot.try_lock() else { return true };
+            if live.as_ref().is_some_and(|live| live.used.elapsed() > max_idle || live.sender.is_closed()) {
+                *live = None;
+            }
+            live.is_some()
+        });
+    }
+
+    fn slot(&self, target: &Target) -> Slot {
+        let mut slots = self.slots.lock();
+        match slots.get(target) {
+            Some(slot) => Arc::clone(slot),
+            None => Arc::clone(slots.entry(target.clone()).or_default()),
+        }
+    }
+}
+
+impl Upstream {
+    /// [`Upstream::send`] for an HTTP/2 target. A request the connection did not take (it
+    /// had closed) is sent again, once, on a new one; so is an idempotent request without a
+    /// body that the origin refused or whose connection was lost before its response head
+    /// ([`may_send_again`]).
+    pub(super) async fn send_h2(
+        &self,
+        target: &Target,
+        req: Request<OutBody>,
+    ) -> Result<OriginResponse, Box<SendFailure>> {
+        let sent = Instant::now();
+        let mut req = match as_h2_request(target, req) {
+            Ok(req) => req,
+            Err((error, req)) => return Err(Box::new(SendFailure { error, request: Some(req) })),
+        };
+        let timeout = self.response_timeout(target);
+        let mut again = true;
+        loop {
+            // Kept to send again or give back once the request is gone: only when that is safe.
+            let replay =
+                (matches!(req.body(), OutBody::Empty) && is_idempotent(req.method())).then(|| bodiless_copy(&req));
+            let (mut sender, peer) = match self.h2_sender(target).await {
+                Ok(found) => found,
+                Err(error) => return Err(Box::new(SendFailure { error, request: Some(req) })),
+            };
+            let failed = match tokio::time::timeout(timeout, sender.try_send_request(req)).await {
+                Ok(Ok(response)) => return Ok(self.h2_response(target, response, peer, sent)),
+                Err(_) => return Err(Box::new(SendFailure { error: self.timed_out(target), request: replay })),
+                Ok(Err(failed)) => failed,
+            };
+            let mut failed = failed;
+            let back = failed.take_message().or_else(|| replay.filter(|_| may_send_again(failed.error())));
+            match back {
+                Some(back) if again => {
+                    tracing::debug!(
+                        "HTTP/2 request to {}:{} failed ({}); retrying",
+                        target.host,
+                        target.port,
+                        failed.error()
+                    );
+                    again = false;
+                    req = back;
+                }
+                back => {
+                    self.inner.metrics.origin_errors.fetch_add(1, Relaxed);
+                    let error =
+                        ProxyError::bad_gateway(format!("origin failed ({}:{}, HTTP/2)", target.host, target.port))
+                            .with_cause(failed.into_error());
+                    return Err(Box::new(SendFailure { error, request: back }));
+                }
+            }
+        }
+    }
+
+    /// A sender on `target`'s connection, and the origin's address: the open one, else a new
+    /// one (made within the connect timeout).
+    async fn h2_sender(&self, target: &Target) -> Result<(SendRequest<OutBody>, IpAddr), ProxyError> {
+        let slot = self.inner.h2.slot(target);
+        let mut live = slot.lock().await;
+        if let Some(open) = live.as_mut().filter(|open| !open.sender.is_closed()) {
+            open.used = Instant::now();
+            return Ok((open.sender.clone(), open.peer));
+        }
+        let open = self.h2_connect(target).await?;
+        let found = (open.sender.clone(), open.peer);
+        *live = Some(open);
+        Ok(found)
+    }
+
+    /// A new HTTP/2 connection to `target`, its task spawned.
+    async fn h2_connect(&self, target: &Target) -> Result<Live, ProxyError> {
+        let (stream, peer) = self.open_stream_speaking(target, true).await?;
+        let what = format!("{}:{}", target.host, target.port);
+        let mut builder = hyper::client::conn::http2::Builder::new(TokioExecutor::new());
+        builder.timer(TokioTimer::new());
+        let handshake = builder.handshake::<_, OutBody>(TokioIo::new(stream));
+        let (sender, connection) = tokio::time::timeout(self.connect_timeout(target), handshake)
+            .await
+            .map_err(|_| ProxyError::gateway_timeout(format!("HTTP/2 handshake with {what} timed out")))?
+            .map_err(|e| ProxyError::bad_gateway(format!("HTTP/2 handshake with {what} failed")).with_cause(e))?;
+        tokio::spawn(async move {
+            if let Err(e) = connection.await {
+                tracing::debug!("HTTP/2 connection to {what} ended: {e}");
+            }
+        });
+        Ok(Live { sender, peer, used: Instant::now() })
+    }
+
+    /// An origin's HTTP/2 response; its head came `sent.elapsed()` after the request was sent.
+    fn h2_response(
+        &self,
+        target: &Target,
+        response: Response<Incoming>,
+        peer: IpAddr,
+        sent: Instant,
+    ) -> OriginResponse {
+        self.inner.metrics.durations.record_origin(sent.elapsed());
+        let read_timeout = self.read_timeout(target);
+        let response = response.map(|body| PooledBody::Http2(H2Body { body, silence: Silence::new(read_timeout) }));
+        OriginResponse { response, peer }
+    }
+}
+
+/// `req` as HTTP/2 sends it: an absolute URI (`:scheme`, `:authority`, `:path`) whose
+/// authority is the request's `Host`, which it no longer carries. A request whose `Host` is
+/// not an authority comes back with the error.
+#[allow(clippy::result_large_err)]
+fn as_h2_request(
+    target: &Target,
+    mut req: Request<OutBody>,
+) -> Result<Request<OutBody>, (ProxyError, Request<OutBody>)> {
+    let authority = match req.headers().get(header::HOST) {
+        Some(host) => Authority::try_from(host.as_bytes()).ok(),
+        None => req.uri().authority().cloned(),
+    };
+    let Some(authority) = authority else {
+        return Err((ProxyError::bad_request("the request's Host is not an authority"), req));
+    };
+    let mut parts = http::uri::Parts::default();
+    parts.scheme = Some(if target.https { Scheme::HTTPS } else { Scheme::HTTP });
+    parts.authority = Some(authority);
+    parts.path_and_query = Some(req.uri().path_and_query().cloned().unwrap_or_else(|| PathAndQuery::from_static("/")));
+    match Uri::from_parts(parts) {
+        Ok(uri) => *req.uri_mut() = uri,
+        Err(e) => return Err((ProxyError::bad_request("the request has no HTTP/2 target").with_cause(e), req)),
+    }
+    req.headers_mut().remove(header::HOST);
+    *req.version_mut() = Version::HTTP_2;
+    Ok(req)
+}
+
+/// Whether a request may go again after failing with `err`: the origin refused its stream
+/// unprocessed (`REFUSED_STREAM`, RFC 9113 §8.7) or is going away (`GOAWAY`), or the
+/// connection closed or broke. Not when the origin reset the stream otherwise: it may have
+/// acted on the request, and it would likely fail again.
+fn may_send_again(err: &hyper::Error) -> bool {
+    if err.is_canceled() || err.is_closed() {
+        return true;
+    }
+    let mut cause = std::error::Error::source(err);
+    while let Some(error) = cause {
+        if let Some(h2) = error.downcast_ref::<h2::Error>() {
+            return h2.is_go_away() || h2.is_io() || h2.reason() == Some(h2::Reason::REFUSED_STREAM);
+        }
+        if error.is::<std::io::Error>() {
+            return true;
+        }
+        cause = error.source();
+    }
+    false
+}
+
+/// A copy of a request without a body (its extensions are not copied).
+fn bodiless_copy(req: &Request<OutBody>) -> Request<OutBody> {
+    let mut copy = Request::new(OutBody::Empty);
+    *copy.method_mut() = req.method().clone();
+    *copy.uri_mut() = req.uri().clone();
+    *copy.version_mut() = req.version();
+    *copy.headers_mut() = req.headers().clone();
+    copy
+}
+
+/// An origin's response body on an HTTP/2 stream, its trailers included. Fails when the
+/// stream is reset or its connection breaks (the body is then not stored), or when the
+/// origin is silent for longer than the read timeout.
+pub struct H2Body {
+    body: Incoming,
+    silence: Silence,
+}
+
+impl std::fmt::Debug for H2Body {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("H2Body").finish_non_exhaustive()
+    }
+}
+
+impl Body for H2Body {
+    type Data = Bytes;
+    type Error = OriginBodyError;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, OriginBodyError>>> {
+        let this = &mut *self;
+        match Pin::new(&mut this.body).poll_frame(cx) {
+            Poll::Ready(Some(Ok(frame))) => {
+                this.silence.heard();
+                Poll::Ready(Some(Ok(frame)))
+            }
+            Poll::Ready(Some(Err(e))) => Poll::Ready(Some(Err(OriginBodyError::Http2(e)))),
+            Poll::Ready(None) => Poll::Ready(None),
+            Poll::Pending => this.silence.poll_waited(cx).map(|waited| Some(Err(OriginBodyError::Silent(waited)))),
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.body.size_hint()
+    }
+}
