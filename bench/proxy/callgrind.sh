@@ -24,6 +24,8 @@
 #   PROXIES="nginx sluice"
 #   SLUICE_EXTRA=toml   more Sluice configuration after its [cache] section, e.g. a
 #                       '[[rate_limit]]' table to price a feature per request
+#   ORIGIN_HTTP2=1      Sluice speaks HTTP/2 to the origin (its route has `http2 = true`;
+#                       the nginx origin also listens with http2 on its port + 1)
 #   KEEP_TMP=1          keep the temp dir (configs, logs)
 #   NO_INSTALL=1        fail instead of apt-get installing missing tools
 set -euo pipefail

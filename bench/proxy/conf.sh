@@ -5,7 +5,10 @@
 #                                 DIR/www/v/<size> (no-cache: revalidated on every request)
 #                                 for the sizes of SIZE, random bytes
 #   scenario_path SCENARIO        hit-1k -> /c/1k, pass-256k -> /p/256k
-#   origin_conf DIR PORT          nginx origin serving DIR/www on 127.0.0.1:PORT (stdout)
+#   origin_conf DIR PORT          nginx origin serving DIR/www on 127.0.0.1:PORT (stdout), and
+#                                 over HTTP/2 with prior knowledge on PORT+1
+#   ORIGIN_HTTP2=1                (environment) sluice_toml's route goes to PORT+1 with
+#                                 `http2 = true`: HTTP/2 to the origin
 #   nginx_conf DIR NAME PORT ORIGIN_PORT WORKERS [MASTER] [EXTRA]
 #                                 nginx proxy_cache config (stdout); MASTER on|off (default on,
 #                                 off: the single process serves, for valgrind); EXTRA: more
@@ -48,6 +51,7 @@ http {
     default_type application/octet-stream;
     server {
         listen 127.0.0.1:$2;
+        listen 127.0.0.1:$(($2 + 1)) http2;
         root $1/www;
         location /c/ { add_header Cache-Control "max-age=3600"; }
         location /p/ { add_header Cache-Control "no-store"; }
@@ -110,7 +114,7 @@ mode = "reverse"
 h2c = false
 
 [[route]]
-origin = "http://127.0.0.1:$2"
+$(if [[ -n ${ORIGIN_HTTP2:-} ]]; then printf 'origin = "http://127.0.0.1:%s"\nhttp2 = true' $(($2 + 1)); else printf 'origin = "http://127.0.0.1:%s"' "$2"; fi)
 
 $3
 

@@ -112,6 +112,26 @@ impl Default for ListenerConfig {
 #[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct TlsConfig {
+    /// The certificate chain served to clients that ask for no name (SNI) or for one that no
+    /// `sni` certificate lists.
+    pub cert: PathBuf,
+    pub key: PathBuf,
+    /// More certificates, each served to the clients that ask for a DNS name it lists.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sni: Vec<CertKeyConfig>,
+}
+
+impl TlsConfig {
+    /// One certificate for every client.
+    pub fn single(cert: PathBuf, key: PathBuf) -> Self {
+        Self { cert, key, sni: Vec::new() }
+    }
+}
+
+/// A PEM certificate chain and its private key.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct CertKeyConfig {
     pub cert: PathBuf,
     pub key: PathBuf,
 }

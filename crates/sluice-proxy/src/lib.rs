@@ -65,6 +65,7 @@ mod respond;
 pub mod route;
 mod server;
 mod service;
+mod sni;
 mod source;
 mod state;
 mod sweep;

@@ -63,6 +63,6 @@ pub fn json(routes: &Routes) -> Option<serde_json::Value> {
 }
 
 /// A Prometheus label value: backslash, quote and newline escaped.
-fn escape(text: &str) -> String {
+pub(crate) fn escape(text: &str) -> String {
     text.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
 }

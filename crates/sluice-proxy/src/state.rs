@@ -230,7 +230,10 @@ impl State {
                     .map(|tls| {
                         let tls = crate::tls::listener(tls)
                             .map_err(|message| StateError(format!("TLS for {}: {message}", lc.addr)))?;
-                        crate::tls::warn_if_expiring(&format!("listener {}", lc.addr), tls.not_after, clock.now());
+                        for certificate in &tls.certificates {
+                            let whose = format!("listener {} ({})", lc.addr, certificate.path.display());
+                            crate::tls::warn_if_expiring(&whose, certificate.not_after, clock.now());
+                        }
                         Ok(tls)
                     })
                     .transpose()

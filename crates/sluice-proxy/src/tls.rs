@@ -1,17 +1,26 @@
-//! TLS listeners: certificates from PEM files, ALPN for h2 and http/1.1, and when each
-//! certificate expires (in `/metrics`, and a warning when it is near). The PEM loaders serve
+//! TLS listeners: certificates from PEM files, chosen by the name a client asks for
+//! ([`crate::sni`]), ALPN for h2 and http/1.1, and when each certificate expires (in `/metrics`, and a warning when it is near). The PEM loaders serve
 //! the origin side too (`crate::origin_tls`).
 
 use crate::config::TlsConfig;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use rustls::sign::CertifiedKey;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-/// A listener's TLS: its acceptor, and when its certificate expires.
+/// A listener's TLS: its acceptor, and when each of its certificates expires.
 #[derive(Clone)]
 pub struct ListenerTls {
     pub acceptor: tokio_rustls::TlsAcceptor,
+    /// Its certificates, `tls.cert` first, then those of `tls.sni`.
+    pub certificates: Vec<CertificateFile>,
+}
+
+/// A certificate a listener serves.
+#[derive(Debug, Clone)]
+pub struct CertificateFile {
+    pub path: std::path::PathBuf,
     /// The leaf certificate's `notAfter` (`None` if it cannot be read).
     pub not_after: Option<SystemTime>,
 }
@@ -19,19 +28,39 @@ pub struct ListenerTls {
 /// A certificate this close to its end is warned about when it is loaded.
 pub const EXPIRY_WARNING: Duration = Duration::from_secs(14 * 24 * 3600);
 
-/// Builds a listener's TLS from the configured PEM certificate chain and private key.
+/// Builds a listener's TLS from the configured PEM certificate chains and private keys: `cert`
+/// for clients that ask for no name (SNI) or one no `sni` certificate lists
+/// ([`crate::sni::ByName`]). Fails on an unreadable file, a key that does not match its
+/// certificate, or an `sni` certificate that lists no DNS name.
 pub fn listener(config: &TlsConfig) -> Result<ListenerTls, String> {
-    let certs = load_certs(&config.cert)?;
-    let not_after = not_after(&certs[0]);
-    let key = load_key(&config.key)?;
-    let mut server = rustls::ServerConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let certified = |cert: &Path, key: &Path| -> Result<Arc<CertifiedKey>, String> {
+        let certified = CertifiedKey::from_der(load_certs(cert)?, load_key(key)?, &provider)
+            .map_err(|e| format!("{}: certificate and key do not match: {e}", cert.display()))?;
+        Ok(Arc::new(certified))
+    };
+    let file =
+        |path: &Path, key: &CertifiedKey| CertificateFile { path: path.to_owned(), not_after: not_after(&key.cert[0]) };
+    let default = certified(&config.cert, &config.key)?;
+    let mut certificates = vec![file(&config.cert, &default)];
+    let mut by_name = crate::sni::ByName::new(Arc::clone(&default));
+    by_name.add(&default, &crate::sni::dns_names(&default.cert[0]));
+    for pair in &config.sni {
+        let key = certified(&pair.cert, &pair.key)?;
+        let names = crate::sni::dns_names(&key.cert[0]);
+        if names.is_empty() {
+            return Err(format!("{}: lists no DNS name (subjectAltName) to be chosen by", pair.cert.display()));
+        }
+        by_name.add(&key, &names);
+        certificates.push(file(&pair.cert, &key));
+    }
+    let mut server = rustls::ServerConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
         .map_err(|e| e.to_string())?
         .with_no_client_auth()
-        .with_single_cert(certs, key)
-        .map_err(|e| format!("certificate and key do not match: {e}"))?;
+        .with_cert_resolver(Arc::new(by_name));
     server.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
-    Ok(ListenerTls { acceptor: tokio_rustls::TlsAcceptor::from(Arc::new(server)), not_after })
+    Ok(ListenerTls { acceptor: tokio_rustls::TlsAcceptor::from(Arc::new(server)), certificates })
 }
 
 /// When `cert` stops being valid.
@@ -73,20 +102,25 @@ pub(crate) fn prometheus(state: &crate::state::State) -> String {
         );
     }
     let mut listeners = String::new();
-    for (lc, tls) in state.config.listener.iter().zip(&state.listener_tls) {
-        let Some(not_after) = tls.as_ref().and_then(|t| t.not_after) else { continue };
-        if listeners.is_empty() {
-            listeners.push_str(
-                "# HELP sluice_tls_certificate_expiry_timestamp_seconds When a listener's certificate expires.\n\
-                 # TYPE sluice_tls_certificate_expiry_timestamp_seconds gauge\n",
+    let served =
+        state.config.listener.iter().zip(&state.listener_tls).filter_map(|(lc, tls)| Some((lc, tls.as_ref()?)));
+    for (lc, tls) in served {
+        for certificate in &tls.certificates {
+            let Some(not_after) = certificate.not_after else { continue };
+            if listeners.is_empty() {
+                listeners.push_str(
+                    "# HELP sluice_tls_certificate_expiry_timestamp_seconds When a listener's certificate expires.\n\
+                     # TYPE sluice_tls_certificate_expiry_timestamp_seconds gauge\n",
+                );
+            }
+            let _ = writeln!(
+                listeners,
+                "sluice_tls_certificate_expiry_timestamp_seconds{{listener=\"{}\",certificate=\"{}\"}} {}",
+                lc.addr,
+                crate::pool_metrics::escape(&certificate.path.display().to_string()),
+                seconds(not_after)
             );
         }
-        let _ = writeln!(
-            listeners,
-            "sluice_tls_certificate_expiry_timestamp_seconds{{listener=\"{}\"}} {}",
-            lc.addr,
-            seconds(not_after)
-        );
     }
     out + &listeners
 }

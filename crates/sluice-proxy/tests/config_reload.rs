@@ -132,7 +132,7 @@ async fn a_rejected_configuration_changes_nothing() {
     assert!(err.to_string().contains("ftp://nowhere"), "{err}");
 
     let mut config = to_second(&h);
-    let missing = TlsConfig { cert: "/nonexistent/cert.pem".into(), key: "/nonexistent/key.pem".into() };
+    let missing = TlsConfig::single("/nonexistent/cert.pem".into(), "/nonexistent/key.pem".into());
     config.listener[0].tls = Some(missing);
     let err = h.proxy.generations().reload(config).await.unwrap_err();
     assert!(err.to_string().contains("cannot read /nonexistent/cert.pem"), "{err}");
@@ -212,7 +212,7 @@ async fn a_reload_serves_a_renewed_certificate() {
     };
     let old = rcgen::generate_simple_self_signed(vec!["localhost".into()]).unwrap();
     write(&old);
-    let tls = TlsConfig { cert: cert.clone(), key: key.clone() };
+    let tls = TlsConfig::single(cert.clone(), key.clone());
     let h = Harness::build(Mode::Reverse, move |c| c.listener[0].tls = Some(tls)).await;
     assert!(handshake(h.addr(), &old.cert).await.is_ok());
 
@@ -226,7 +226,10 @@ async fn a_reload_serves_a_renewed_certificate() {
     // Its end is in /metrics, to alert on before it comes (rcgen's default: 4096-01-01).
     let metrics = admin(&h, "GET", "/metrics", &[], None).await.text();
     assert!(
-        metrics.contains("sluice_tls_certificate_expiry_timestamp_seconds{listener=\"127.0.0.1:0\"} 67090118400\n"),
+        metrics.contains(&format!(
+            "sluice_tls_certificate_expiry_timestamp_seconds{{listener=\"127.0.0.1:0\",certificate=\"{}\"}} 67090118400\n",
+            cert.display()
+        )),
         "{metrics}"
     );
 }

@@ -31,7 +31,7 @@ async fn h2spec_passes_over_tls_with_alpn() {
     let (cert, pem) = (dir.path().join("cert.pem"), dir.path().join("key.pem"));
     std::fs::write(&cert, key.cert.pem()).unwrap();
     std::fs::write(&pem, key.signing_key.serialize_pem()).unwrap();
-    let h = Harness::build(Mode::Reverse, move |c| c.listener[0].tls = Some(TlsConfig { cert, key: pem })).await;
+    let h = Harness::build(Mode::Reverse, move |c| c.listener[0].tls = Some(TlsConfig::single(cert, pem))).await;
     assert_eq!(failures(&h, &["--tls", "--insecure"]).await, Vec::<(String, String)>::new());
 }
 

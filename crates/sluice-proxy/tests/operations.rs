@@ -50,7 +50,7 @@ async fn tls_reverse_proxy() -> (Harness, rcgen::CertifiedKey<rcgen::KeyPair>, t
     let pem = dir.path().join("key.pem");
     std::fs::write(&cert, key.cert.pem()).unwrap();
     std::fs::write(&pem, key.signing_key.serialize_pem()).unwrap();
-    let tls = TlsConfig { cert, key: pem };
+    let tls = TlsConfig::single(cert, pem);
     let h = Harness::build(Mode::Reverse, move |c| c.listener[0].tls = Some(tls)).await;
     (h, key, dir)
 }

@@ -127,7 +127,7 @@ async fn curl_speaks_the_proxy_protocol_in_plain_text_and_before_tls() {
     let (cert, pem) = (dir.path().join("cert.pem"), dir.path().join("key.pem"));
     std::fs::write(&cert, key.cert.pem()).unwrap();
     std::fs::write(&pem, key.signing_key.serialize_pem()).unwrap();
-    let h = behind_a_balancer(move |c| c.listener[0].tls = Some(TlsConfig { cert, key: pem })).await;
+    let h = behind_a_balancer(move |c| c.listener[0].tls = Some(TlsConfig::single(cert, pem))).await;
     let url = format!("https://localhost:{}/p", h.addr().port());
     let resolve = format!("localhost:{}:127.0.0.1", h.addr().port());
     assert_eq!(curl(&["-k", "--resolve", &resolve, "--haproxy-protocol", &url]).await, "served");

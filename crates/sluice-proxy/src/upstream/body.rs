@@ -1,9 +1,10 @@
 //! [`PooledBody`]: an origin response body. Over HTTP/1.1 ([`Http1Body`]) it is read straight
-//! off its connection, by whichever task polls it. The connection goes back to the pool when the body has been read to its
-//! end and the connection may persist; a body dropped early, failed or close-delimited closes
-//! it (the unread rest would poison the next reply). On a pipelined connection the body holds
-//! its request's [`Ticket`] instead, and its end passes the turn to the next response. Over
-//! HTTP/2 it is a stream of a shared connection ([`super::h2::H2Body`]).
+//! off its connection, by whichever task polls it. The connection goes back to the pool when
+//! the body has been read to its end and the connection may persist; a body dropped early,
+//! failed or close-delimited closes it (the unread rest would poison the next reply). On a
+//! pipelined connection the body holds its request's [`Ticket`] instead, and its end passes
+//! the turn to the next response. Over HTTP/2 it is a stream of a shared connection
+//! ([`super::h2::H2Body`]).
 
 use super::conn::Connection;
 use super::pipe::Ticket;

@@ -32,6 +32,12 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
+/// While streams are open on a connection, it is pinged this often, and closed when a ping
+/// goes unanswered this long: an origin that vanished without closing its connections (a
+/// crashed host, a dropped route) would otherwise hold every request to it until its response
+/// timeout, and the connection would be kept for the next ones.
+const PING_INTERVAL: Duration = Duration::from_secs(10);
+
 /// A target's connection, if it has one; locked (asynchronously) while one is being made.
 type Slot = Arc<tokio::sync::Mutex<Option<Live>>>;
 
@@ -149,7 +155,7 @@ impl Upstream {
         let (stream, peer) = self.open_stream_speaking(target, true).await?;
         let what = format!("{}:{}", target.host, target.port);
         let mut builder = hyper::client::conn::http2::Builder::new(TokioExecutor::new());
-        builder.timer(TokioTimer::new());
+        builder.timer(TokioTimer::new()).keep_alive_interval(PING_INTERVAL).keep_alive_timeout(PING_INTERVAL);
         let handshake = builder.handshake::<_, OutBody>(TokioIo::new(stream));
         let (sender, connection) = tokio::time::timeout(self.connect_timeout(target), handshake)
             .await

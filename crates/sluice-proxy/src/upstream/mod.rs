@@ -218,7 +218,9 @@ impl Upstream {
         self.start_reaper();
         self.inner.metrics.origin_requests.fetch_add(1, Relaxed);
         if target.http2 {
-            return self.send_h2(target, req).await;
+            // Boxed: inline, its larger state would enlarge every origin request's future
+            // (and every transaction's, which holds one), copied as it moves.
+            return Box::pin(self.send_h2(target, req)).await;
         }
         let sent = Instant::now();
         let (parts, body) = req.into_parts();

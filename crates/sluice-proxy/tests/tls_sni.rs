@@ -1,0 +1,151 @@
+//! A TLS listener with several certificates (`tls.sni`, `crate::sni`): each client gets the
+//! certificate that lists the name it asks for (SNI), wildcards one label deep, and the
+//! listener's `cert` when it asks for no name or another one; every certificate's end is in
+//! `/metrics`; a certificate without a DNS name or with a key of another is refused at start.
+//! Real handshakes on 127.0.0.1 by rustls clients, which report the certificate they got.
+
+mod common;
+
+use common::admin::admin;
+use common::Harness;
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
+use rustls::{DigitallySignedStruct, SignatureScheme};
+use sluice_proxy::config::{CertKeyConfig, Config, ListenerConfig, Mode, TlsConfig};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// A self-signed certificate for `names`, written to `<file>.pem` and `<file>.key` in `dir`.
+fn issue(dir: &Path, file: &str, names: &[&str]) -> (CertKeyConfig, CertificateDer<'static>) {
+    let pair = rcgen::generate_simple_self_signed(names.iter().map(|n| n.to_string()).collect::<Vec<_>>()).unwrap();
+    let (cert, key) = (dir.join(format!("{file}.pem")), dir.join(format!("{file}.key")));
+    std::fs::write(&cert, pair.cert.pem()).unwrap();
+    std::fs::write(&key, pair.signing_key.serialize_pem()).unwrap();
+    (CertKeyConfig { cert, key }, pair.cert.der().clone())
+}
+
+/// Accepts any certificate (the handshake's signatures still checked) and reports the one
+/// the server presented.
+#[derive(Debug)]
+struct Presented {
+    provider: Arc<rustls::crypto::CryptoProvider>,
+    got: parking_lot::Mutex<Option<CertificateDer<'static>>>,
+}
+
+impl ServerCertVerifier for Presented {
+    fn verify_server_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        _intermediates: &[CertificateDer<'_>],
+        _server_name: &ServerName<'_>,
+        _ocsp_response: &[u8],
+        _now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        *self.got.lock() = Some(end_entity.clone().into_owned());
+        Ok(ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(message, cert, dss, &self.provider.signature_verification_algorithms)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(message, cert, dss, &self.provider.signature_verification_algorithms)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.provider.signature_verification_algorithms.supported_schemes()
+    }
+}
+
+/// The certificate `addr` presents to a client asking for `name` (an IP address: no SNI).
+async fn presented(addr: std::net::SocketAddr, name: &str) -> CertificateDer<'static> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let verifier = Arc::new(Presented { provider: Arc::clone(&provider), got: parking_lot::Mutex::new(None) });
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .dangerous()
+        .with_custom_certificate_verifier(verifier.clone())
+        .with_no_client_auth();
+    let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let name = ServerName::try_from(name.to_owned()).unwrap();
+    tokio_rustls::TlsConnector::from(Arc::new(config)).connect(name, tcp).await.expect("handshake");
+    let got = verifier.got.lock().take();
+    got.expect("a certificate")
+}
+
+#[tokio::test]
+async fn each_client_gets_the_certificate_for_the_name_it_asks_for() {
+    let dir = tempfile::tempdir().unwrap();
+    let (default, default_der) = issue(dir.path(), "default", &["www.example.test"]);
+    let (shop, shop_der) = issue(dir.path(), "shop", &["shop.test", "www.shop.test"]);
+    let (wild, wild_der) = issue(dir.path(), "wild", &["*.apps.test"]);
+    let paths: Vec<PathBuf> = [&default, &shop, &wild].iter().map(|pair| pair.cert.clone()).collect();
+    let tls = TlsConfig { cert: default.cert, key: default.key, sni: vec![shop, wild] };
+    let h = Harness::build(Mode::Reverse, move |c| c.listener[0].tls = Some(tls)).await;
+
+    assert_eq!(presented(h.addr(), "shop.test").await, shop_der);
+    assert_eq!(presented(h.addr(), "WWW.Shop.Test").await, shop_der, "names compare without case");
+    assert_eq!(presented(h.addr(), "billing.apps.test").await, wild_der);
+    assert_eq!(presented(h.addr(), "www.example.test").await, default_der);
+    assert_eq!(presented(h.addr(), "x.billing.apps.test").await, default_der, "a wildcard is one label");
+    assert_eq!(presented(h.addr(), "unknown.test").await, default_der);
+    assert_eq!(presented(h.addr(), "127.0.0.1").await, default_der, "no SNI");
+
+    // Each one's end is in /metrics (rcgen's default: 4096-01-01).
+    let metrics = admin(&h, "GET", "/metrics", &[], None).await.text();
+    for path in paths {
+        let line = format!(
+            "sluice_tls_certificate_expiry_timestamp_seconds{{listener=\"127.0.0.1:0\",certificate=\"{}\"}} 67090118400\n",
+            path.display()
+        );
+        assert!(metrics.contains(&line), "{line} in {metrics}");
+    }
+}
+
+/// Starting a proxy whose listener has `tls`: the error's text.
+fn start_error(tls: TlsConfig) -> String {
+    let mut config = Config {
+        listener: vec![ListenerConfig {
+            addr: "127.0.0.1:0".parse().unwrap(),
+            mode: Mode::Reverse,
+            tls: Some(tls),
+            ..ListenerConfig::default()
+        }],
+        ..Config::default()
+    };
+    config.admin.enabled = false;
+    config.route =
+        vec![sluice_proxy::config::RouteConfig { origin: Some("http://127.0.0.1:9".into()), ..Default::default() }];
+    let clock = Arc::new(sluice_proxy::clock::ManualClock::default());
+    match sluice_proxy::State::new(config, clock, Vec::new()) {
+        Ok(_) => panic!("started"),
+        Err(e) => e.to_string(),
+    }
+}
+
+#[test]
+fn a_certificate_without_a_name_or_with_another_key_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let (default, _) = issue(dir.path(), "default", &["www.example.test"]);
+    let (by_ip, _) = issue(dir.path(), "by-ip", &["192.0.2.7"]);
+    let tls = TlsConfig { cert: default.cert.clone(), key: default.key.clone(), sni: vec![by_ip] };
+    let err = start_error(tls);
+    assert!(err.contains("by-ip.pem: lists no DNS name"), "{err}");
+
+    let (other, _) = issue(dir.path(), "other", &["other.test"]);
+    let mismatched = CertKeyConfig { cert: other.cert, key: default.key.clone() };
+    let err = start_error(TlsConfig { cert: default.cert, key: default.key, sni: vec![mismatched] });
+    assert!(err.contains("other.pem: certificate and key do not match"), "{err}");
+}
