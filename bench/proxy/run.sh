@@ -36,8 +36,8 @@
 #   SLUICE_BIN=path  use this prebuilt binary instead of building
 #   OUT_DIR=bench/out
 #   PIN=0            1: pin the proxies to CPU 1 and wrk to CPU 0 (taskset); the origin floats
-#   ORIGIN_HTTP2=1      Sluice speaks HTTP/2 to the origin (its route has `http2 = true`;
-#                       the nginx origin also listens with http2 on its port + 1)
+#   ORIGIN_HTTP2=1   Sluice speaks HTTP/2 to the origin (its route has `http2 = true`;
+#                    the nginx origin also listens with http2 on its port + 1)
 #   KEEP_TMP=1       keep the temp dir (configs, logs, every wrk output)
 #   NO_INSTALL=1     fail instead of apt-get installing missing tools
 set -euo pipefail

@@ -148,7 +148,7 @@ impl State {
         let access_log = open_access_log(&config.log)?;
         let upstream = Upstream::new(config.upstream.clone(), Arc::clone(&lasting.metrics)).map_err(StateError)?;
         let listener_ids = (0..config.listener.len() as u64).collect();
-        Self::assemble(config, lasting, access_log, upstream, listener_ids)
+        Self::assemble(config, lasting, access_log, upstream, listener_ids, None)
     }
 
     /// The next generation: `config` over this generation's lasting parts (see the module
@@ -185,19 +185,21 @@ impl State {
             crate::listeners::carry_ids(&self.config.listener, &self.listener_ids, &config.listener, || {
                 self.next_listener_id.fetch_add(1, Ordering::Relaxed)
             });
-        let mut next = Self::assemble(config, lasting, access_log, upstream, listener_ids)?;
+        let mut next = Self::assemble(config, lasting, access_log, upstream, listener_ids, Some(self))?;
         next.routes.carry_pool_state(&self.routes);
         next.rate_limits.carry_over(&self.rate_limits);
         Ok(next)
     }
 
-    /// What each generation builds from its configuration, over `lasting`.
+    /// What each generation builds from its configuration, over `lasting`; a listener that
+    /// served TLS in the `previous` generation keeps its session resumption.
     fn assemble(
         config: Config,
         lasting: Lasting,
         access_log: Option<AccessLog>,
         upstream: Upstream,
         listener_ids: Vec<ListenerId>,
+        previous: Option<&Self>,
     ) -> Result<Self, StateError> {
         let Lasting {
             clock,
@@ -221,14 +223,24 @@ impl State {
             .map(|auth| crate::proxy_auth::ProxyAuth::load(auth, Arc::clone(&clock)))
             .transpose()
             .map_err(StateError)?;
+        let resumed = |id: &ListenerId| {
+            let previous = previous?;
+            let at = previous.listener_ids.iter().position(|was| was == id)?;
+            Some(previous.listener_tls[at].as_ref()?.resumption.clone())
+        };
         let listener_tls = config
             .listener
             .iter()
-            .map(|lc| {
+            .zip(&listener_ids)
+            .map(|(lc, id)| {
                 lc.tls
                     .as_ref()
                     .map(|tls| {
-                        let tls = crate::tls::listener(tls)
+                        let resumption = match resumed(id) {
+                            Some(resumption) => resumption,
+                            None => crate::tls::Resumption::new().map_err(StateError)?,
+                        };
+                        let tls = crate::tls::listener(tls, resumption)
                             .map_err(|message| StateError(format!("TLS for {}: {message}", lc.addr)))?;
                         for certificate in &tls.certificates {
                             let whose = format!("listener {} ({})", lc.addr, certificate.path.display());

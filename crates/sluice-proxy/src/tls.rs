@@ -9,12 +9,36 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-/// A listener's TLS: its acceptor, and when each of its certificates expires.
+/// A listener's TLS: its acceptor, when each of its certificates expires, and its session
+/// resumption.
 #[derive(Clone)]
 pub struct ListenerTls {
     pub acceptor: tokio_rustls::TlsAcceptor,
     /// Its certificates, `tls.cert` first, then those of `tls.sni`.
     pub certificates: Vec<CertificateFile>,
+    pub resumption: Resumption,
+}
+
+/// Sessions a listener's TLS 1.2 session cache holds (the oldest go first).
+const SESSION_CACHE_ENTRIES: usize = 16 * 1024;
+
+/// A listener's session resumption, so that a returning client's handshake skips the
+/// certificate and the server's signature (RFC 8446 §2.2): TLS 1.3 tickets sealed with keys that rotate every 6 hours
+/// (rustls's `Ticketer`, ChaCha20-Poly1305), and a cache of TLS 1.2 sessions
+/// ([`SESSION_CACHE_ENTRIES`]). One listener's, never shared with another: rustls leaves it
+/// to the server not to resume a session under other settings than it began with. A reload
+/// carries it over to the listener's next generation, so clients resume across reloads too.
+#[derive(Clone)]
+pub struct Resumption {
+    ticketer: Arc<dyn rustls::server::ProducesTickets>,
+    sessions: Arc<dyn rustls::server::StoresServerSessions>,
+}
+
+impl Resumption {
+    pub fn new() -> Result<Self, String> {
+        let ticketer = rustls::crypto::ring::Ticketer::new().map_err(|e| format!("TLS session tickets: {e}"))?;
+        Ok(Self { ticketer, sessions: rustls::server::ServerSessionMemoryCache::new(SESSION_CACHE_ENTRIES) })
+    }
 }
 
 /// A certificate a listener serves.
@@ -30,9 +54,10 @@ pub const EXPIRY_WARNING: Duration = Duration::from_secs(14 * 24 * 3600);
 
 /// Builds a listener's TLS from the configured PEM certificate chains and private keys: `cert`
 /// for clients that ask for no name (SNI) or one no `sni` certificate lists
-/// ([`crate::sni::ByName`]). Fails on an unreadable file, a key that does not match its
-/// certificate, or an `sni` certificate that lists no DNS name.
-pub fn listener(config: &TlsConfig) -> Result<ListenerTls, String> {
+/// ([`crate::sni::ByName`]); sessions resumed through `resumption`. Fails on an unreadable
+/// file, a key that does not match its certificate, or an `sni` certificate that lists no
+/// DNS name.
+pub fn listener(config: &TlsConfig, resumption: Resumption) -> Result<ListenerTls, String> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let certified = |cert: &Path, key: &Path| -> Result<Arc<CertifiedKey>, String> {
         let certified = CertifiedKey::from_der(load_certs(cert)?, load_key(key)?, &provider)
@@ -60,7 +85,9 @@ pub fn listener(config: &TlsConfig) -> Result<ListenerTls, String> {
         .with_no_client_auth()
         .with_cert_resolver(Arc::new(by_name));
     server.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
-    Ok(ListenerTls { acceptor: tokio_rustls::TlsAcceptor::from(Arc::new(server)), certificates })
+    server.ticketer = Arc::clone(&resumption.ticketer);
+    server.session_storage = Arc::clone(&resumption.sessions);
+    Ok(ListenerTls { acceptor: tokio_rustls::TlsAcceptor::from(Arc::new(server)), certificates, resumption })
 }
 
 /// When `cert` stops being valid.

@@ -1,8 +1,10 @@
-//! A TLS listener with several certificates (`tls.sni`, `crate::sni`): each client gets the
+//! TLS listeners. With several certificates (`tls.sni`, `crate::sni`): each client gets the
 //! certificate that lists the name it asks for (SNI), wildcards one label deep, and the
 //! listener's `cert` when it asks for no name or another one; every certificate's end is in
 //! `/metrics`; a certificate without a DNS name or with a key of another is refused at start.
-//! Real handshakes on 127.0.0.1 by rustls clients, which report the certificate they got.
+//! Session resumption (`tls::Resumption`): a returning client resumes, over TLS 1.3 tickets
+//! and TLS 1.2 session IDs, after a reload too. Real handshakes on 127.0.0.1 by rustls
+//! clients, which report the certificate they got and how the handshake went.
 
 mod common;
 
@@ -10,7 +12,7 @@ use common::admin::admin;
 use common::Harness;
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
-use rustls::{DigitallySignedStruct, SignatureScheme};
+use rustls::{DigitallySignedStruct, HandshakeKind, SignatureScheme};
 use sluice_proxy::config::{CertKeyConfig, Config, ListenerConfig, Mode, TlsConfig};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -68,21 +70,46 @@ impl ServerCertVerifier for Presented {
     }
 }
 
-/// The certificate `addr` presents to a client asking for `name` (an IP address: no SNI).
-async fn presented(addr: std::net::SocketAddr, name: &str) -> CertificateDer<'static> {
+/// A TLS client of `versions` that accepts any certificate ([`Presented`] tells which) and
+/// keeps sessions to resume (rustls's default, in memory).
+fn client(versions: &[&'static rustls::SupportedProtocolVersion]) -> (Arc<rustls::ClientConfig>, Arc<Presented>) {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let verifier = Arc::new(Presented { provider: Arc::clone(&provider), got: parking_lot::Mutex::new(None) });
     let config = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
+        .with_protocol_versions(versions)
         .unwrap()
         .dangerous()
         .with_custom_certificate_verifier(verifier.clone())
         .with_no_client_auth();
+    (Arc::new(config), verifier)
+}
+
+/// The certificate `addr` presents to a client asking for `name` (an IP address: no SNI).
+async fn presented(addr: std::net::SocketAddr, name: &str) -> CertificateDer<'static> {
+    let (config, verifier) = client(rustls::DEFAULT_VERSIONS);
     let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
     let name = ServerName::try_from(name.to_owned()).unwrap();
-    tokio_rustls::TlsConnector::from(Arc::new(config)).connect(name, tcp).await.expect("handshake");
+    tokio_rustls::TlsConnector::from(config).connect(name, tcp).await.expect("handshake");
     let got = verifier.got.lock().take();
     got.expect("a certificate")
+}
+
+/// A `GET /r` over a new TLS connection to `addr` as `site.test` with `config`: how the
+/// handshake went, once the whole response was read (a TLS 1.3 client gets its tickets then).
+async fn get_over_tls(config: &Arc<rustls::ClientConfig>, addr: std::net::SocketAddr) -> HandshakeKind {
+    use http_body_util::BodyExt;
+    let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let name = ServerName::try_from("site.test").unwrap();
+    let tls = tokio_rustls::TlsConnector::from(Arc::clone(config)).connect(name, tcp).await.expect("handshake");
+    let kind = tls.get_ref().1.handshake_kind().expect("handshake done");
+    let (mut sender, connection) =
+        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tls)).await.unwrap();
+    tokio::spawn(connection);
+    let req = http::Request::get("/r").header("host", "site.test").body(http_body_util::Empty::<bytes::Bytes>::new());
+    let response = sender.send_request(req.unwrap()).await.unwrap();
+    assert_eq!(response.status(), 200);
+    response.into_body().collect().await.unwrap();
+    kind
 }
 
 #[tokio::test]
@@ -112,6 +139,44 @@ async fn each_client_gets_the_certificate_for_the_name_it_asks_for() {
         );
         assert!(metrics.contains(&line), "{line} in {metrics}");
     }
+}
+
+#[tokio::test]
+async fn returning_clients_resume_their_sessions_across_a_reload() {
+    let dir = tempfile::tempdir().unwrap();
+    let (site, _) = issue(dir.path(), "site", &["site.test"]);
+    let h =
+        Harness::build(Mode::Reverse, move |c| c.listener[0].tls = Some(TlsConfig::single(site.cert, site.key))).await;
+    h.origin.on("/r", sluice_testkit::Reply::ok("again").header("Cache-Control", "max-age=60"));
+    for versions in [&[&rustls::version::TLS13], &[&rustls::version::TLS12]] {
+        let (config, _) = client(versions);
+        assert_eq!(get_over_tls(&config, h.addr()).await, HandshakeKind::Full, "{versions:?}");
+        assert_eq!(get_over_tls(&config, h.addr()).await, HandshakeKind::Resumed, "{versions:?}");
+        let config_now = h.proxy.state().config.clone();
+        h.proxy.generations().reload(config_now).await.expect("reloaded");
+        assert_eq!(get_over_tls(&config, h.addr()).await, HandshakeKind::Resumed, "{versions:?} after a reload");
+    }
+}
+
+#[tokio::test]
+async fn more_returning_clients_resume_than_a_session_cache_holds() {
+    // 300 clients, each with sessions of its own, all come back: TLS 1.3 tickets carry their
+    // sessions, where rustls's default cache (256 sessions, two per connection) would have
+    // forgotten most of them.
+    let dir = tempfile::tempdir().unwrap();
+    let (site, _) = issue(dir.path(), "site", &["site.test"]);
+    let h =
+        Harness::build(Mode::Reverse, move |c| c.listener[0].tls = Some(TlsConfig::single(site.cert, site.key))).await;
+    h.origin.on("/r", sluice_testkit::Reply::ok("again").header("Cache-Control", "max-age=60"));
+    let clients: Vec<_> = (0..300).map(|_| client(&[&rustls::version::TLS13]).0).collect();
+    for config in &clients {
+        assert_eq!(get_over_tls(config, h.addr()).await, HandshakeKind::Full);
+    }
+    let mut resumed = 0;
+    for config in &clients {
+        resumed += usize::from(get_over_tls(config, h.addr()).await == HandshakeKind::Resumed);
+    }
+    assert_eq!(resumed, clients.len());
 }
 
 /// Starting a proxy whose listener has `tls`: the error's text.
