@@ -119,12 +119,20 @@ pub struct TlsConfig {
     /// More certificates, each served to the clients that ask for a DNS name it lists.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub sni: Vec<CertKeyConfig>,
+    /// A PEM file of the certificate authorities whose client certificates the listener asks
+    /// for and checks (mutual TLS). Default: none, no client certificates.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_ca: Option<PathBuf>,
+    /// With `client_ca`: refuse clients without a valid certificate (`true`, the default), or
+    /// let them in without one (`false`; a certificate presented must still be valid).
+    #[serde(default = "default_true")]
+    pub client_cert_required: bool,
 }
 
 impl TlsConfig {
-    /// One certificate for every client.
+    /// One certificate for every client, no client certificates.
     pub fn single(cert: PathBuf, key: PathBuf) -> Self {
-        Self { cert, key, sni: Vec::new() }
+        Self { cert, key, sni: Vec::new(), client_ca: None, client_cert_required: true }
     }
 }
 
@@ -713,11 +721,14 @@ pub struct HeadersConfig {
     pub forwarded: bool,
     /// Add `Cache-Status` (RFC 9211) to responses.
     pub cache_status: bool,
+    /// Replace `X-Forwarded-Client-Cert` on requests to origins with the client certificate
+    /// the connection's TLS listener verified (`tls.client_ca`), or remove it without one.
+    pub forward_client_cert: bool,
 }
 
 impl Default for HeadersConfig {
     fn default() -> Self {
-        Self { via: true, x_forwarded_for: true, forwarded: false, cache_status: true }
+        Self { via: true, x_forwarded_for: true, forwarded: false, cache_status: true, forward_client_cert: false }
     }
 }
 

@@ -95,6 +95,7 @@ pub async fn fetch_as(state: &Arc<State>, request: Request<()>, mode: Mode) -> F
             activity: None,
             options_forms: None,
             timers: Default::default(),
+            client_cert: None,
         };
         let resolved = crate::service::resolve_target(state, &conn, &parts)?;
         if state.access_log.is_some() {
@@ -112,6 +113,7 @@ pub async fn fetch_as(state: &Arc<State>, request: Request<()>, mode: Mode) -> F
             host: resolved.host,
             client_ip: conn.client_ip.clone(),
             client_tls: false,
+            client_cert: None,
             reverse,
             caching: resolved.caching,
             headers: resolved.headers,

@@ -22,6 +22,7 @@ mod body;
 mod cache_flow;
 mod chain;
 mod client_body;
+pub mod client_cert;
 pub mod clock;
 pub mod config;
 pub mod conn_limit;

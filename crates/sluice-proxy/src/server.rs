@@ -303,7 +303,7 @@ impl ConnSetup {
         let state = &self.state;
         let queue = self.zero_copy.then(SendfileQueue::default);
         let options_forms = Arc::new(OptionsForms::default());
-        let conn = Arc::new(ConnInfo {
+        let mut conn = ConnInfo {
             client,
             client_ip: service::client_ip_value(client.ip()),
             mode: self.lc.mode,
@@ -314,9 +314,11 @@ impl ConnSetup {
             activity: Some(Activity::new()),
             options_forms: Some(Arc::clone(&options_forms)),
             timers: Default::default(),
-        });
+            client_cert: None,
+        };
         match &self.tls {
             None => {
+                let conn = Arc::new(conn);
                 let stream = ZeroCopyStream::new(stream, queue.unwrap_or_default());
                 let speaks = if self.lc.h2c { Speaks::Either } else { Speaks::Http1 };
                 let guarded = StrictHttp1::new(stream, self.max_head).noting_options(options_forms).speaking(speaks);
@@ -329,6 +331,9 @@ impl ConnSetup {
                         // HTTP/2 over TLS only when ALPN chose it (RFC 9113 §3.3).
                         let h2 = tls.get_ref().1.alpn_protocol() == Some(b"h2".as_slice());
                         let speaks = if h2 { Speaks::Http2 } else { Speaks::Http1 };
+                        let verified = tls.get_ref().1.peer_certificates().and_then(|chain| chain.first());
+                        conn.client_cert = verified.and_then(crate::client_cert::forwarded_value);
+                        let conn = Arc::new(conn);
                         let guarded =
                             StrictHttp1::new(tls, self.max_head).noting_options(options_forms).speaking(speaks);
                         serve(&self, conn, guarded).await

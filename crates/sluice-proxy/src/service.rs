@@ -53,6 +53,9 @@ pub struct ConnInfo {
     /// The timers of its transaction deadlines ([`within_deadline`]), reused request after
     /// request.
     pub timers: TimerSlot,
+    /// The client certificate its TLS listener verified, as origins are told of it
+    /// ([`crate::client_cert::forwarded_value`]).
+    pub client_cert: Option<HeaderValue>,
 }
 
 impl ConnInfo {
@@ -77,6 +80,7 @@ impl ConnInfo {
             activity: self.activity.clone(),
             options_forms: self.options_forms.clone(),
             timers: TimerSlot::default(),
+            client_cert: self.client_cert.clone(),
         }
     }
 }
@@ -112,6 +116,9 @@ pub struct Forward {
     pub caching: RouteCaching,
     /// The route's header rules (`request_headers` applies to what goes to the origin).
     pub headers: Option<Arc<crate::header_rules::RouteHeaders>>,
+    /// The client certificate the connection's TLS listener verified
+    /// (`headers.forward_client_cert`).
+    pub client_cert: Option<HeaderValue>,
 }
 
 impl Forward {
@@ -171,6 +178,13 @@ impl Forward {
             }
             let proto = if self.client_tls { "https" } else { "http" };
             headers.entry(X_FORWARDED_PROTO).or_insert(HeaderValue::from_static(proto));
+        }
+        if state.config.headers.forward_client_cert {
+            // Only this proxy's word on a client certificate reaches the origin.
+            headers.remove(crate::client_cert::X_FORWARDED_CLIENT_CERT);
+            if let Some(cert) = &self.client_cert {
+                headers.insert(crate::client_cert::X_FORWARDED_CLIENT_CERT, cert.clone());
+            }
         }
         if let Some(rules) = &self.headers {
             rules.request.apply(&mut headers);
@@ -342,6 +356,7 @@ async fn route(
         host,
         client_ip: conn.client_ip.clone(),
         client_tls: conn.tls,
+        client_cert: conn.client_cert.clone(),
         reverse,
         caching,
         headers,

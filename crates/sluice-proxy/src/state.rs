@@ -192,7 +192,8 @@ impl State {
     }
 
     /// What each generation builds from its configuration, over `lasting`; a listener that
-    /// served TLS in the `previous` generation keeps its session resumption.
+    /// served TLS in the `previous` generation keeps its session resumption (unless its
+    /// client certificate settings changed, `crate::tls::listener`).
     fn assemble(
         config: Config,
         lasting: Lasting,
@@ -236,11 +237,7 @@ impl State {
                 lc.tls
                     .as_ref()
                     .map(|tls| {
-                        let resumption = match resumed(id) {
-                            Some(resumption) => resumption,
-                            None => crate::tls::Resumption::new().map_err(StateError)?,
-                        };
-                        let tls = crate::tls::listener(tls, resumption)
+                        let tls = crate::tls::listener(tls, resumed(id))
                             .map_err(|message| StateError(format!("TLS for {}: {message}", lc.addr)))?;
                         for certificate in &tls.certificates {
                             let whose = format!("listener {} ({})", lc.addr, certificate.path.display());

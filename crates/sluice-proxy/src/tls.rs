@@ -26,19 +26,35 @@ const SESSION_CACHE_ENTRIES: usize = 16 * 1024;
 /// certificate and the server's signature (RFC 8446 §2.2): TLS 1.3 tickets sealed with keys that rotate every 6 hours
 /// (rustls's `Ticketer`, ChaCha20-Poly1305), and a cache of TLS 1.2 sessions
 /// ([`SESSION_CACHE_ENTRIES`]). One listener's, never shared with another: rustls leaves it
-/// to the server not to resume a session under other settings than it began with. A reload
-/// carries it over to the listener's next generation, so clients resume across reloads too.
+/// to the server not to resume a session under other settings than it began with (a session
+/// begun without a client certificate must not resume where one is required). A reload
+/// carries it over to the listener's next generation, so clients resume across reloads too,
+/// unless the listener's client certificate settings changed ([`listener`]).
 #[derive(Clone)]
 pub struct Resumption {
     ticketer: Arc<dyn rustls::server::ProducesTickets>,
     sessions: Arc<dyn rustls::server::StoresServerSessions>,
+    /// What the sessions' clients were held to: the SHA-256 of `tls.client_ca`'s contents
+    /// and `client_cert_required` (zero without client certificates).
+    client_auth: [u8; 32],
 }
 
 impl Resumption {
-    pub fn new() -> Result<Self, String> {
+    fn new(client_auth: [u8; 32]) -> Result<Self, String> {
         let ticketer = rustls::crypto::ring::Ticketer::new().map_err(|e| format!("TLS session tickets: {e}"))?;
-        Ok(Self { ticketer, sessions: rustls::server::ServerSessionMemoryCache::new(SESSION_CACHE_ENTRIES) })
+        let sessions = rustls::server::ServerSessionMemoryCache::new(SESSION_CACHE_ENTRIES);
+        Ok(Self { ticketer, sessions, client_auth })
     }
+}
+
+/// What `config` holds its clients to, as [`Resumption::client_auth`] records it.
+fn client_auth(config: &TlsConfig) -> Result<[u8; 32], String> {
+    use sha2::{Digest, Sha256};
+    let Some(ca) = &config.client_ca else { return Ok([0; 32]) };
+    let mut digest = Sha256::new();
+    digest.update(read(ca)?);
+    digest.update([u8::from(config.client_cert_required)]);
+    Ok(digest.finalize().into())
 }
 
 /// A certificate a listener serves.
@@ -54,11 +70,18 @@ pub const EXPIRY_WARNING: Duration = Duration::from_secs(14 * 24 * 3600);
 
 /// Builds a listener's TLS from the configured PEM certificate chains and private keys: `cert`
 /// for clients that ask for no name (SNI) or one no `sni` certificate lists
-/// ([`crate::sni::ByName`]); sessions resumed through `resumption`. Fails on an unreadable
-/// file, a key that does not match its certificate, or an `sni` certificate that lists no
-/// DNS name.
-pub fn listener(config: &TlsConfig, resumption: Resumption) -> Result<ListenerTls, String> {
+/// ([`crate::sni::ByName`]); client certificates asked for and checked with `client_ca`
+/// ([`crate::client_cert`]); sessions resumed through `carried` (the listener's previous
+/// generation's) when it held clients to the same, else through a new [`Resumption`]. Fails
+/// on an unreadable file, a key that does not match its certificate, an `sni` certificate
+/// that lists no DNS name, or a `client_ca` without a CA certificate.
+pub fn listener(config: &TlsConfig, carried: Option<Resumption>) -> Result<ListenerTls, String> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let client_auth = client_auth(config)?;
+    let resumption = match carried.filter(|carried| carried.client_auth == client_auth) {
+        Some(carried) => carried,
+        None => Resumption::new(client_auth)?,
+    };
     let certified = |cert: &Path, key: &Path| -> Result<Arc<CertifiedKey>, String> {
         let certified = CertifiedKey::from_der(load_certs(cert)?, load_key(key)?, &provider)
             .map_err(|e| format!("{}: certificate and key do not match: {e}", cert.display()))?;
@@ -79,11 +102,16 @@ pub fn listener(config: &TlsConfig, resumption: Resumption) -> Result<ListenerTl
         by_name.add(&key, &names);
         certificates.push(file(&pair.cert, &key));
     }
-    let mut server = rustls::ServerConfig::builder_with_provider(provider)
+    let builder = rustls::ServerConfig::builder_with_provider(Arc::clone(&provider))
         .with_safe_default_protocol_versions()
-        .map_err(|e| e.to_string())?
-        .with_no_client_auth()
-        .with_cert_resolver(Arc::new(by_name));
+        .map_err(|e| e.to_string())?;
+    let builder = match &config.client_ca {
+        Some(ca) => {
+            builder.with_client_cert_verifier(crate::client_cert::verifier(ca, config.client_cert_required, provider)?)
+        }
+        None => builder.with_no_client_auth(),
+    };
+    let mut server = builder.with_cert_resolver(Arc::new(by_name));
     server.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
     server.ticketer = Arc::clone(&resumption.ticketer);
     server.session_storage = Arc::clone(&resumption.sessions);

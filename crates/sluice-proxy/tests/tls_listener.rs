@@ -3,8 +3,11 @@
 //! listener's `cert` when it asks for no name or another one; every certificate's end is in
 //! `/metrics`; a certificate without a DNS name or with a key of another is refused at start.
 //! Session resumption (`tls::Resumption`): a returning client resumes, over TLS 1.3 tickets
-//! and TLS 1.2 session IDs, after a reload too. Real handshakes on 127.0.0.1 by rustls
-//! clients, which report the certificate they got and how the handshake went.
+//! and TLS 1.2 session IDs, after a reload too, but not once the listener asks for client
+//! certificates. Client certificates (`tls.client_ca`): required or optional, checked against
+//! the CA, and forwarded to origins (`headers.forward_client_cert`) in place of whatever the
+//! client sent. Real handshakes on 127.0.0.1 by rustls clients, which report the certificate
+//! they got and how the handshake went.
 
 mod common;
 
@@ -73,14 +76,25 @@ impl ServerCertVerifier for Presented {
 /// A TLS client of `versions` that accepts any certificate ([`Presented`] tells which) and
 /// keeps sessions to resume (rustls's default, in memory).
 fn client(versions: &[&'static rustls::SupportedProtocolVersion]) -> (Arc<rustls::ClientConfig>, Arc<Presented>) {
+    client_with(versions, None)
+}
+
+/// [`client`], presenting the certificate chain and key `identity` when asked for one.
+fn client_with(
+    versions: &[&'static rustls::SupportedProtocolVersion],
+    identity: Option<(Vec<CertificateDer<'static>>, rustls::pki_types::PrivateKeyDer<'static>)>,
+) -> (Arc<rustls::ClientConfig>, Arc<Presented>) {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let verifier = Arc::new(Presented { provider: Arc::clone(&provider), got: parking_lot::Mutex::new(None) });
-    let config = rustls::ClientConfig::builder_with_provider(provider)
+    let builder = rustls::ClientConfig::builder_with_provider(provider)
         .with_protocol_versions(versions)
         .unwrap()
         .dangerous()
-        .with_custom_certificate_verifier(verifier.clone())
-        .with_no_client_auth();
+        .with_custom_certificate_verifier(verifier.clone());
+    let config = match identity {
+        Some((chain, key)) => builder.with_client_auth_cert(chain, key).unwrap(),
+        None => builder.with_no_client_auth(),
+    };
     (Arc::new(config), verifier)
 }
 
@@ -97,19 +111,33 @@ async fn presented(addr: std::net::SocketAddr, name: &str) -> CertificateDer<'st
 /// A `GET /r` over a new TLS connection to `addr` as `site.test` with `config`: how the
 /// handshake went, once the whole response was read (a TLS 1.3 client gets its tickets then).
 async fn get_over_tls(config: &Arc<rustls::ClientConfig>, addr: std::net::SocketAddr) -> HandshakeKind {
-    use http_body_util::BodyExt;
-    let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
-    let name = ServerName::try_from("site.test").unwrap();
-    let tls = tokio_rustls::TlsConnector::from(Arc::clone(config)).connect(name, tcp).await.expect("handshake");
-    let kind = tls.get_ref().1.handshake_kind().expect("handshake done");
-    let (mut sender, connection) =
-        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tls)).await.unwrap();
-    tokio::spawn(connection);
-    let req = http::Request::get("/r").header("host", "site.test").body(http_body_util::Empty::<bytes::Bytes>::new());
-    let response = sender.send_request(req.unwrap()).await.unwrap();
-    assert_eq!(response.status(), 200);
-    response.into_body().collect().await.unwrap();
+    let (kind, status) = request_over_tls(config, addr, &[]).await.expect("a response");
+    assert_eq!(status, 200);
     kind
+}
+
+/// [`get_over_tls`] with `headers`: how the handshake went and the response's status, or
+/// why there was none.
+async fn request_over_tls(
+    config: &Arc<rustls::ClientConfig>,
+    addr: std::net::SocketAddr,
+    headers: &[(&str, &str)],
+) -> Result<(HandshakeKind, u16), Box<dyn std::error::Error + Send + Sync>> {
+    use http_body_util::BodyExt;
+    let tcp = tokio::net::TcpStream::connect(addr).await?;
+    let name = ServerName::try_from("site.test")?;
+    let tls = tokio_rustls::TlsConnector::from(Arc::clone(config)).connect(name, tcp).await?;
+    let kind = tls.get_ref().1.handshake_kind().expect("handshake done");
+    let (mut sender, connection) = hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tls)).await?;
+    tokio::spawn(connection);
+    let mut req = http::Request::get("/r").header("host", "site.test");
+    for (name, value) in headers {
+        req = req.header(*name, *value);
+    }
+    let response = sender.send_request(req.body(http_body_util::Empty::<bytes::Bytes>::new())?).await?;
+    let status = response.status().as_u16();
+    response.into_body().collect().await?;
+    Ok((kind, status))
 }
 
 #[tokio::test]
@@ -119,7 +147,7 @@ async fn each_client_gets_the_certificate_for_the_name_it_asks_for() {
     let (shop, shop_der) = issue(dir.path(), "shop", &["shop.test", "www.shop.test"]);
     let (wild, wild_der) = issue(dir.path(), "wild", &["*.apps.test"]);
     let paths: Vec<PathBuf> = [&default, &shop, &wild].iter().map(|pair| pair.cert.clone()).collect();
-    let tls = TlsConfig { cert: default.cert, key: default.key, sni: vec![shop, wild] };
+    let tls = TlsConfig { sni: vec![shop, wild], ..TlsConfig::single(default.cert, default.key) };
     let h = Harness::build(Mode::Reverse, move |c| c.listener[0].tls = Some(tls)).await;
 
     assert_eq!(presented(h.addr(), "shop.test").await, shop_der);
@@ -179,6 +207,113 @@ async fn more_returning_clients_resume_than_a_session_cache_holds() {
     assert_eq!(resumed, clients.len());
 }
 
+/// A certificate authority for client certificates, its PEM file in `dir`, and a client
+/// certificate it issued for `peer-a` (chain and key).
+struct ClientPki {
+    ca_file: PathBuf,
+    peer: (Vec<CertificateDer<'static>>, rustls::pki_types::PrivateKeyDer<'static>),
+}
+
+impl ClientPki {
+    /// Its client's certificate chain and key, to present.
+    fn identity(&self) -> (Vec<CertificateDer<'static>>, rustls::pki_types::PrivateKeyDer<'static>) {
+        (self.peer.0.clone(), self.peer.1.clone_key())
+    }
+}
+
+fn client_pki(dir: &Path, name: &str) -> ClientPki {
+    let mut ca = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    ca.key_usages = vec![rcgen::KeyUsagePurpose::KeyCertSign, rcgen::KeyUsagePurpose::DigitalSignature];
+    let ca_key = rcgen::KeyPair::generate().unwrap();
+    let ca_file = dir.join(format!("{name}-ca.pem"));
+    std::fs::write(&ca_file, ca.self_signed(&ca_key).unwrap().pem()).unwrap();
+    let mut peer = rcgen::CertificateParams::new(vec!["peer-a.internal".to_owned()]).unwrap();
+    peer.distinguished_name = rcgen::DistinguishedName::new();
+    peer.distinguished_name.push(rcgen::DnType::CommonName, "peer-a");
+    peer.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ClientAuth];
+    let peer_key = rcgen::KeyPair::generate().unwrap();
+    let cert = peer.signed_by(&peer_key, &rcgen::Issuer::new(ca, &ca_key)).unwrap();
+    let key = rustls::pki_types::PrivateKeyDer::try_from(peer_key.serialize_der()).unwrap();
+    ClientPki { ca_file, peer: (vec![cert.der().clone()], key) }
+}
+
+/// A reverse proxy whose TLS listener asks for client certificates of `pki`'s CA (refusing
+/// clients without one when `required`) and forwards them, in front of an origin answering
+/// `/r`.
+async fn mutual_tls(dir: &Path, pki: &ClientPki, required: bool) -> Harness {
+    let (site, _) = issue(dir, "site", &["site.test"]);
+    let tls = TlsConfig {
+        client_ca: Some(pki.ca_file.clone()),
+        client_cert_required: required,
+        ..TlsConfig::single(site.cert, site.key)
+    };
+    let h = Harness::build(Mode::Reverse, move |c| {
+        c.listener[0].tls = Some(tls);
+        c.headers.forward_client_cert = true;
+    })
+    .await;
+    h.origin.on("/r", sluice_testkit::Reply::ok("for peers").header("Cache-Control", "no-store"));
+    h
+}
+
+#[tokio::test]
+async fn a_required_client_certificate_is_checked_and_forwarded() {
+    let dir = tempfile::tempdir().unwrap();
+    let pki = client_pki(dir.path(), "peers");
+    let h = mutual_tls(dir.path(), &pki, true).await;
+
+    let (peer, _) = client_with(rustls::DEFAULT_VERSIONS, Some(pki.identity()));
+    let spoof = [("x-forwarded-client-cert", "Hash=00;Subject=\"CN=admin\"")];
+    assert_eq!(request_over_tls(&peer, h.addr(), &spoof).await.unwrap().1, 200);
+    let forwarded = h.origin.last_request("/r").unwrap();
+    let forwarded = forwarded.header("x-forwarded-client-cert").expect("the verified certificate");
+    assert!(forwarded.starts_with("Hash="), "{forwarded}");
+    assert!(forwarded.ends_with(";Subject=\"CN=peer-a\";DNS=peer-a.internal"), "{forwarded}");
+
+    for versions in [&[&rustls::version::TLS13], &[&rustls::version::TLS12]] {
+        let (anonymous, _) = client_with(versions, None);
+        assert!(request_over_tls(&anonymous, h.addr(), &[]).await.is_err(), "{versions:?} without a certificate");
+        let stranger = client_pki(dir.path(), "strangers");
+        let (stranger, _) = client_with(versions, Some(stranger.identity()));
+        assert!(request_over_tls(&stranger, h.addr(), &[]).await.is_err(), "{versions:?} from another CA");
+    }
+    assert_eq!(h.origin.hits("/r"), 1);
+}
+
+#[tokio::test]
+async fn an_optional_client_certificate_lets_clients_without_one_in() {
+    let dir = tempfile::tempdir().unwrap();
+    let pki = client_pki(dir.path(), "peers");
+    let h = mutual_tls(dir.path(), &pki, false).await;
+    let (anonymous, _) = client(rustls::DEFAULT_VERSIONS);
+    let spoof = [("x-forwarded-client-cert", "Hash=00;Subject=\"CN=admin\"")];
+    assert_eq!(request_over_tls(&anonymous, h.addr(), &spoof).await.unwrap().1, 200);
+    assert_eq!(h.origin.last_request("/r").unwrap().header("x-forwarded-client-cert"), None, "no spoofing");
+    let (peer, _) = client_with(rustls::DEFAULT_VERSIONS, Some(pki.identity()));
+    assert_eq!(request_over_tls(&peer, h.addr(), &[]).await.unwrap().1, 200);
+    assert!(h.origin.last_request("/r").unwrap().header("x-forwarded-client-cert").is_some());
+}
+
+#[tokio::test]
+async fn sessions_begun_without_client_certificates_do_not_resume_once_they_are_asked_for() {
+    let dir = tempfile::tempdir().unwrap();
+    let (site, _) = issue(dir.path(), "site", &["site.test"]);
+    let tls = TlsConfig::single(site.cert, site.key);
+    let h = Harness::build(Mode::Reverse, |c| c.listener[0].tls = Some(tls)).await;
+    h.origin.on("/r", sluice_testkit::Reply::ok("again").header("Cache-Control", "max-age=60"));
+    let (config, _) = client(&[&rustls::version::TLS13]);
+    get_over_tls(&config, h.addr()).await;
+    assert_eq!(get_over_tls(&config, h.addr()).await, HandshakeKind::Resumed);
+
+    let pki = client_pki(dir.path(), "peers");
+    let mut asking = h.proxy.state().config.clone();
+    let listener_tls = asking.listener[0].tls.as_mut().unwrap();
+    (listener_tls.client_ca, listener_tls.client_cert_required) = (Some(pki.ca_file), false);
+    h.proxy.generations().reload(asking).await.expect("reloaded");
+    assert_eq!(get_over_tls(&config, h.addr()).await, HandshakeKind::Full, "the old session is not resumed");
+}
+
 /// Starting a proxy whose listener has `tls`: the error's text.
 fn start_error(tls: TlsConfig) -> String {
     let mut config = Config {
@@ -205,12 +340,12 @@ fn a_certificate_without_a_name_or_with_another_key_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let (default, _) = issue(dir.path(), "default", &["www.example.test"]);
     let (by_ip, _) = issue(dir.path(), "by-ip", &["192.0.2.7"]);
-    let tls = TlsConfig { cert: default.cert.clone(), key: default.key.clone(), sni: vec![by_ip] };
+    let tls = TlsConfig { sni: vec![by_ip], ..TlsConfig::single(default.cert.clone(), default.key.clone()) };
     let err = start_error(tls);
     assert!(err.contains("by-ip.pem: lists no DNS name"), "{err}");
 
     let (other, _) = issue(dir.path(), "other", &["other.test"]);
     let mismatched = CertKeyConfig { cert: other.cert, key: default.key.clone() };
-    let err = start_error(TlsConfig { cert: default.cert, key: default.key, sni: vec![mismatched] });
+    let err = start_error(TlsConfig { sni: vec![mismatched], ..TlsConfig::single(default.cert, default.key) });
     assert!(err.contains("other.pem: certificate and key do not match"), "{err}");
 }

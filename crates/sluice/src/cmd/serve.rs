@@ -60,8 +60,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         }
         for listener in &config.listener {
             if let Some(tls) = &listener.tls {
-                let resumption = sluice_proxy::tls::Resumption::new().map_err(anyhow::Error::msg)?;
-                sluice_proxy::tls::listener(tls, resumption)
+                sluice_proxy::tls::listener(tls, None)
                     .map_err(|e| anyhow::anyhow!("{}: TLS for {}: {e}", path.display(), listener.addr))?;
             }
         }
