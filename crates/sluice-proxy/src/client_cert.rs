@@ -12,6 +12,11 @@ use std::fmt::Write as _;
 use std::path::Path;
 use std::sync::Arc;
 
+/// The verified client certificate of a request's connection, as [`forwarded_value`] makes
+/// it: an extension of the requests of connections that have one.
+#[derive(Debug, Clone)]
+pub(crate) struct Verified(pub Arc<HeaderValue>);
+
 /// The field origins learn the client's certificate from.
 pub const X_FORWARDED_CLIENT_CERT: HeaderName = HeaderName::from_static("x-forwarded-client-cert");
 

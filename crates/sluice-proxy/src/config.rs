@@ -403,6 +403,9 @@ impl RouteConfig {
                 return Err(format!("route `{}` has a health_check but no `origins`", self.path_prefix));
             }
             check.validate().map_err(route_err)?;
+            if check.grpc_service.is_some() && !self.http2 {
+                return Err(format!("route `{}`: a gRPC health_check needs http2 = true", self.path_prefix));
+            }
         }
         if self.esi && !cache_enabled {
             return Err(format!(

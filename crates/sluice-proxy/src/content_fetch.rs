@@ -113,7 +113,6 @@ pub async fn fetch_as(state: &Arc<State>, request: Request<()>, mode: Mode) -> F
             host: resolved.host,
             client_ip: conn.client_ip.clone(),
             client_tls: false,
-            client_cert: None,
             reverse,
             caching: resolved.caching,
             headers: resolved.headers,

@@ -39,6 +39,7 @@ mod forwarded;
 mod framing;
 mod gated;
 pub mod generation;
+mod grpc_health;
 pub mod header_rules;
 mod hit_for_pass;
 mod idle;

@@ -395,22 +395,36 @@ pub fn spawn_checks(
 }
 
 /// One health check of member `i`: a `GET` of the check's path, a 2xx or 3xx head within
-/// the timeout and its body read to the end (so that its connection is reused).
+/// the timeout and its body read to the end (so that its connection is reused); or, with
+/// `grpc_service`, gRPC's health `Check` call for it answered `SERVING` ([`grpc_health`]).
 async fn check_member(upstream: &Upstream, pool: &OriginPool, i: usize, check: &HealthCheckConfig) {
     use http_body_util::BodyExt;
     let member = &pool.members[i];
-    let path = format!("{}{}", member.origin.base_path, check.path);
     let host = pool.check_host.clone().unwrap_or_else(|| member.origin.host.clone());
-    let request = Request::get(path)
-        .header(http::header::HOST, host)
-        .header(http::header::USER_AGENT, "sluice-health-check")
-        .body(OutBody::Empty);
+    let request = match &check.grpc_service {
+        None => Request::get(format!("{}{}", member.origin.base_path, check.path)),
+        // A gRPC service's path is its own, whatever the origin's base path.
+        Some(_) => Request::post(crate::grpc_health::PATH)
+            .header(http::header::CONTENT_TYPE, "application/grpc")
+            .header(http::header::TE, "trailers"),
+    };
+    let body = match &check.grpc_service {
+        None => OutBody::Empty,
+        Some(service) => OutBody::Full(Some(crate::grpc_health::request_body(service))),
+    };
+    let request =
+        request.header(http::header::HOST, host).header(http::header::USER_AGENT, "sluice-health-check").body(body);
     let Ok(request) = request else { return };
     let exchange = async {
-        let response = upstream.send(&member.origin.target, request).await.ok()?;
-        let status = response.response.status();
-        response.response.into_body().collect().await.ok()?;
-        Some(status.is_success() || status.is_redirection())
+        let (head, body) = upstream.send(&member.origin.target, request).await.ok()?.response.into_parts();
+        let body = body.collect().await.ok()?;
+        Some(match check.grpc_service {
+            None => head.status.is_success() || head.status.is_redirection(),
+            Some(_) => {
+                let trailers = body.trailers().cloned();
+                crate::grpc_health::serving(head.status, &head.headers, &body.to_bytes(), trailers.as_ref())
+            }
+        })
     };
     let passed = tokio::time::timeout(check.timeout.0, exchange).await.ok().flatten().unwrap_or(false);
     let was_failed = member.check_failed.swap(!passed, Relaxed);

@@ -39,6 +39,11 @@ pub struct HealthCheckConfig {
     /// origins then serve that site by name), else the origin's authority, as requests get.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub host: Option<String>,
+    /// Check with gRPC's health service instead (`grpc.health.v1.Health/Check` for this
+    /// service, "" for the server as a whole): passed when it answers `SERVING`. Needs the
+    /// route's `http2`. Default: none, a `GET` of `path`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub grpc_service: Option<String>,
 }
 
 impl Default for HealthCheckConfig {
@@ -48,6 +53,7 @@ impl Default for HealthCheckConfig {
             interval: Dur(Duration::from_secs(5)),
             timeout: Dur(Duration::from_secs(2)),
             host: None,
+            grpc_service: None,
         }
     }
 }

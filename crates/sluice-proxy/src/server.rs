@@ -332,7 +332,7 @@ impl ConnSetup {
                         let h2 = tls.get_ref().1.alpn_protocol() == Some(b"h2".as_slice());
                         let speaks = if h2 { Speaks::Http2 } else { Speaks::Http1 };
                         let verified = tls.get_ref().1.peer_certificates().and_then(|chain| chain.first());
-                        conn.client_cert = verified.and_then(crate::client_cert::forwarded_value);
+                        conn.client_cert = verified.and_then(crate::client_cert::forwarded_value).map(Arc::new);
                         let conn = Arc::new(conn);
                         let guarded =
                             StrictHttp1::new(tls, self.max_head).noting_options(options_forms).speaking(speaks);

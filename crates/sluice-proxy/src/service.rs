@@ -55,7 +55,7 @@ pub struct ConnInfo {
     pub timers: TimerSlot,
     /// The client certificate its TLS listener verified, as origins are told of it
     /// ([`crate::client_cert::forwarded_value`]).
-    pub client_cert: Option<HeaderValue>,
+    pub client_cert: Option<Arc<HeaderValue>>,
 }
 
 impl ConnInfo {
@@ -116,9 +116,6 @@ pub struct Forward {
     pub caching: RouteCaching,
     /// The route's header rules (`request_headers` applies to what goes to the origin).
     pub headers: Option<Arc<crate::header_rules::RouteHeaders>>,
-    /// The client certificate the connection's TLS listener verified
-    /// (`headers.forward_client_cert`).
-    pub client_cert: Option<HeaderValue>,
 }
 
 impl Forward {
@@ -182,8 +179,8 @@ impl Forward {
         if state.config.headers.forward_client_cert {
             // Only this proxy's word on a client certificate reaches the origin.
             headers.remove(crate::client_cert::X_FORWARDED_CLIENT_CERT);
-            if let Some(cert) = &self.client_cert {
-                headers.insert(crate::client_cert::X_FORWARDED_CLIENT_CERT, cert.clone());
+            if let Some(crate::client_cert::Verified(cert)) = self.client.extensions.get() {
+                headers.insert(crate::client_cert::X_FORWARDED_CLIENT_CERT, HeaderValue::clone(cert));
             }
         }
         if let Some(rules) = &self.headers {
@@ -349,6 +346,10 @@ async fn route(
         parts.extensions.insert(crate::esi::EsiRoute::clone(&route));
         (route, client_url(conn, &parts), parts.headers.clone())
     });
+    if let Some(cert) = &conn.client_cert {
+        // An extension of the request, not a field of every one.
+        parts.extensions.insert(crate::client_cert::Verified(Arc::clone(cert)));
+    }
     let mut forward = Forward {
         target,
         uri,
@@ -356,7 +357,6 @@ async fn route(
         host,
         client_ip: conn.client_ip.clone(),
         client_tls: conn.tls,
-        client_cert: conn.client_cert.clone(),
         reverse,
         caching,
         headers,

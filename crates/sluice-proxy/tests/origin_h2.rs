@@ -1,5 +1,5 @@
 //! HTTP/2 to origins (a route's `http2 = true`, `upstream/h2.rs`): a real gRPC service and
-//! client (grpc-go) through Sluice; and, against an HTTP/2 origin made with hyper's server on
+//! client (grpc-go) through Sluice, and gRPC health checks of that service; and, against an HTTP/2 origin made with hyper's server on
 //! 127.0.0.1 (plain text with prior knowledge, or TLS with ALPN `h2`): requests multiplexed
 //! on one connection, trailers passed on to HTTP/2 clients, `Host` sent as `:authority`,
 //! responses cached, a stream reset mid-body never stored, a lost connection replaced, a pool
@@ -17,6 +17,8 @@ use hyper::body::{Frame, Incoming};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use parking_lot::Mutex;
 use sluice_proxy::config::{Mode, RouteConfig};
+use sluice_proxy::pool_config::HealthCheckConfig;
+use sluice_proxy::units::Dur;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
@@ -168,15 +170,24 @@ async fn h2_get(proxy: SocketAddr, path: &str, headers: &[(&str, &str)]) -> (Sta
     (status, collected.to_bytes(), trailers)
 }
 
-#[tokio::test]
-async fn grpc_calls_pass_through_an_http2_route() {
-    let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    let peer = sluice_testkit::go::build(
-        &manifest.join("interop/grpc-health"),
-        &manifest.join("../.."),
-        "sluice-proxy-interop/grpc-health",
-    );
-    let mut server = tokio::process::Command::new(&peer)
+/// The interoperability peer, grpc-go's health service server and client
+/// (`interop/grpc-health`), built once per test binary.
+fn grpc_peer() -> &'static std::path::Path {
+    static BUILT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    BUILT.get_or_init(|| {
+        let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+        sluice_testkit::go::build(
+            &manifest.join("interop/grpc-health"),
+            &manifest.join("../.."),
+            "sluice-proxy-interop/grpc-health",
+        )
+    })
+}
+
+/// A running gRPC health server (`sluice.Test` serving, `sluice.Down` not), stopped when
+/// dropped, and its address.
+async fn grpc_server() -> (tokio::process::Child, String) {
+    let mut server = tokio::process::Command::new(grpc_peer())
         .arg("serve")
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
@@ -186,8 +197,15 @@ async fn grpc_calls_pass_through_an_http2_route() {
     let mut lines = tokio::io::AsyncBufReadExt::lines(tokio::io::BufReader::new(server.stdout.take().unwrap()));
     let listening = lines.next_line().await.unwrap().expect("the server's address");
     let addr = listening.strip_prefix("listening ").expect("listening ADDR").to_owned();
+    (server, addr)
+}
+
+#[tokio::test]
+async fn grpc_calls_pass_through_an_http2_route() {
+    let (mut server, addr) = grpc_server().await;
+    let peer = grpc_peer();
     let h = proxy_to(&format!("http://{addr}"), |_| {}).await;
-    let out = tokio::process::Command::new(&peer).args(["check", &h.addr().to_string()]).output().await.unwrap();
+    let out = tokio::process::Command::new(peer).args(["check", &h.addr().to_string()]).output().await.unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(
         String::from_utf8_lossy(&out.stdout),
@@ -204,6 +222,40 @@ async fn grpc_calls_pass_through_an_http2_route() {
     );
     drop(server.stdin.take());
     server.wait().await.unwrap();
+}
+
+#[tokio::test]
+async fn grpc_health_checks_take_an_origin_out_and_bring_it_back() {
+    let (_server, addr) = grpc_server().await;
+    let check = |service: &str| HealthCheckConfig {
+        grpc_service: Some(service.to_owned()),
+        interval: Dur(std::time::Duration::from_millis(20)),
+        ..HealthCheckConfig::default()
+    };
+    let first = check("sluice.Down");
+    let origins = vec![format!("http://{addr}")];
+    let h = Harness::build(Mode::Reverse, move |c| {
+        c.route[0] = RouteConfig { origins, http2: true, health_check: Some(first), ..RouteConfig::default() };
+    })
+    .await;
+    origin_up(&h, false, "NOT_SERVING takes it out").await;
+    let mut config = h.proxy.state().config.clone();
+    config.route[0].health_check = Some(check("sluice.Test"));
+    h.proxy.generations().reload(config).await.expect("reloaded");
+    origin_up(&h, true, "SERVING brings it back").await;
+}
+
+/// Waits (5 s at most) until the pool's one origin is `up` or not, as `/stats` says.
+async fn origin_up(h: &Harness, up: bool, why: &str) {
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(5);
+    loop {
+        let stats = common::admin::json(&common::admin::admin(h, "GET", "/stats", &[], None).await);
+        if stats["pools"][0]["origins"][0]["up"] == up {
+            return;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "{why}: {stats}");
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
 }
 
 #[tokio::test]

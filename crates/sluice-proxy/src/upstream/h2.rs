@@ -106,12 +106,11 @@ impl Upstream {
                 Ok(found) => found,
                 Err(error) => return Err(Box::new(SendFailure { error, request: Some(req) })),
             };
-            let failed = match tokio::time::timeout(timeout, sender.try_send_request(req)).await {
+            let mut failed = match tokio::time::timeout(timeout, sender.try_send_request(req)).await {
                 Ok(Ok(response)) => return Ok(self.h2_response(target, response, peer, sent)),
                 Err(_) => return Err(Box::new(SendFailure { error: self.timed_out(target), request: replay })),
                 Ok(Err(failed)) => failed,
             };
-            let mut failed = failed;
             let back = failed.take_message().or_else(|| replay.filter(|_| may_send_again(failed.error())));
             match back {
                 Some(back) if again => {
