@@ -18,6 +18,11 @@ pub struct Metrics {
     /// Connections closed for their PROXY protocol header: missing, malformed, late, or
     /// from a peer not in `access.proxy_protocol_from`.
     pub client_proxy_protocol_errors: AtomicU64,
+    /// TLS handshakes completed on listeners: full, and resumed sessions (`tls::Resumption`).
+    pub tls_handshakes_full: AtomicU64,
+    pub tls_handshakes_resumed: AtomicU64,
+    /// TLS handshakes that failed or timed out (a client certificate refused among them).
+    pub tls_handshake_failures: AtomicU64,
     pub origin_requests: AtomicU64,
     pub origin_connects: AtomicU64,
     /// Requests sent on pipelined connections (`upstream.pipeline`).
@@ -116,6 +121,21 @@ impl Metrics {
             "counter",
             "Connections closed for their PROXY protocol header (missing, malformed, late, untrusted peer).",
             &one(self.client_proxy_protocol_errors.load(Relaxed)),
+        );
+        metric(
+            "sluice_tls_handshakes_total",
+            "counter",
+            "TLS handshakes completed on listeners, by kind: full, or a resumed session.",
+            &[
+                ("{kind=\"full\"}".to_owned(), self.tls_handshakes_full.load(Relaxed) as f64),
+                ("{kind=\"resumed\"}".to_owned(), self.tls_handshakes_resumed.load(Relaxed) as f64),
+            ],
+        );
+        metric(
+            "sluice_tls_handshake_failures_total",
+            "counter",
+            "TLS handshakes on listeners that failed (a refused client certificate among them) or timed out.",
+            &one(self.tls_handshake_failures.load(Relaxed)),
         );
         metric(
             "sluice_client_aborted_total",
@@ -256,6 +276,9 @@ impl Metrics {
                 "connections_open": self.client_connections_open.load(Relaxed),
                 "denied": self.client_denied.load(Relaxed),
                 "proxy_protocol_errors": self.client_proxy_protocol_errors.load(Relaxed),
+                "tls_handshakes_full": self.tls_handshakes_full.load(Relaxed),
+                "tls_handshakes_resumed": self.tls_handshakes_resumed.load(Relaxed),
+                "tls_handshake_failures": self.tls_handshake_failures.load(Relaxed),
                 "aborted": self.aborted.load(Relaxed),
                 "body_bytes": self.client_body_bytes.load(Relaxed),
             },

@@ -328,6 +328,13 @@ impl ConnSetup {
                 let handshake_timeout = state.config.client.header_read_timeout.0;
                 match tokio::time::timeout(handshake_timeout, acceptor.accept(stream)).await {
                     Ok(Ok(tls)) => {
+                        let metrics = &state.metrics;
+                        match tls.get_ref().1.handshake_kind() {
+                            Some(rustls::HandshakeKind::Resumed) => {
+                                metrics.tls_handshakes_resumed.fetch_add(1, Relaxed)
+                            }
+                            _ => metrics.tls_handshakes_full.fetch_add(1, Relaxed),
+                        };
                         // HTTP/2 over TLS only when ALPN chose it (RFC 9113 §3.3).
                         let h2 = tls.get_ref().1.alpn_protocol() == Some(b"h2".as_slice());
                         let speaks = if h2 { Speaks::Http2 } else { Speaks::Http1 };
@@ -338,8 +345,14 @@ impl ConnSetup {
                             StrictHttp1::new(tls, self.max_head).noting_options(options_forms).speaking(speaks);
                         serve(&self, conn, guarded).await
                     }
-                    Ok(Err(e)) => tracing::debug!("TLS handshake from {client}: {e}"),
-                    Err(_) => tracing::debug!("TLS handshake from {client} timed out"),
+                    Ok(Err(e)) => {
+                        state.metrics.tls_handshake_failures.fetch_add(1, Relaxed);
+                        tracing::debug!("TLS handshake from {client}: {e}");
+                    }
+                    Err(_) => {
+                        state.metrics.tls_handshake_failures.fetch_add(1, Relaxed);
+                        tracing::debug!("TLS handshake from {client} timed out");
+                    }
                 }
             }
         }

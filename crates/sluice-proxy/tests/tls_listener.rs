@@ -184,6 +184,10 @@ async fn returning_clients_resume_their_sessions_across_a_reload() {
         h.proxy.generations().reload(config_now).await.expect("reloaded");
         assert_eq!(get_over_tls(&config, h.addr()).await, HandshakeKind::Resumed, "{versions:?} after a reload");
     }
+    // Counted when each handshake ends, before its request is read.
+    let metrics = admin(&h, "GET", "/metrics", &[], None).await.text();
+    assert!(metrics.contains("sluice_tls_handshakes_total{kind=\"full\"} 2\n"), "{metrics}");
+    assert!(metrics.contains("sluice_tls_handshakes_total{kind=\"resumed\"} 4\n"), "{metrics}");
 }
 
 #[tokio::test]
@@ -279,6 +283,16 @@ async fn a_required_client_certificate_is_checked_and_forwarded() {
         assert!(request_over_tls(&stranger, h.addr(), &[]).await.is_err(), "{versions:?} from another CA");
     }
     assert_eq!(h.origin.hits("/r"), 1);
+    // The proxy counts a refusal after sending its alert, which the client may read first.
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(5);
+    loop {
+        let metrics = admin(&h, "GET", "/metrics", &[], None).await.text();
+        if metrics.contains("sluice_tls_handshake_failures_total 4\n") {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "four refused handshakes: {metrics}");
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
 }
 
 #[tokio::test]
