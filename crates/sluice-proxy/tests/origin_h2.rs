@@ -218,6 +218,12 @@ async fn grpc_calls_pass_through_an_http2_route() {
             // A server stream, then the client's cancellation.
             "watch SERVING\n",
             "watch-end Canceled\n",
+            // A bidirectional stream, each answer back before the next message goes: both
+            // directions flow at once through the proxy, neither body held back.
+            "chat echo ping 1\n",
+            "chat echo ping 2\n",
+            "chat echo ping 3\n",
+            "chat end\n",
         )
     );
     drop(server.stdin.take());

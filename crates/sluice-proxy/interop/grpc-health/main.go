@@ -1,6 +1,6 @@
 // A gRPC server and client on grpc-go, for Sluice's HTTP/2-to-origin interoperability test
-// (crates/sluice-proxy/tests/origin_h2.rs): the standard health service, over plain-text
-// HTTP/2 (h2c, prior knowledge) on 127.0.0.1.
+// (crates/sluice-proxy/tests/origin_h2.rs): the standard health service and a bidirectional
+// echo stream, over plain-text HTTP/2 (h2c, prior knowledge) on 127.0.0.1.
 //
 //	grpc-health serve            serves; prints "listening ADDR", stops when stdin closes
 //	grpc-health check ADDR       calls the service at ADDR (Sluice) and prints one line a call
@@ -18,10 +18,13 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/encoding"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 )
+
+func init() { encoding.RegisterCodec(rawCodec{}) }
 
 func main() {
 	if len(os.Args) < 2 {
@@ -43,7 +46,45 @@ func main() {
 	}
 }
 
-// serve runs the health service: "" and "sluice.Test" serving, "sluice.Down" not serving.
+// rawCodec carries messages as they are (content-type application/grpc+raw): the echo
+// service below needs no generated code.
+type rawCodec struct{}
+
+func (rawCodec) Marshal(v any) ([]byte, error) { return *(v.(*[]byte)), nil }
+func (rawCodec) Unmarshal(data []byte, v any) error {
+	*(v.(*[]byte)) = append([]byte(nil), data...)
+	return nil
+}
+func (rawCodec) Name() string { return "raw" }
+
+// echoService is sluice.Echo: Chat, a bidirectional stream that answers each message
+// with "echo " and the message, as soon as it comes.
+var echoService = grpc.ServiceDesc{
+	ServiceName: "sluice.Echo",
+	HandlerType: (*any)(nil),
+	Streams: []grpc.StreamDesc{{
+		StreamName:    "Chat",
+		ServerStreams: true,
+		ClientStreams: true,
+		Handler: func(_ any, stream grpc.ServerStream) error {
+			for {
+				var message []byte
+				if err := stream.RecvMsg(&message); err == io.EOF {
+					return nil
+				} else if err != nil {
+					return err
+				}
+				reply := append([]byte("echo "), message...)
+				if err := stream.SendMsg(&reply); err != nil {
+					return err
+				}
+			}
+		},
+	}},
+}
+
+// serve runs the health service: "" and "sluice.Test" serving, "sluice.Down" not serving;
+// and sluice.Echo.
 func serve() {
 	listener, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -55,6 +96,7 @@ func serve() {
 	healthServer.SetServingStatus("sluice.Test", healthpb.HealthCheckResponse_SERVING)
 	healthServer.SetServingStatus("sluice.Down", healthpb.HealthCheckResponse_NOT_SERVING)
 	healthpb.RegisterHealthServer(server, healthServer)
+	server.RegisterService(&echoService, struct{}{})
 	go func() {
 		_, _ = io.Copy(io.Discard, os.Stdin)
 		server.Stop()
@@ -106,4 +148,40 @@ func check(addr string) {
 		return
 	}
 	fmt.Fprintln(out, "watch-end Canceled")
+	chat(conn, out)
+}
+
+// chat sends three messages on one sluice.Echo/Chat stream, each only once the answer to the
+// one before has come back (both directions open at once), then closes its side.
+func chat(conn *grpc.ClientConn, out *bufio.Writer) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	stream, err := conn.NewStream(ctx, &echoService.Streams[0], "/sluice.Echo/Chat", grpc.CallContentSubtype("raw"))
+	if err != nil {
+		fmt.Fprintf(out, "chat %s\n", status.Code(err))
+		return
+	}
+	for i := 1; i <= 3; i++ {
+		message := []byte(fmt.Sprintf("ping %d", i))
+		if err := stream.SendMsg(&message); err != nil {
+			fmt.Fprintf(out, "chat send %s\n", status.Code(err))
+			return
+		}
+		var reply []byte
+		if err := stream.RecvMsg(&reply); err != nil {
+			fmt.Fprintf(out, "chat receive %s\n", status.Code(err))
+			return
+		}
+		fmt.Fprintf(out, "chat %s\n", reply)
+	}
+	if err := stream.CloseSend(); err != nil {
+		fmt.Fprintf(out, "chat close %s\n", status.Code(err))
+		return
+	}
+	var none []byte
+	if err := stream.RecvMsg(&none); err == io.EOF {
+		fmt.Fprintln(out, "chat end")
+	} else {
+		fmt.Fprintf(out, "chat end %s\n", status.Code(err))
+	}
 }
