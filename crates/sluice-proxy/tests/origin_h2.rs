@@ -1,7 +1,7 @@
 //! HTTP/2 to origins (a route's `http2 = true`, `upstream/h2.rs`): a real gRPC service and
 //! client (grpc-go) through Sluice, and gRPC health checks of that service; and, against an HTTP/2 origin made with hyper's server on
 //! 127.0.0.1 (plain text with prior knowledge, or TLS with ALPN `h2`): requests multiplexed
-//! on one connection, trailers passed on to HTTP/2 clients, `Host` sent as `:authority`,
+//! on one connection, more connections when streams reach the origin's limit, trailers passed on to HTTP/2 clients, `Host` sent as `:authority`,
 //! responses cached, a stream reset mid-body never stored, a lost connection replaced, a pool
 //! of such origins failed over and balanced, and origins that do not speak HTTP/2 answered
 //! with `502`.
@@ -53,6 +53,16 @@ struct H2Origin {
 impl H2Origin {
     /// Plain text (prior knowledge), or TLS with `tls`.
     async fn start(tls: Option<tokio_rustls::TlsAcceptor>) -> Self {
+        Self::serve(tls, None, TOGETHER).await
+    }
+
+    /// Plain text, allowing `max_streams` streams at once on a connection, `/together`
+    /// answered once `together` requests are there.
+    async fn limited(max_streams: u32, together: usize) -> Self {
+        Self::serve(None, Some(max_streams), together).await
+    }
+
+    async fn serve(tls: Option<tokio_rustls::TlsAcceptor>, max_streams: Option<u32>, together: usize) -> Self {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let origin = Self {
             addr: listener.local_addr().unwrap(),
@@ -61,14 +71,15 @@ impl H2Origin {
             serving: Arc::default(),
         };
         let (connections, seen, serving) = (origin.connections.clone(), origin.seen.clone(), origin.serving.clone());
-        let together = Arc::new(tokio::sync::Barrier::new(TOGETHER));
+        let together = Arc::new(tokio::sync::Barrier::new(together));
         tokio::spawn(async move {
             while let Ok((tcp, _)) = listener.accept().await {
                 connections.fetch_add(1, SeqCst);
                 let (seen, together, tls) = (seen.clone(), together.clone(), tls.clone());
                 let task = tokio::spawn(async move {
                     let service = hyper::service::service_fn(move |req| answer(req, seen.clone(), together.clone()));
-                    let builder = hyper::server::conn::http2::Builder::new(TokioExecutor::new());
+                    let mut builder = hyper::server::conn::http2::Builder::new(TokioExecutor::new());
+                    builder.max_concurrent_streams(max_streams);
                     let _ = match tls {
                         Some(tls) => {
                             let Ok(stream) = tls.accept(tcp).await else { return };
@@ -277,6 +288,24 @@ async fn concurrent_requests_share_one_connection() {
     }
     assert_eq!(origin.connections.load(SeqCst), 1, "one connection carried all {TOGETHER}");
     assert!(origin.requests("/together").iter().all(|seen| seen.version == Version::HTTP_2));
+}
+
+#[tokio::test]
+async fn streams_beyond_an_origins_limit_go_on_another_connection() {
+    // Each of six is answered only when all six are at the origin, which takes two streams
+    // at once on a connection: they need three. (The first request, alone, opens the first
+    // connection and brings the origin's SETTINGS; until then a connection is taken to allow
+    // 100, hyper's default.)
+    let origin = H2Origin::limited(2, 6).await;
+    let h = proxy_to(&format!("http://{}", origin.addr), |_| {}).await;
+    assert_eq!(h.get("/cached").await.status, 200);
+    let paths: Vec<String> = (0..6).map(|i| format!("/together?{i}")).collect();
+    let replies = futures_util::future::join_all(paths.iter().map(|path| h.get(path))).await;
+    assert!(replies.iter().all(|reply| reply.text() == "together"), "{replies:?}");
+    assert_eq!(origin.connections.load(SeqCst), 3);
+    // Their streams ended with their bodies: one connection has room again.
+    assert_eq!(h.get("/cached").await.status, 200);
+    assert_eq!(origin.connections.load(SeqCst), 3);
 }
 
 #[tokio::test]

@@ -1,18 +1,19 @@
 //! HTTP/2 to origins ([`Target::http2`], a route's `http2 = true`): gRPC services, and origins
 //! that serve HTTP/2 only.
 //!
-//! Every request to a target goes as a stream of one shared connection, which hyper's HTTP/2
+//! Every request to a target goes as a stream of a shared connection, which hyper's HTTP/2
 //! client drives from a task of its own (an HTTP/1.1 connection is driven by the one
 //! transaction that holds it; a multiplexed one serves many at once). A target gets a new
-//! connection when it has none or its connection has closed (the origin's `GOAWAY`, an error,
-//! the idle timeout); requests that come meanwhile wait for that one connect instead of each
-//! opening their own. `http://` origins are spoken to with prior knowledge (RFC 9113 §3.3),
-//! `https://` ones through ALPN `h2`.
+//! connection when it has none open, or when every one it has carries as many streams as its
+//! origin allows (`SETTINGS_MAX_CONCURRENT_STREAMS`: long gRPC streams would otherwise hold
+//! every later request in a queue); requests that come meanwhile wait for that one connect
+//! instead of each opening their own. A connection is dropped once closed (the origin's
+//! `GOAWAY`, an error) or idle for the idle timeout. `http://` origins are spoken to with prior
+//! knowledge (RFC 9113 §3.3), `https://` ones through ALPN `h2`.
 //!
 //! The request's `Host` goes as `:authority` (RFC 9113 §8.3.1). The response's trailers (a
 //! gRPC status) pass on to the client. `upstream.pipeline` and `max_connections_per_host` do
-//! not apply: the origin's `SETTINGS_MAX_CONCURRENT_STREAMS` bounds the requests in flight
-//! on the connection, and those beyond it wait in hyper's queue.
+//! not apply.
 
 use super::body::{OriginBodyError, Silence};
 use super::{is_idempotent, ByTarget, OriginResponse, PooledBody, SendFailure, Target, Upstream};
@@ -25,9 +26,10 @@ use http_body::{Body, Frame, SizeHint};
 use hyper::body::Incoming;
 use hyper::client::conn::http2::SendRequest;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use std::future::Future;
 use std::net::IpAddr;
 use std::pin::Pin;
-use std::sync::atomic::Ordering::Relaxed;
+use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
@@ -38,10 +40,10 @@ use std::time::{Duration, Instant};
 /// timeout, and the connection would be kept for the next ones.
 const PING_INTERVAL: Duration = Duration::from_secs(10);
 
-/// A target's connection, if it has one; locked (asynchronously) while one is being made.
-type Slot = Arc<tokio::sync::Mutex<Option<Live>>>;
+/// A target's connections; locked (asynchronously) while one is being made.
+type Slot = Arc<tokio::sync::Mutex<Vec<Live>>>;
 
-/// The HTTP/2 connections to origins, one per target.
+/// The HTTP/2 connections to origins, by target.
 #[derive(Default)]
 pub(super) struct H2Connections {
     slots: parking_lot::Mutex<ByTarget<Slot>>,
@@ -53,6 +55,41 @@ struct Live {
     peer: IpAddr,
     /// When a request last went out on it.
     used: Instant,
+    /// Its streams in flight: requests sent whose response body has not ended.
+    streams: Arc<AtomicUsize>,
+    /// The connection itself, driven by its task: asked how many streams its origin allows
+    /// at once (`SETTINGS_MAX_CONCURRENT_STREAMS`, which hyper's I/O task applies when it
+    /// comes, and the origin may change at any time).
+    /// `None` once it has ended: dropped then, which closes `sender`.
+    connection: Arc<parking_lot::Mutex<Option<Connection>>>,
+}
+
+/// hyper's HTTP/2 client connection to an origin.
+type Connection = hyper::client::conn::http2::Connection<TokioIo<super::Stream>, OutBody, TokioExecutor>;
+
+impl Live {
+    /// Whether it may carry another stream now: open, and under its origin's limit.
+    fn has_room(&self) -> bool {
+        let limit = self.connection.lock().as_ref().map_or(0, Connection::current_max_send_streams);
+        !self.sender.is_closed() && self.streams.load(Relaxed) < limit
+    }
+}
+
+/// One stream in flight on a connection, counted there until dropped (with its response
+/// body, or with the request that got none).
+pub(super) struct StreamSlot(Arc<AtomicUsize>);
+
+impl StreamSlot {
+    fn take(streams: &Arc<AtomicUsize>) -> Self {
+        streams.fetch_add(1, Relaxed);
+        Self(Arc::clone(streams))
+    }
+}
+
+impl Drop for StreamSlot {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Relaxed);
+    }
 }
 
 impl H2Connections {
@@ -65,10 +102,10 @@ impl H2Connections {
                 return true;
             }
             let Ok(mut live) = slot.try_lock() else { return true };
-            if live.as_ref().is_some_and(|live| live.used.elapsed() > max_idle || live.sender.is_closed()) {
-                *live = None;
-            }
-            live.is_some()
+            live.retain(|live| {
+                !live.sender.is_closed() && (live.streams.load(Relaxed) > 0 || live.used.elapsed() <= max_idle)
+            });
+            !live.is_empty()
         });
     }
 
@@ -102,12 +139,12 @@ impl Upstream {
             // Kept to send again or give back once the request is gone: only when that is safe.
             let replay =
                 (matches!(req.body(), OutBody::Empty) && is_idempotent(req.method())).then(|| bodiless_copy(&req));
-            let (mut sender, peer) = match self.h2_sender(target).await {
+            let (mut sender, peer, stream) = match self.h2_sender(target).await {
                 Ok(found) => found,
                 Err(error) => return Err(Box::new(SendFailure { error, request: Some(req) })),
             };
             let mut failed = match tokio::time::timeout(timeout, sender.try_send_request(req)).await {
-                Ok(Ok(response)) => return Ok(self.h2_response(target, response, peer, sent)),
+                Ok(Ok(response)) => return Ok(self.h2_response(target, response, peer, sent, stream)),
                 Err(_) => return Err(Box::new(SendFailure { error: self.timed_out(target), request: replay })),
                 Ok(Err(failed)) => failed,
             };
@@ -134,18 +171,20 @@ impl Upstream {
         }
     }
 
-    /// A sender on `target`'s connection, and the origin's address: the open one, else a new
-    /// one (made within the connect timeout).
-    async fn h2_sender(&self, target: &Target) -> Result<(SendRequest<OutBody>, IpAddr), ProxyError> {
+    /// A sender on one of `target`'s connections with room for a stream, the origin's
+    /// address, and the stream's place on it: an open one, else a new one (made within the
+    /// connect timeout).
+    async fn h2_sender(&self, target: &Target) -> Result<(SendRequest<OutBody>, IpAddr, StreamSlot), ProxyError> {
         let slot = self.inner.h2.slot(target);
         let mut live = slot.lock().await;
-        if let Some(open) = live.as_mut().filter(|open| !open.sender.is_closed()) {
+        live.retain(|open| !open.sender.is_closed());
+        if let Some(open) = live.iter_mut().find(|open| open.has_room()) {
             open.used = Instant::now();
-            return Ok((open.sender.clone(), open.peer));
+            return Ok((open.sender.clone(), open.peer, StreamSlot::take(&open.streams)));
         }
         let open = self.h2_connect(target).await?;
-        let found = (open.sender.clone(), open.peer);
-        *live = Some(open);
+        let found = (open.sender.clone(), open.peer, StreamSlot::take(&open.streams));
+        live.push(open);
         Ok(found)
     }
 
@@ -160,12 +199,25 @@ impl Upstream {
             .await
             .map_err(|_| ProxyError::gateway_timeout(format!("HTTP/2 handshake with {what} timed out")))?
             .map_err(|e| ProxyError::bad_gateway(format!("HTTP/2 handshake with {what} failed")).with_cause(e))?;
+        let connection = Arc::new(parking_lot::Mutex::new(Some(connection)));
+        let driven = Arc::clone(&connection);
         tokio::spawn(async move {
-            if let Err(e) = connection.await {
+            // Locked for each turn only (a turn hands requests to hyper's I/O task); dropped
+            // as it ends, which closes its senders.
+            let turns = std::future::poll_fn(|cx| {
+                let mut connection = driven.lock();
+                let Some(open) = connection.as_mut() else { return Poll::Ready(Ok(())) };
+                let turn = Pin::new(open).poll(cx);
+                if turn.is_ready() {
+                    *connection = None;
+                }
+                turn
+            });
+            if let Err(e) = turns.await {
                 tracing::debug!("HTTP/2 connection to {what} ended: {e}");
             }
         });
-        Ok(Live { sender, peer, used: Instant::now() })
+        Ok(Live { sender, peer, used: Instant::now(), streams: Arc::default(), connection })
     }
 
     /// An origin's HTTP/2 response; its head came `sent.elapsed()` after the request was sent.
@@ -175,10 +227,12 @@ impl Upstream {
         response: Response<Incoming>,
         peer: IpAddr,
         sent: Instant,
+        stream: StreamSlot,
     ) -> OriginResponse {
         self.inner.metrics.durations.record_origin(sent.elapsed());
         let read_timeout = self.read_timeout(target);
-        let response = response.map(|body| PooledBody::Http2(H2Body { body, silence: Silence::new(read_timeout) }));
+        let response = response
+            .map(|body| PooledBody::Http2(H2Body { body, silence: Silence::new(read_timeout), _stream: stream }));
         OriginResponse { response, peer }
     }
 }
@@ -248,6 +302,7 @@ fn bodiless_copy(req: &Request<OutBody>) -> Request<OutBody> {
 pub struct H2Body {
     body: Incoming,
     silence: Silence,
+    _stream: StreamSlot,
 }
 
 impl std::fmt::Debug for H2Body {
