@@ -2,8 +2,9 @@
 //! client (grpc-go) through Sluice, and gRPC health checks of that service; and, against an HTTP/2 origin made with hyper's server on
 //! 127.0.0.1 (plain text with prior knowledge, or TLS with ALPN `h2`): requests multiplexed
 //! on one connection, more connections when streams reach the origin's limit, trailers passed on to HTTP/2 clients, `Host` sent as `:authority`,
-//! responses cached, a stream reset mid-body never stored, a lost connection replaced, a pool
-//! of such origins failed over and balanced, and origins that do not speak HTTP/2 answered
+//! responses cached, a stream reset mid-body never stored, a lost connection replaced, the
+//! requests waiting for a connect that fails failing with it, a pool of such origins failed
+//! over and balanced, and origins that do not speak HTTP/2 answered
 //! with `502`.
 
 mod common;
@@ -389,6 +390,30 @@ async fn a_pool_of_http2_origins_fails_over_and_balances() {
     }
     let served = (a.requests("/cached").len(), b.requests("/cached").len());
     assert!(served.0 >= 1 && served.1 >= 1 && served.0 + served.1 == 4, "{served:?}");
+}
+
+#[tokio::test]
+async fn requests_waiting_for_a_connect_that_fails_fail_with_it() {
+    // A TLS origin that accepts and then says nothing: its handshake never ends.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let accepted = Arc::new(AtomicUsize::new(0));
+    let counted = accepted.clone();
+    tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((tcp, _)) = listener.accept().await {
+            counted.fetch_add(1, SeqCst);
+            held.push(tcp);
+        }
+    });
+    let h = proxy_to(&format!("https://{addr}"), |route| {
+        route.connect_timeout = Some(Dur(std::time::Duration::from_millis(300)));
+    })
+    .await;
+    let paths: Vec<String> = (0..5).map(|i| format!("/s?{i}")).collect();
+    let replies = futures_util::future::join_all(paths.iter().map(|path| h.get(path))).await;
+    assert!(replies.iter().all(|reply| reply.status == 504), "{replies:?}");
+    assert_eq!(accepted.load(SeqCst), 1, "one connect tried, not one after another");
 }
 
 #[tokio::test]

@@ -41,7 +41,33 @@ use std::time::{Duration, Instant};
 const PING_INTERVAL: Duration = Duration::from_secs(10);
 
 /// A target's connections; locked (asynchronously) while one is being made.
-type Slot = Arc<tokio::sync::Mutex<Vec<Live>>>;
+type Slot = Arc<tokio::sync::Mutex<Conns>>;
+
+/// A target's connections, and how the last attempt to make one failed, if it did.
+#[derive(Default)]
+struct Conns {
+    live: Vec<Live>,
+    failed: Option<FailedConnect>,
+}
+
+/// A connect that failed: the requests that waited for it fail with it, instead of each
+/// trying in turn (behind a silent origin, one connect timeout after another).
+struct FailedConnect {
+    /// When it failed.
+    at: Instant,
+    kind: crate::error::Kind,
+    context: String,
+}
+
+impl FailedConnect {
+    fn of(error: &ProxyError) -> Self {
+        Self { at: Instant::now(), kind: error.kind, context: error.to_string() }
+    }
+
+    fn error(&self) -> ProxyError {
+        ProxyError::new(self.kind, crate::error::Side::Origin, self.context.clone())
+    }
+}
 
 /// The HTTP/2 connections to origins, by target.
 #[derive(Default)]
@@ -59,8 +85,8 @@ struct Live {
     streams: Arc<AtomicUsize>,
     /// The connection itself, driven by its task: asked how many streams its origin allows
     /// at once (`SETTINGS_MAX_CONCURRENT_STREAMS`, which hyper's I/O task applies when it
-    /// comes, and the origin may change at any time).
-    /// `None` once it has ended: dropped then, which closes `sender`.
+    /// comes, and the origin may change at any time). `None` once it has ended: dropped
+    /// then, which closes `sender`.
     connection: Arc<parking_lot::Mutex<Option<Connection>>>,
 }
 
@@ -101,11 +127,11 @@ impl H2Connections {
             if Arc::strong_count(slot) > 1 {
                 return true;
             }
-            let Ok(mut live) = slot.try_lock() else { return true };
-            live.retain(|live| {
+            let Ok(mut conns) = slot.try_lock() else { return true };
+            conns.live.retain(|live| {
                 !live.sender.is_closed() && (live.streams.load(Relaxed) > 0 || live.used.elapsed() <= max_idle)
             });
-            !live.is_empty()
+            !conns.live.is_empty()
         });
     }
 
@@ -173,19 +199,31 @@ impl Upstream {
 
     /// A sender on one of `target`'s connections with room for a stream, the origin's
     /// address, and the stream's place on it: an open one, else a new one (made within the
-    /// connect timeout).
+    /// connect timeout). Fails at once when a connect made while it waited failed.
     async fn h2_sender(&self, target: &Target) -> Result<(SendRequest<OutBody>, IpAddr, StreamSlot), ProxyError> {
         let slot = self.inner.h2.slot(target);
-        let mut live = slot.lock().await;
-        live.retain(|open| !open.sender.is_closed());
-        if let Some(open) = live.iter_mut().find(|open| open.has_room()) {
+        let asked = Instant::now();
+        let mut conns = slot.lock().await;
+        conns.live.retain(|open| !open.sender.is_closed());
+        if let Some(open) = conns.live.iter_mut().find(|open| open.has_room()) {
             open.used = Instant::now();
             return Ok((open.sender.clone(), open.peer, StreamSlot::take(&open.streams)));
         }
-        let open = self.h2_connect(target).await?;
-        let found = (open.sender.clone(), open.peer, StreamSlot::take(&open.streams));
-        live.push(open);
-        Ok(found)
+        if let Some(failed) = conns.failed.as_ref().filter(|failed| failed.at >= asked) {
+            return Err(failed.error());
+        }
+        match self.h2_connect(target).await {
+            Ok(open) => {
+                let found = (open.sender.clone(), open.peer, StreamSlot::take(&open.streams));
+                conns.failed = None;
+                conns.live.push(open);
+                Ok(found)
+            }
+            Err(error) => {
+                conns.failed = Some(FailedConnect::of(&error));
+                Err(error)
+            }
+        }
     }
 
     /// A new HTTP/2 connection to `target`, its task spawned.
