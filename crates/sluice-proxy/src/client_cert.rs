@@ -9,7 +9,6 @@ use rustls::pki_types::CertificateDer;
 use rustls::server::danger::ClientCertVerifier;
 use sha2::{Digest, Sha256};
 use std::fmt::Write as _;
-use std::path::Path;
 use std::sync::Arc;
 
 /// The verified client certificate of a request's connection, as [`forwarded_value`] makes
@@ -20,21 +19,16 @@ pub(crate) struct Verified(pub Arc<HeaderValue>);
 /// The field origins learn the client's certificate from.
 pub const X_FORWARDED_CLIENT_CERT: HeaderName = HeaderName::from_static("x-forwarded-client-cert");
 
-/// A verifier of client certificates issued by the CAs of the PEM file `ca`; clients without
-/// one are refused when `required`, let in otherwise. Fails on an unreadable file or one
-/// without a CA certificate.
+/// A verifier of client certificates issued by the CAs of `roots` (`tls.client_ca`); clients
+/// without one are refused when `required`, let in otherwise.
 pub(crate) fn verifier(
-    ca: &Path,
+    roots: rustls::RootCertStore,
     required: bool,
     provider: Arc<rustls::crypto::CryptoProvider>,
 ) -> Result<Arc<dyn ClientCertVerifier>, String> {
-    let mut roots = rustls::RootCertStore::empty();
-    for cert in crate::tls::load_certs(ca)? {
-        roots.add(cert).map_err(|e| format!("{}: not a CA certificate: {e}", ca.display()))?;
-    }
     let builder = rustls::server::WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider);
     let builder = if required { builder } else { builder.allow_unauthenticated() };
-    builder.build().map_err(|e| format!("{}: {e}", ca.display()))
+    builder.build().map_err(|e| e.to_string())
 }
 
 /// `cert` (a verified client's end-entity certificate) as an `X-Forwarded-Client-Cert`

@@ -65,9 +65,7 @@ fn roots(config: &OriginTlsConfig) -> Result<rustls::RootCertStore, String> {
         roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
     }
     if let Some(path) = &config.ca_file {
-        for cert in crate::tls::load_certs(path)? {
-            roots.add(cert).map_err(|e| format!("{}: not a CA certificate: {e}", path.display()))?;
-        }
+        crate::tls::add_roots(&mut roots, &crate::tls::read(path)?, path)?;
     }
     Ok(roots)
 }

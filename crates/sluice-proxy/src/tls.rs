@@ -1,6 +1,7 @@
 //! TLS listeners: certificates from PEM files, chosen by the name a client asks for
-//! ([`crate::sni`]), ALPN for h2 and http/1.1, and when each certificate expires (in `/metrics`, and a warning when it is near). The PEM loaders serve
-//! the origin side too (`crate::origin_tls`).
+//! ([`crate::sni`]), client certificates ([`crate::client_cert`]), session resumption, ALPN
+//! for h2 and http/1.1, and when each certificate expires (in `/metrics`, and a warning when
+//! it is near). The PEM loaders serve the origin side too (`crate::origin_tls`).
 
 use crate::config::TlsConfig;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
@@ -23,8 +24,9 @@ pub struct ListenerTls {
 const SESSION_CACHE_ENTRIES: usize = 16 * 1024;
 
 /// A listener's session resumption, so that a returning client's handshake skips the
-/// certificate and the server's signature (RFC 8446 §2.2): TLS 1.3 tickets sealed with keys that rotate every 6 hours
-/// (rustls's `Ticketer`, ChaCha20-Poly1305), and a cache of TLS 1.2 sessions
+/// certificate and the server's signature (RFC 8446 §2.2): TLS 1.3 tickets sealed with keys
+/// that rotate every 6 hours (rustls's `Ticketer`, ChaCha20-Poly1305), and a cache of TLS 1.2
+/// sessions
 /// ([`SESSION_CACHE_ENTRIES`]). One listener's, never shared with another: rustls leaves it
 /// to the server not to resume a session under other settings than it began with (a session
 /// begun without a client certificate must not resume where one is required). A reload
@@ -47,14 +49,15 @@ impl Resumption {
     }
 }
 
-/// What `config` holds its clients to, as [`Resumption::client_auth`] records it.
-fn client_auth(config: &TlsConfig) -> Result<[u8; 32], String> {
+/// What a listener holds its clients to, as [`Resumption::client_auth`] records it: the
+/// contents of its `client_ca` file, if any, and `client_cert_required`.
+fn client_auth(client_ca: Option<&[u8]>, required: bool) -> [u8; 32] {
     use sha2::{Digest, Sha256};
-    let Some(ca) = &config.client_ca else { return Ok([0; 32]) };
+    let Some(pem) = client_ca else { return [0; 32] };
     let mut digest = Sha256::new();
-    digest.update(read(ca)?);
-    digest.update([u8::from(config.client_cert_required)]);
-    Ok(digest.finalize().into())
+    digest.update(pem);
+    digest.update([u8::from(required)]);
+    digest.finalize().into()
 }
 
 /// A certificate a listener serves.
@@ -77,7 +80,12 @@ pub const EXPIRY_WARNING: Duration = Duration::from_secs(14 * 24 * 3600);
 /// that lists no DNS name, or a `client_ca` without a CA certificate.
 pub fn listener(config: &TlsConfig, carried: Option<Resumption>) -> Result<ListenerTls, String> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let client_auth = client_auth(config)?;
+    // Read once: its contents both make the verifier and tell whether sessions may carry over.
+    let client_ca = match &config.client_ca {
+        Some(path) => Some((path, read(path)?)),
+        None => None,
+    };
+    let client_auth = client_auth(client_ca.as_ref().map(|(_, pem)| pem.as_slice()), config.client_cert_required);
     let resumption = match carried.filter(|carried| carried.client_auth == client_auth) {
         Some(carried) => carried,
         None => Resumption::new(client_auth)?,
@@ -105,9 +113,13 @@ pub fn listener(config: &TlsConfig, carried: Option<Resumption>) -> Result<Liste
     let builder = rustls::ServerConfig::builder_with_provider(Arc::clone(&provider))
         .with_safe_default_protocol_versions()
         .map_err(|e| e.to_string())?;
-    let builder = match &config.client_ca {
-        Some(ca) => {
-            builder.with_client_cert_verifier(crate::client_cert::verifier(ca, config.client_cert_required, provider)?)
+    let builder = match &client_ca {
+        Some((path, pem)) => {
+            let mut roots = rustls::RootCertStore::empty();
+            add_roots(&mut roots, pem, path)?;
+            let verifier = crate::client_cert::verifier(roots, config.client_cert_required, provider)
+                .map_err(|e| format!("{}: {e}", path.display()))?;
+            builder.with_client_cert_verifier(verifier)
         }
         None => builder.with_no_client_auth(),
     };
@@ -182,14 +194,28 @@ pub(crate) fn prometheus(state: &crate::state::State) -> String {
 
 /// The certificates of a PEM file, in order (at least one).
 pub(crate) fn load_certs(path: &Path) -> Result<Vec<CertificateDer<'static>>, String> {
-    let pem = read(path)?;
-    let certs = rustls_pemfile::certs(&mut pem.as_slice())
+    parse_certs(&read(path)?, path)
+}
+
+/// The certificates of PEM text `pem`, read from `path` (named in errors), in order (at least
+/// one).
+fn parse_certs(pem: &[u8], path: &Path) -> Result<Vec<CertificateDer<'static>>, String> {
+    let certs = rustls_pemfile::certs(&mut &pem[..])
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| format!("{}: {e}", path.display()))?;
     if certs.is_empty() {
         return Err(format!("{} holds no certificate", path.display()));
     }
     Ok(certs)
+}
+
+/// Adds the CA certificates of PEM text `pem`, read from `path`, to `roots`: trust anchors of
+/// origins (`upstream.tls.ca_file`) or of client certificates (`tls.client_ca`).
+pub(crate) fn add_roots(roots: &mut rustls::RootCertStore, pem: &[u8], path: &Path) -> Result<(), String> {
+    for cert in parse_certs(pem, path)? {
+        roots.add(cert).map_err(|e| format!("{}: not a CA certificate: {e}", path.display()))?;
+    }
+    Ok(())
 }
 
 /// The (first) private key of a PEM file.
@@ -200,7 +226,7 @@ pub(crate) fn load_key(path: &Path) -> Result<PrivateKeyDer<'static>, String> {
         .ok_or_else(|| format!("{} holds no private key", path.display()))
 }
 
-fn read(path: &Path) -> Result<Vec<u8>, String> {
+pub(crate) fn read(path: &Path) -> Result<Vec<u8>, String> {
     std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))
 }
 
