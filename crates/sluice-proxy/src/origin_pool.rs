@@ -401,16 +401,15 @@ async fn check_member(upstream: &Upstream, pool: &OriginPool, i: usize, check: &
     use http_body_util::BodyExt;
     let member = &pool.members[i];
     let host = pool.check_host.clone().unwrap_or_else(|| member.origin.host.clone());
-    let request = match &check.grpc_service {
-        None => Request::get(format!("{}{}", member.origin.base_path, check.path)),
+    let (request, body) = match &check.grpc_service {
+        None => (Request::get(format!("{}{}", member.origin.base_path, check.path)), OutBody::Empty),
         // A gRPC service's path is its own, whatever the origin's base path.
-        Some(_) => Request::post(crate::grpc_health::PATH)
-            .header(http::header::CONTENT_TYPE, "application/grpc")
-            .header(http::header::TE, "trailers"),
-    };
-    let body = match &check.grpc_service {
-        None => OutBody::Empty,
-        Some(service) => OutBody::Full(Some(crate::grpc_health::request_body(service))),
+        Some(service) => (
+            Request::post(crate::grpc_health::PATH)
+                .header(http::header::CONTENT_TYPE, "application/grpc")
+                .header(http::header::TE, "trailers"),
+            OutBody::Full(Some(crate::grpc_health::request_body(service))),
+        ),
     };
     let request =
         request.header(http::header::HOST, host).header(http::header::USER_AGENT, "sluice-health-check").body(body);

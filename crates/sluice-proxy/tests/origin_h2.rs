@@ -164,6 +164,13 @@ async fn proxy_to(origin: &str, tweak: impl FnOnce(&mut RouteConfig)) -> Harness
     .await
 }
 
+/// `n` GETs of `path` through `h` at once, each with a query of its own (the cache would
+/// otherwise hold all but one back, to collapse them).
+async fn get_at_once(h: &Harness, path: &str, n: usize) -> Vec<sluice_testkit::client::Reply> {
+    let paths: Vec<String> = (0..n).map(|i| format!("{path}?{i}")).collect();
+    futures_util::future::join_all(paths.iter().map(|path| h.get(path))).await
+}
+
 /// A response as an HTTP/2 client (prior knowledge) gets it through `proxy`: status, body
 /// and trailers.
 async fn h2_get(proxy: SocketAddr, path: &str, headers: &[(&str, &str)]) -> (StatusCode, Bytes, Option<HeaderMap>) {
@@ -280,10 +287,8 @@ async fn origin_up(h: &Harness, up: bool, why: &str) {
 async fn concurrent_requests_share_one_connection() {
     let origin = H2Origin::start(None).await;
     let h = proxy_to(&format!("http://{}", origin.addr), |_| {}).await;
-    // Each is answered only when all are at the origin at once: in flight together. (Other
-    // URLs each, or the cache would hold all but one back, to collapse them.)
-    let paths: Vec<String> = (0..TOGETHER).map(|i| format!("/together?{i}")).collect();
-    let replies = futures_util::future::join_all(paths.iter().map(|path| h.get(path))).await;
+    // Each is answered only when all are at the origin at once: in flight together.
+    let replies = get_at_once(&h, "/together", TOGETHER).await;
     for reply in &replies {
         assert_eq!((reply.status.as_u16(), reply.text().as_str()), (200, "together"));
     }
@@ -300,8 +305,7 @@ async fn streams_beyond_an_origins_limit_go_on_another_connection() {
     let origin = H2Origin::limited(2, 6).await;
     let h = proxy_to(&format!("http://{}", origin.addr), |_| {}).await;
     assert_eq!(h.get("/cached").await.status, 200);
-    let paths: Vec<String> = (0..6).map(|i| format!("/together?{i}")).collect();
-    let replies = futures_util::future::join_all(paths.iter().map(|path| h.get(path))).await;
+    let replies = get_at_once(&h, "/together", 6).await;
     assert!(replies.iter().all(|reply| reply.text() == "together"), "{replies:?}");
     assert_eq!(origin.connections.load(SeqCst), 3);
     // Their streams ended with their bodies: one connection has room again.
@@ -410,8 +414,7 @@ async fn requests_waiting_for_a_connect_that_fails_fail_with_it() {
         route.connect_timeout = Some(Dur(std::time::Duration::from_millis(300)));
     })
     .await;
-    let paths: Vec<String> = (0..5).map(|i| format!("/s?{i}")).collect();
-    let replies = futures_util::future::join_all(paths.iter().map(|path| h.get(path))).await;
+    let replies = get_at_once(&h, "/s", 5).await;
     assert!(replies.iter().all(|reply| reply.status == 504), "{replies:?}");
     assert_eq!(accepted.load(SeqCst), 1, "one connect tried, not one after another");
 }
