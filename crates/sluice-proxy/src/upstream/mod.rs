@@ -59,7 +59,7 @@ pub struct Target {
     /// (a route's `tls_name`: an origin addressed by IP, or by another name than its
     /// certificate's).
     pub tls_name: Option<Arc<str>>,
-    /// Speak HTTP/2 to it (a route's `http2`), over one multiplexed connection ([`h2`]).
+    /// Speak HTTP/2 to it (a route's `http2`), over multiplexed connections ([`h2`]).
     pub http2: bool,
     /// The route's timeouts, in place of `[upstream]`'s where it sets them.
     pub timeouts: Option<Arc<RouteTimeouts>>,
