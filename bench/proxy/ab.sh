@@ -10,6 +10,8 @@
 #   A=/tmp/sluice-before B=/tmp/sluice-after bench/proxy/ab.sh
 #   A=... B=... SCENARIO=pass-1k ROUNDS=7 PIPE=1 bench/proxy/ab.sh   # PIPE=1: upstream.pipeline = 8
 #   A=... B=... THREADS=2 bench/proxy/ab.sh                          # sluice serve --threads 2 (default 1)
+#   A=... B=... CLIENT=h2 bench/proxy/ab.sh   # clients over https, h2 (TLS) or h2c, as in run.sh;
+#                                             # HTTP/2 is loaded by h2load -c32 -m$STREAMS (default 1)
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -21,9 +23,21 @@ die() { log "$*"; exit 1; }
 source "$ROOT/bench/lib.sh"
 source "$HERE/conf.sh"
 [[ -x ${A:-} && -x ${B:-} ]] || die "set A and B to two sluice binaries"
-install_missing $(command -v nginx >/dev/null || echo nginx) $(command -v wrk >/dev/null || echo wrk)
+install_missing $(command -v nginx >/dev/null || echo nginx) $(command -v wrk >/dev/null || echo wrk) \
+    $([[ ${CLIENT:-http} == h2* ]] && ! command -v h2load >/dev/null && echo nghttp2-client)
 NGINX=$(command -v nginx)
 TMP=$(mktemp -d)
+export CLIENT=${CLIENT:-http}
+scheme=http
+case $CLIENT in
+    http | h2c) ;;
+    https | h2)
+        scheme=https TLS_CERT=$TMP/proxy.crt TLS_KEY=$TMP/proxy.key
+        openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 30 -subj /CN=bench.test \
+            -addext subjectAltName=IP:127.0.0.1 -keyout "$TLS_KEY" -out "$TLS_CERT" 2>/dev/null
+        export TLS_CERT TLS_KEY ;;
+    *) die "CLIENT must be http, https, h2 or h2c" ;;
+esac
 write_content "$TMP"
 origin_conf "$TMP" "$ORIGIN_PORT" >"$TMP/origin.conf"
 "$NGINX" -p "$TMP" -c "$TMP/origin.conf" -e "$TMP/origin.error.log" &
@@ -43,12 +57,19 @@ for build in A B; do
     wait_port "${PORT[$build]}" || die "build $build did not start (see $TMP/$build.err)"
 done
 path=$(scenario_path "${SCENARIO:-hit-1k}")
-log "A=$A B=$B scenario ${SCENARIO:-hit-1k}, ${ROUNDS:-5} rounds, ${THREADS:-1} thread(s)"
+log "A=$A B=$B scenario ${SCENARIO:-hit-1k}, ${ROUNDS:-5} rounds, ${THREADS:-1} thread(s), CLIENT=$CLIENT"
+load() { # duration url: prints the requests completed
+    if [[ $CLIENT == h2* ]]; then
+        h2load -c32 -m"${STREAMS:-1}" -D "$1" "$2" | awk '/^requests:/ {print $6}'
+    else
+        wrk -t1 -c32 -d"$1" "$2" | awk '/requests in/ {print $1}'
+    fi
+}
 measure() { # build
-    local pid=${PID[$1]} url="http://127.0.0.1:${PORT[$1]}$path" u0 s0 u1 s1 n
-    wrk -t1 -c32 -d1s "$url" >/dev/null
+    local pid=${PID[$1]} url="$scheme://127.0.0.1:${PORT[$1]}$path" u0 s0 u1 s1 n
+    load 1s "$url" >/dev/null
     read -r u0 s0 < <(awk '{print $14, $15}' "/proc/$pid/stat")
-    n=$(wrk -t1 -c32 -d4s "$url" | awk '/requests in/ {print $1}')
+    n=$(load 4s "$url")
     read -r u1 s1 < <(awk '{print $14, $15}' "/proc/$pid/stat")
     awk -v b="$1" -v n="$n" -v u=$((u1 - u0)) -v s=$((s1 - s0)) -v hz="$(getconf CLK_TCK)" 'BEGIN {
         printf "%s: %d requests, user %.2f µs/request, kernel %.2f µs/request, %.0f req/CPU-s\n",

@@ -24,6 +24,11 @@
 #   PROXIES="nginx sluice"
 #   SLUICE_EXTRA=toml   more Sluice configuration after its [cache] section, e.g. a
 #                       '[[rate_limit]]' table to price a feature per request
+#   CLIENT=http         what curl speaks to the proxies, as in run.sh: http, https (HTTP/1.1 over
+#                       TLS), h2 (HTTP/2 over TLS by ALPN); the N requests go over one
+#                       connection either way. (Not h2c: Debian's curl 7.88 fails the second
+#                       request on a prior-knowledge connection it reuses, with nginx as with
+#                       Sluice.)
 #   ORIGIN_HTTP2=1      Sluice speaks HTTP/2 to the origin (its route has `http2 = true`;
 #                       the nginx origin also listens with http2 on its port + 1)
 #   KEEP_TMP=1          keep the temp dir (configs, logs)
@@ -74,6 +79,18 @@ done
 
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/sluice-callgrind.XXXXXX")
 mkdir -p "$OUT"
+export CLIENT=${CLIENT:-http}
+SCHEME=http
+case $CLIENT in
+    http) CURL_PROTO=(--http1.1) ;;
+    https | h2)
+        SCHEME=https TLS_CERT=$TMP/proxy.crt TLS_KEY=$TMP/proxy.key
+        CURL_PROTO=(-k "$([[ $CLIENT == h2 ]] && echo --http2 || echo --http1.1)")
+        openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 30 -subj /CN=bench.test \
+            -addext subjectAltName=IP:127.0.0.1 -keyout "$TLS_KEY" -out "$TLS_CERT" 2>/dev/null
+        export TLS_CERT TLS_KEY ;;
+    *) die "CLIENT must be http, https or h2" ;;
+esac
 write_content "$TMP"
 
 # ---------------------------------------------------------------- origin
@@ -113,14 +130,14 @@ start_proxy() { # name
 cache_status() { # proxy url
     local field=cache-status
     [[ $1 == nginx ]] && field=x-cache
-    curl -sf -D - -o /dev/null "$2" | tr -d '\r' | awk -F': ' -v f="$field" 'tolower($1) == f {print $2}'
+    curl -sf "${CURL_PROTO[@]}" -D - -o /dev/null "$2" | tr -d '\r' | awk -F': ' -v f="$field" 'tolower($1) == f {print $2}'
 }
 
 # Measures one scenario on a running proxy; prints the instructions per request.
 measure() { # proxy pid scenario dump
     local proxy=$1 pid=$2 scenario=$3 dump=$4 url urls status o0 o1 total
-    url="http://127.0.0.1:${PORT[$proxy]}$(scenario_path "$scenario")"
-    curl -sf -o /dev/null "$url" || die "$proxy $url: request failed"
+    url="$SCHEME://127.0.0.1:${PORT[$proxy]}$(scenario_path "$scenario")"
+    curl -sf "${CURL_PROTO[@]}" -o /dev/null "$url" || die "$proxy $url: request failed"
     status=$(cache_status "$proxy" "$url")
     case $scenario in
         hit-*) [[ $status == HIT || $status == *"; hit"* ]] || die "$proxy $url: the second request is not a hit (${status:-no cache status})" ;;
@@ -130,7 +147,7 @@ measure() { # proxy pid scenario dump
     o0=$(origin_requests)
     callgrind_control -i on "$pid" >/dev/null 2>&1
     # shellcheck disable=SC2086 # one argument per URL
-    curl -sf $urls >/dev/null || die "$proxy $url: a measured request failed"
+    curl -sf "${CURL_PROTO[@]}" $urls >/dev/null || die "$proxy $url: a measured request failed"
     callgrind_control -i off "$pid" >/dev/null 2>&1
     callgrind_control -d "$pid" >/dev/null 2>&1
     o1=$(origin_requests)
@@ -180,5 +197,5 @@ for scenario in "${scenarios[@]}"; do
 done
 echo
 echo "User-space instructions per request (callgrind), $N keep-alive requests from one curl per"
-echo "scenario; sluice: $what, --threads 1; $("$NGINX" -v 2>&1 | sed 's/^nginx version: //'),"
+echo "scenario (CLIENT=$CLIENT); sluice: $what, --threads 1; $("$NGINX" -v 2>&1 | sed 's/^nginx version: //'),"
 echo "master_process off; profiles in $OUT"

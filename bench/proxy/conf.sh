@@ -9,6 +9,10 @@
 #                                 over HTTP/2 with prior knowledge on PORT+1
 #   ORIGIN_HTTP2=1                (environment) sluice_toml's route goes to PORT+1 with
 #                                 `http2 = true`: HTTP/2 to the origin
+#   CLIENT=http|https|h2|h2c      (environment) what the proxies' listeners speak to clients:
+#                                 HTTP/1.1 (default), HTTP/1.1 over TLS, HTTP/2 over TLS (ALPN),
+#                                 HTTP/2 with prior knowledge; https and h2 need TLS_CERT and
+#                                 TLS_KEY (environment: PEM files)
 #   nginx_conf DIR NAME PORT ORIGIN_PORT WORKERS [MASTER] [EXTRA]
 #                                 nginx proxy_cache config (stdout); MASTER on|off (default on,
 #                                 off: the single process serves, for valgrind); EXTRA: more
@@ -86,7 +90,7 @@ http {
         keepalive 64;
     }
     server {
-        listen 127.0.0.1:$port;
+$(nginx_listen "$port")
         location / {
             proxy_pass http://origin;
             proxy_http_version 1.1;
@@ -111,7 +115,7 @@ sluice_toml() {
 [[listener]]
 addr = "127.0.0.1:$1"
 mode = "reverse"
-h2c = false
+$(sluice_listen)
 
 [[route]]
 $(if [[ -n ${ORIGIN_HTTP2:-} ]]; then printf 'origin = "http://127.0.0.1:%s"\nhttp2 = true' $(($2 + 1)); else printf 'origin = "http://127.0.0.1:%s"' "$2"; fi)
@@ -124,4 +128,22 @@ $admin
 [log]
 # no access_log: off, like nginx's
 EOF
+}
+
+# The proxy listener's lines for CLIENT (see the top of this file).
+nginx_listen() { # port
+    case ${CLIENT:-http} in
+        http) printf '        listen 127.0.0.1:%s;\n' "$1" ;;
+        h2c) printf '        listen 127.0.0.1:%s http2;\n' "$1" ;;
+        https | h2)
+            printf '        listen 127.0.0.1:%s ssl%s;\n' "$1" "$([[ $CLIENT == h2 ]] && echo ' http2')"
+            printf '        ssl_certificate %s;\n        ssl_certificate_key %s;\n' "$TLS_CERT" "$TLS_KEY" ;;
+    esac
+}
+sluice_listen() {
+    case ${CLIENT:-http} in
+        http) echo 'h2c = false' ;;
+        h2c) echo 'h2c = true' ;;
+        https | h2) printf 'h2c = false\ntls = { cert = "%s", key = "%s" }\n' "$TLS_CERT" "$TLS_KEY" ;;
+    esac
 }

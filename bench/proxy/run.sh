@@ -36,6 +36,11 @@
 #   SLUICE_BIN=path  use this prebuilt binary instead of building
 #   OUT_DIR=bench/out
 #   PIN=0            1: pin the proxies to CPU 1 and wrk to CPU 0 (taskset); the origin floats
+#   CLIENT=http      what the proxies speak to clients: http (HTTP/1.1, wrk), https (HTTP/1.1
+#                    over TLS 1.3, wrk), h2 (HTTP/2 over TLS 1.3 by ALPN, h2load), h2c (HTTP/2
+#                    with prior knowledge, h2load); one P-256 certificate for both proxies.
+#                    h2load gives no percentiles: the p50 and p99 columns show its mean and max
+#   STREAMS=1        h2load -m (requests in flight per connection) for h2 and h2c
 #   ORIGIN_HTTP2=1   Sluice speaks HTTP/2 to the origin (its route has `http2 = true`;
 #                    the nginx origin also listens with http2 on its port + 1)
 #   KEEP_TMP=1       keep the temp dir (configs, logs, every wrk output)
@@ -55,6 +60,17 @@ PROXIES=${PROXIES:-"nginx nginx-ofc sluice sluice-disk sluice-pipe"}
 PORT_BASE=${PORT_BASE:-18080}
 OUT_DIR=${OUT_DIR:-$ROOT/bench/out}
 PIN=${PIN:-0}
+CLIENT=${CLIENT:-http}
+STREAMS=${STREAMS:-1}
+SCHEME=http
+CURL_PROTO=(--http1.1)
+case $CLIENT in
+    http) ;;
+    https) SCHEME=https; CURL_PROTO=(-k --http1.1) ;;
+    h2) SCHEME=https; CURL_PROTO=(-k --http2) ;;
+    h2c) CURL_PROTO=(--http2-prior-knowledge) ;;
+    *) printf '[bench] error: CLIENT must be http, https, h2 or h2c\n' >&2; exit 1 ;;
+esac
 PROXY_CPU=(); WRK_CPU=()
 if [[ $PIN == 1 ]]; then PROXY_CPU=(taskset -c 1); WRK_CPU=(taskset -c 0); fi
 
@@ -82,6 +98,8 @@ command -v wrk >/dev/null || missing+=(wrk)
 command -v nginx >/dev/null || missing+=(nginx-light)
 command -v curl >/dev/null || missing+=(curl)
 command -v pgrep >/dev/null || missing+=(procps)
+command -v openssl >/dev/null || missing+=(openssl)
+[[ $CLIENT == h2* ]] && ! command -v h2load >/dev/null && missing+=(nghttp2-client)
 install_missing "${missing[@]}"
 NGINX=$(command -v nginx)
 
@@ -93,6 +111,15 @@ done
 
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/sluice-bench.XXXXXX")
 mkdir -p "$TMP/wrk"
+
+# ---------------------------------------------------------------- TLS towards clients
+if [[ $SCHEME == https ]]; then
+    TLS_CERT=$TMP/proxy.crt TLS_KEY=$TMP/proxy.key
+    openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 30 -subj /CN=bench.test \
+        -addext subjectAltName=IP:127.0.0.1 -keyout "$TLS_KEY" -out "$TLS_CERT" 2>/dev/null
+    export TLS_CERT TLS_KEY
+fi
+export CLIENT
 
 # ---------------------------------------------------------------- content
 # /c/<size> is cacheable (max-age=3600), /p/<size> is pass-through (no-store); random bytes.
@@ -167,13 +194,14 @@ sluice_hits() { # name: requests a Sluice instance answered from its cache (memo
 # Fetches twice through a proxy: the body must be the origin's, and the second answer must be a
 # hit (hit-*) or must not be (pass-*). Prints the cache status header.
 check_path() { # proxy scenario
-    local proxy=$1 scenario=$2 path url headers status
+    local proxy=$1 scenario=$2 path url headers status version
     path=$(scenario_path "$scenario")
-    url="http://127.0.0.1:${PORT[$proxy]}$path"
-    curl -sf -o /dev/null "$url" || die "$proxy $path: request failed"
+    url="$SCHEME://127.0.0.1:${PORT[$proxy]}$path"
+    version=$(curl -sf "${CURL_PROTO[@]}" -o /dev/null -w '%{http_version}' "$url") || die "$proxy $path: request failed"
+    [[ $version == "$([[ $CLIENT == h2* ]] && echo 2 || echo 1.1)" ]] || die "$proxy $path: answered in HTTP/$version, not as CLIENT=$CLIENT asks"
     # A disk-only object is a hit once its background write is durable: poll for up to 5 s.
     for _ in $(seq 50); do
-        headers=$(curl -sf -D - -o "$TMP/body" "$url" | tr -d '\r') || die "$proxy $path: request failed"
+        headers=$(curl -sf "${CURL_PROTO[@]}" -D - -o "$TMP/body" "$url" | tr -d '\r') || die "$proxy $path: request failed"
         cmp -s "$TMP/body" "$TMP/www$path" || die "$proxy $path: body differs from the origin's"
         case $proxy in
             nginx*) status=$(awk -F': ' 'tolower($1) == "x-cache" {print $2}' <<<"$headers") ;;
@@ -209,24 +237,53 @@ parse_wrk() {
         END { printf "%d %.0f %.3f %.3f %d\n", req, rps, p50, p99, err }' "$1"
 }
 
+# An h2load output in the same form (its mean and max latency in place of p50 and p99).
+parse_h2load() {
+    awk '
+        function ms(v) {
+            if (v ~ /us$/) { sub(/us$/, "", v); return v / 1000 }
+            if (v ~ /ms$/) { sub(/ms$/, "", v); return v + 0 }
+            if (v ~ /s$/)  { sub(/s$/, "", v); return v * 1000 }
+            return v + 0
+        }
+        /^finished in / { rps = $4 }
+        /^requests: / { req = $6; err = $10 + $12 + $14 }
+        /^status codes: / { err += $7 + $9 }
+        /^time for request:/ { mean = ms($6); max = ms($5) }
+        END { printf "%d %.0f %.3f %.3f %d\n", req, rps, mean, max, err }' "$1"
+}
+
+# The load generator for CLIENT: wrk for HTTP/1.1, h2load for HTTP/2.
+load() { # duration url [--latency]
+    if [[ $CLIENT == h2* ]]; then
+        "${WRK_CPU[@]}" h2load -t"$WRK_THREADS" -c"$CONNECTIONS" -m"$STREAMS" -D "$1" "$2"
+    else
+        "${WRK_CPU[@]}" wrk -t"$WRK_THREADS" -c"$CONNECTIONS" -d"$1" "${@:3}" "$2"
+    fi
+}
+
 # One measured run. Prints: requests rps p50_ms p99_ms errors cpu_s origin_requests sluice_hits
 measure() { # proxy scenario label
     local proxy=$1 scenario=$2 label=$3 url pid out o0 o1 h0=0 h1=0 c0 c1 req rps p50 p99 err
-    url="http://127.0.0.1:${PORT[$proxy]}$(scenario_path "$scenario")"
+    url="$SCHEME://127.0.0.1:${PORT[$proxy]}$(scenario_path "$scenario")"
     pid=${PID[$proxy]}
     if [[ $WARMUP != 0 && $WARMUP != 0s ]]; then
-        "${WRK_CPU[@]}" wrk -t"$WRK_THREADS" -c"$CONNECTIONS" -d"$WARMUP" "$url" >/dev/null
+        load "$WARMUP" "$url" >/dev/null
     fi
     out="$TMP/wrk/$label.txt"
     [[ $proxy == sluice* ]] && h0=$(sluice_hits "$proxy")
     o0=$(origin_requests)
     c0=$(cpu_ticks "$pid")
-    "${WRK_CPU[@]}" wrk -t"$WRK_THREADS" -c"$CONNECTIONS" -d"$DURATION" --latency "$url" >"$out"
+    load "$DURATION" "$url" --latency >"$out"
     c1=$(cpu_ticks "$pid")
     o1=$(origin_requests)
     [[ $proxy == sluice* ]] && h1=$(sluice_hits "$proxy")
-    read -r req rps p50 p99 err < <(parse_wrk "$out")
-    ((req > 0)) || { cat "$out" >&2; die "$proxy $scenario: wrk completed no request"; }
+    if [[ $CLIENT == h2* ]]; then
+        read -r req rps p50 p99 err < <(parse_h2load "$out")
+    else
+        read -r req rps p50 p99 err < <(parse_wrk "$out")
+    fi
+    ((req > 0)) || { cat "$out" >&2; die "$proxy $scenario: the load generator completed no request"; }
     awk -v r="$req" -v rps="$rps" -v p50="$p50" -v p99="$p99" -v e="$err" -v c="$((c1 - c0))" -v tck="$CLK_TCK" \
         -v o="$((o1 - o0 - 1))" -v h="$((h1 - h0))" \
         'BEGIN { printf "%d %d %.3f %.3f %d %.2f %d %d\n", r, rps, p50, p99, e, c / tck, o, h }'
@@ -243,10 +300,11 @@ printf 'threads\tscenario\tproxy\trequests rps p50_ms p99_ms errors cpu_s origin
     echo "# Sluice vs nginx proxy_cache, $(date -u '+%Y-%m-%d %H:%M UTC')"
     echo
     src=""; [[ $SLUICE_SRC != "$ROOT" ]] && src="SLUICE_SRC=$SLUICE_SRC "
-    echo "- command: \`${src}DURATION=$DURATION WARMUP=$WARMUP CONNECTIONS=$CONNECTIONS WRK_THREADS=$WRK_THREADS THREADS=\"$THREADS\" ROUNDS=$ROUNDS PIN=$PIN bench/proxy/run.sh\`"
+    echo "- command: \`${src}CLIENT=$CLIENT DURATION=$DURATION WARMUP=$WARMUP CONNECTIONS=$CONNECTIONS WRK_THREADS=$WRK_THREADS THREADS=\"$THREADS\" ROUNDS=$ROUNDS PIN=$PIN bench/proxy/run.sh\`"
     echo "- $SLUICE_DESC; $("$NGINX" -v 2>&1 | sed 's/^nginx version: //'); $(wrk -v 2>&1 | head -1 | awk '{print $1, $2}')"
     echo "- machine: $(nproc) cores ($(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo)), Linux $(uname -r), load average at start $(cut -d' ' -f1-3 /proc/loadavg)"
-    echo "- load: wrk -t$WRK_THREADS -c$CONNECTIONS -d$DURATION --latency on loopback, after an unmeasured $WARMUP run; access logs off; $ROUNDS round(s) per proxy, interleaved; median round by req/CPU-s, (range) when several"
+    if [[ $CLIENT == h2* ]]; then gen="h2load -t$WRK_THREADS -c$CONNECTIONS -m$STREAMS -D $DURATION ($CLIENT; p50 and p99 show h2load's mean and max)"; else gen="wrk -t$WRK_THREADS -c$CONNECTIONS -d$DURATION --latency ($CLIENT)"; fi
+    echo "- load: $gen on loopback, after an unmeasured $WARMUP run; access logs off; $ROUNDS round(s) per proxy, interleaved; median round by req/CPU-s, (range) when several"
     echo "- **req/CPU-s** = requests completed / CPU seconds (utime+stime) of the proxy's own processes during the run"
     echo
 } >"$REPORT"

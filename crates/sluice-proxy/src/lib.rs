@@ -70,6 +70,7 @@ mod service;
 mod sni;
 mod source;
 mod state;
+mod stream_exec;
 mod sweep;
 pub mod tiers;
 mod tiers_open;

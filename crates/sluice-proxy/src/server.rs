@@ -13,9 +13,10 @@ use crate::listeners::{ListenError, ListenerId};
 use crate::options_form::OptionsForms;
 use crate::service::{self, ConnInfo};
 use crate::state::State;
+use crate::stream_exec::SpawnBoxed;
 use crate::zero_copy::{SendfileQueue, ZeroCopyStream};
 use hyper::service::service_fn;
-use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering::Relaxed;
@@ -130,8 +131,8 @@ fn max_head(state: &State) -> usize {
     state.config.client.max_header_bytes.0.max(8192) as usize
 }
 
-fn http_builder(state: &State) -> auto::Builder<TokioExecutor> {
-    let mut builder = auto::Builder::new(TokioExecutor::new());
+fn http_builder(state: &State) -> auto::Builder<SpawnBoxed> {
+    let mut builder = auto::Builder::new(SpawnBoxed);
     builder
         .http1()
         .keep_alive(true)
@@ -259,7 +260,7 @@ struct ConnSetup {
     /// current one after a reload ([`Serving`]).
     generations: watch::Receiver<Arc<State>>,
     lc: ListenerConfig,
-    builder: auto::Builder<TokioExecutor>,
+    builder: auto::Builder<SpawnBoxed>,
     tls: Option<tokio_rustls::TlsAcceptor>,
     max_head: usize,
     /// Disk bodies go out with `sendfile` on this listener's connections.
