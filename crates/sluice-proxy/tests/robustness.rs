@@ -606,3 +606,40 @@ async fn a_routes_own_response_timeout_replaces_the_global_one() {
     let files = check("files = { root = \"/tmp\" }\nread_timeout = \"1s\"").unwrap_err();
     assert!(files.contains("serves files: read_timeout does not apply"), "{files}");
 }
+
+/// HTTP/2 rapid reset (CVE-2023-44487): a client that opens streams and resets each at once,
+/// thousands in a row, is sent `GOAWAY` with `ENHANCE_YOUR_CALM` and cut off before the
+/// origin has seen a request for each stream; the proxy serves other clients meanwhile.
+#[tokio::test]
+async fn http2_rapid_reset_is_cut_off() {
+    const STREAMS: usize = 5000;
+    let h = Harness::reverse().await;
+    h.origin.on("/slow", Reply::ok("late").delay(Duration::from_secs(5)));
+    let tcp = tokio::net::TcpStream::connect(h.addr()).await.unwrap();
+    let (mut attacker, connection) = h2::client::handshake(tcp).await.expect("HTTP/2 handshake");
+    let connection = tokio::spawn(connection);
+    let mut sent = 0;
+    for _ in 0..STREAMS {
+        let request = http::Request::get(format!("http://{}/slow", h.addr())).body(()).unwrap();
+        // Dropping the response future resets the stream (RST_STREAM, CANCEL).
+        match attacker.send_request(request, true) {
+            Ok((response, _)) => drop(response),
+            Err(_) => break,
+        }
+        sent += 1;
+        if sent % 500 == 0 {
+            tokio::task::yield_now().await; // let the connection write what is queued
+        }
+    }
+    let ended = tokio::time::timeout(Duration::from_secs(10), connection)
+        .await
+        .expect("the proxy ends the connection")
+        .unwrap()
+        .expect_err("with an error: the proxy's GOAWAY");
+    assert!(ended.is_go_away() && ended.is_remote(), "{ended:?}");
+    assert_eq!(ended.reason(), Some(h2::Reason::ENHANCE_YOUR_CALM), "{ended:?}");
+    let reached = h.origin.hits("/slow");
+    assert!(reached < sent / 2, "{reached} of {sent} reset streams reached the origin");
+    h.origin.on("/after", Reply::ok("still here"));
+    assert_eq!(h.get("/after").await.text(), "still here");
+}
