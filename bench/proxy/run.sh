@@ -300,7 +300,8 @@ printf 'threads\tscenario\tproxy\trequests rps p50_ms p99_ms errors cpu_s origin
     echo "# Sluice vs nginx proxy_cache, $(date -u '+%Y-%m-%d %H:%M UTC')"
     echo
     src=""; [[ $SLUICE_SRC != "$ROOT" ]] && src="SLUICE_SRC=$SLUICE_SRC "
-    echo "- command: \`${src}CLIENT=$CLIENT DURATION=$DURATION WARMUP=$WARMUP CONNECTIONS=$CONNECTIONS WRK_THREADS=$WRK_THREADS THREADS=\"$THREADS\" ROUNDS=$ROUNDS PIN=$PIN bench/proxy/run.sh\`"
+    streams=""; [[ $CLIENT == h2* ]] && streams="STREAMS=$STREAMS "
+    echo "- command: \`${src}CLIENT=$CLIENT ${streams}DURATION=$DURATION WARMUP=$WARMUP CONNECTIONS=$CONNECTIONS WRK_THREADS=$WRK_THREADS THREADS=\"$THREADS\" ROUNDS=$ROUNDS PIN=$PIN bench/proxy/run.sh\`"
     echo "- $SLUICE_DESC; $("$NGINX" -v 2>&1 | sed 's/^nginx version: //'); $(wrk -v 2>&1 | head -1 | awk '{print $1, $2}')"
     echo "- machine: $(nproc) cores ($(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo)), Linux $(uname -r), load average at start $(cut -d' ' -f1-3 /proc/loadavg)"
     if [[ $CLIENT == h2* ]]; then gen="h2load -t$WRK_THREADS -c$CONNECTIONS -m$STREAMS -D $DURATION ($CLIENT; p50 and p99 show h2load's mean and max)"; else gen="wrk -t$WRK_THREADS -c$CONNECTIONS -d$DURATION --latency ($CLIENT)"; fi
