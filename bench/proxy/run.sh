@@ -217,17 +217,20 @@ check_path() { # proxy scenario
     printf '%s' "$status"
 }
 
-# ---------------------------------------------------------------- wrk
+# ---------------------------------------------------------------- load generators
+# awk: a latency as wrk and h2load print it (850us, 1.20ms, 2m, 1.5s) in milliseconds.
+AWK_MS='
+    function ms(v) {
+        if (v ~ /us$/) { sub(/us$/, "", v); return v / 1000 }
+        if (v ~ /ms$/) { sub(/ms$/, "", v); return v + 0 }
+        if (v ~ /m$/)  { sub(/m$/, "", v); return v * 60000 }
+        if (v ~ /s$/)  { sub(/s$/, "", v); return v * 1000 }
+        return v + 0
+    }'
+
 # A wrk --latency output as: requests rps p50_ms p99_ms errors
 parse_wrk() {
-    awk '
-        function ms(v) {
-            if (v ~ /us$/) { sub(/us$/, "", v); return v / 1000 }
-            if (v ~ /ms$/) { sub(/ms$/, "", v); return v + 0 }
-            if (v ~ /m$/)  { sub(/m$/, "", v); return v * 60000 }
-            if (v ~ /s$/)  { sub(/s$/, "", v); return v * 1000 }
-            return v + 0
-        }
+    awk "$AWK_MS"'
         / requests in / { req = $1 }
         /^Requests\/sec:/ { rps = $2 }
         $1 == "50%" { p50 = ms($2) }
@@ -239,13 +242,7 @@ parse_wrk() {
 
 # An h2load output in the same form (its mean and max latency in place of p50 and p99).
 parse_h2load() {
-    awk '
-        function ms(v) {
-            if (v ~ /us$/) { sub(/us$/, "", v); return v / 1000 }
-            if (v ~ /ms$/) { sub(/ms$/, "", v); return v + 0 }
-            if (v ~ /s$/)  { sub(/s$/, "", v); return v * 1000 }
-            return v + 0
-        }
+    awk "$AWK_MS"'
         /^finished in / { rps = $4 }
         /^requests: / { req = $6; err = $10 + $12 + $14 }
         /^status codes: / { err += $7 + $9 }
