@@ -80,6 +80,7 @@ mod txn;
 pub mod units;
 mod upgrade;
 mod upstream;
+mod ws_key;
 mod zero_copy;
 
 pub use chain::LoadedModule;

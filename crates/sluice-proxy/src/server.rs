@@ -153,6 +153,11 @@ fn http_builder(state: &State) -> auto::Builder<SpawnBoxed> {
     // idle timer of its own in hyper: `serve` closes idle connections.
     let max_header_list = u32::try_from(state.config.client.max_header_bytes.0).unwrap_or(u32::MAX);
     builder.http2().timer(TokioTimer::new()).max_concurrent_streams(256).max_header_list_size(max_header_list);
+    // WebSocket (and the other upgrades allowed) over HTTP/2 by extended CONNECT, RFC 8441
+    // (`crate::upgrade`).
+    if !state.config.access.upgrade_protocols.is_empty() {
+        builder.http2().enable_connect_protocol();
+    }
     // Which protocols a connection may speak is held by the framing guard (`Speaks`):
     // `serve_connection_with_upgrades` reads it from the first bytes and ignores
     // `http1_only`.

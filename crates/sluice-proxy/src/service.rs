@@ -301,7 +301,7 @@ async fn route(
     if let Some(local) = requested.respond {
         return Ok(Routed::Response(respond::local(state, *local)));
     }
-    if parts.method == Method::CONNECT {
+    if parts.method == Method::CONNECT && !crate::upgrade::is_extended_connect(&parts) {
         if !conn.mode.forwards() {
             return Err(ProxyError::new(
                 Kind::Forbidden,
@@ -367,8 +367,16 @@ async fn route(
     let body_limit = max_body_size.unwrap_or(state.config.client.max_body_size.0);
     let body = ClientBody::new(body, Some(body_limit).filter(|&limit| limit > 0))?;
     let has_body = !http_body::Body::is_end_stream(&body);
-    if crate::upgrade::requested(&state.config.access.upgrade_protocols, &forward, has_body) {
-        return within_deadline(state, &conn.timers, crate::upgrade::open(state, txn, forward)).await;
+    if let Some(switch) = crate::upgrade::requested(&state.config.access.upgrade_protocols, &forward, has_body) {
+        return within_deadline(state, &conn.timers, crate::upgrade::open(state, txn, forward, switch)).await;
+    }
+    if forward.client.method == Method::CONNECT {
+        // An extended CONNECT (RFC 8441) that may not switch: a plain CONNECT never gets here.
+        return Err(ProxyError::new(
+            Kind::Forbidden,
+            Side::Client,
+            "extended CONNECT: its :protocol is not in access.upgrade_protocols, or its route has no HTTP origin",
+        ));
     }
     let body = match requested.buffer {
         // A module asked for the whole request body at `req_headers` (req_body.rs).

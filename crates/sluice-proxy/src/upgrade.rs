@@ -1,5 +1,6 @@
 //! Protocol upgrades through the proxy (RFC 9110 §7.8): WebSocket (RFC 6455), and whatever
-//! else `access.upgrade_protocols` lets through.
+//! else `access.upgrade_protocols` lets through; over HTTP/2, the same by extended CONNECT
+//! (RFC 8441).
 //!
 //! `Upgrade` and `Connection` are hop-by-hop fields: a proxy passes them on only when it
 //! takes part in the switch. It does for an HTTP/1.1 request without a body whose `Upgrade`
@@ -12,10 +13,20 @@
 //! - Any other answer is passed on as an ordinary response (at most [`MAX_REFUSAL_BODY`]
 //!   bytes of body), and the origin connection is closed.
 //!
+//! HTTP/2 has no `Upgrade` (RFC 9113 §8.6). A client that wants a WebSocket over HTTP/2 sends
+//! a `CONNECT` with a `:protocol` pseudo-header (RFC 8441), which HTTP/2 listeners allow
+//! (`SETTINGS_ENABLE_CONNECT_PROTOCOL`) when `access.upgrade_protocols` is not empty. It is
+//! routed like a `GET` for its `:path` and goes to the origin as the HTTP/1.1 upgrade it
+//! stands for: a `GET` with `Upgrade: <protocol>` and `Connection: upgrade`, and, for
+//! `websocket`, a fresh `Sec-WebSocket-Key` whose answer the proxy checks (`crate::ws_key`).
+//! The origin's `101` becomes a `200` on the client's stream, without `Sec-WebSocket-Accept`,
+//! and the stream is joined to the origin connection. An extended CONNECT for a protocol not
+//! listed is refused (`403`).
+//!
 //! Modules see the request phases as for any request (`req_headers`, `resolve`, `req_out`)
 //! and an answer other than a 101 as any response; the 101 and the bytes after it are not
 //! theirs to see, as a CONNECT's 200 and its tunnel are not. Other `Upgrade` requests, and
-//! every request over HTTP/2 (which has no `Upgrade`, RFC 9113 §8.6), are plain requests.
+//! other HTTP/2 requests, are plain requests.
 //!
 //! After a switch, the client connection's framing checks (`crate::framing`) stop at the
 //! first bytes that cannot be HTTP/1. A WebSocket client sends nothing before the 101 and
@@ -30,9 +41,10 @@ use crate::respond;
 use crate::service::{origin_request, Forward, Routed};
 use crate::state::State;
 use crate::txn::{module_phase, Txn};
+use crate::ws_key::{WebSocketKey, SEC_WEBSOCKET_ACCEPT, SEC_WEBSOCKET_KEY};
 use bytes::Bytes;
 use http::header::{HeaderMap, HeaderName, HeaderValue, CONNECTION, UPGRADE, VIA};
-use http::{Request, StatusCode, Version};
+use http::{Method, Request, StatusCode, Version};
 use http_body_util::{BodyExt, Empty, Limited};
 use hyper_util::rt::TokioIo;
 use sluice_module::Subject;
@@ -47,28 +59,51 @@ pub fn is_protocol_name(name: &str) -> bool {
     !name.is_empty() && name.bytes().all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
 }
 
-/// True when `forward` asks to switch to protocols the proxy lets through (`allowed`, from
-/// `access.upgrade_protocols`): an HTTP/1.1 request without a body (`has_body`), for an
-/// origin, with `Connection: upgrade` and an `Upgrade` whose every protocol is allowed
-/// (compared without case, a `/version` ignored).
-pub fn requested(allowed: &[String], forward: &Forward, has_body: bool) -> bool {
-    let headers = &forward.client.headers;
-    // Most requests stop at the first two tests: one header lookup on the common path.
-    if forward.client.version != Version::HTTP_11
-        || !headers.contains_key(UPGRADE)
-        || allowed.is_empty()
-        || has_body
-        || forward.target.origin().is_none()
-        || !elements(headers, &CONNECTION).any(|token| token.is_some_and(|t| t.eq_ignore_ascii_case("upgrade")))
-    {
-        return false;
+/// How a request asks to switch protocols.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Switch {
+    /// HTTP/1.1: `Upgrade` with `Connection: upgrade` (RFC 9110 §7.8).
+    Upgrade,
+    /// HTTP/2: `CONNECT` with `:protocol` (RFC 8441), sent on as an HTTP/1.1 upgrade.
+    ExtendedConnect,
+}
+
+/// How `forward` asks to switch to protocols the proxy lets through (`allowed`, from
+/// `access.upgrade_protocols`), if it does: an HTTP/1.1 request without a body (`has_body`),
+/// for an origin, with `Connection: upgrade` and an `Upgrade` whose every protocol is allowed
+/// (compared without case, a `/version` ignored); or an extended CONNECT (a `CONNECT` with
+/// [`hyper::ext::Protocol`], which only HTTP/2 carries) without a body, for an origin, whose
+/// protocol is allowed. (A plain `CONNECT` never gets here: it is a tunnel, `crate::connect`.)
+pub fn requested(allowed: &[String], forward: &Forward, has_body: bool) -> Option<Switch> {
+    let client = &forward.client;
+    if client.version == Version::HTTP_11 {
+        // Most requests stop at the first two tests: one header lookup on the common path.
+        if !client.headers.contains_key(UPGRADE)
+            || allowed.is_empty()
+            || has_body
+            || forward.target.origin().is_none()
+            || !elements(&client.headers, &CONNECTION)
+                .any(|token| token.is_some_and(|t| t.eq_ignore_ascii_case("upgrade")))
+        {
+            return None;
+        }
+        let allows = |offer: Option<&str>| {
+            let name = offer.and_then(|o| o.split('/').next()).unwrap_or_default().trim();
+            allowed.iter().any(|a| a.eq_ignore_ascii_case(name))
+        };
+        let mut offers = elements(&client.headers, &UPGRADE).peekable();
+        return (offers.peek().is_some() && offers.all(allows)).then_some(Switch::Upgrade);
     }
-    let allows = |offer: Option<&str>| {
-        let name = offer.and_then(|o| o.split('/').next()).unwrap_or_default().trim();
-        allowed.iter().any(|a| a.eq_ignore_ascii_case(name))
-    };
-    let mut offers = elements(headers, &UPGRADE).peekable();
-    offers.peek().is_some() && offers.all(allows)
+    if client.method != Method::CONNECT || has_body || forward.target.origin().is_none() {
+        return None;
+    }
+    let protocol = client.extensions.get::<hyper::ext::Protocol>()?.as_str();
+    allowed.iter().any(|a| a.eq_ignore_ascii_case(protocol)).then_some(Switch::ExtendedConnect)
+}
+
+/// Whether `request` is an extended CONNECT (RFC 8441): a `CONNECT` with `:protocol`.
+pub fn is_extended_connect(request: &http::request::Parts) -> bool {
+    request.method == Method::CONNECT && request.extensions.get::<hyper::ext::Protocol>().is_some()
 }
 
 /// The elements of the comma-separated list in the `name` fields, trimmed, empty ones left
@@ -81,17 +116,30 @@ fn elements<'a>(headers: &'a HeaderMap, name: &HeaderName) -> impl Iterator<Item
     })
 }
 
-/// Sends the upgrade request of `forward` to its origin (a request [`requested`] accepted)
-/// and answers: a 101 with the tunnel to run once it is sent, or the origin's refusal.
-pub async fn open(state: &State, txn: &mut Txn, mut forward: Forward) -> Result<Routed, ProxyError> {
+/// Sends the upgrade request of `forward` to its origin (a request [`requested`] accepted, in
+/// the way `switch` says) and answers: a 101 (a 200 for an extended CONNECT) with the tunnel
+/// to run once it is sent, or the origin's refusal.
+pub async fn open(state: &State, txn: &mut Txn, mut forward: Forward, switch: Switch) -> Result<Routed, ProxyError> {
     let client_side = forward
         .client
         .extensions
         .remove::<hyper::upgrade::OnUpgrade>()
         .ok_or_else(|| ProxyError::bad_request("this connection cannot switch protocols"))?;
-    let offers: Vec<HeaderValue> = forward.client.headers.get_all(UPGRADE).iter().cloned().collect();
+    let (offers, websocket_key) = match switch {
+        Switch::Upgrade => (forward.client.headers.get_all(UPGRADE).iter().cloned().collect(), None),
+        Switch::ExtendedConnect => {
+            let protocol = forward.client.extensions.get::<hyper::ext::Protocol>().map_or("", |p| p.as_str());
+            let offer = HeaderValue::from_str(protocol)
+                .map_err(|_| ProxyError::bad_request("the :protocol of an extended CONNECT is not a token"))?;
+            let key = protocol.eq_ignore_ascii_case("websocket").then(WebSocketKey::random);
+            (vec![offer], key)
+        }
+    };
     let mut headers = forward.take_origin_headers(state);
     restore_upgrade(&mut headers, offers);
+    if let Some(key) = &websocket_key {
+        headers.insert(SEC_WEBSOCKET_KEY, key.header());
+    }
     let dest = match crate::resolve::resolve(txn, &forward.target).await? {
         crate::resolve::Resolved::Connect(dest) => dest,
         crate::resolve::Resolved::Respond(local) => return Ok(Routed::Response(respond::local(state, *local))),
@@ -99,7 +147,9 @@ pub async fn open(state: &State, txn: &mut Txn, mut forward: Forward) -> Result<
     let Some(target) = dest.origin() else {
         return Err(ProxyError::bad_gateway("a protocol switch needs an HTTP origin"));
     };
-    let mut parts = origin_request(&forward.uri, forward.client.method.clone(), headers)?;
+    // The HTTP/1.1 form of an extended CONNECT is a GET (RFC 8441 §5, RFC 6455 §4.1).
+    let method = if switch == Switch::ExtendedConnect { Method::GET } else { forward.client.method.clone() };
+    let mut parts = origin_request(&forward.uri, method, headers)?;
     if let Some(local) =
         module_phase!(txn, Respond, Subject::Request(&mut parts), |m, info| m.req_out(info, &mut parts))?.respond
     {
@@ -123,6 +173,9 @@ pub async fn open(state: &State, txn: &mut Txn, mut forward: Forward) -> Result<
         .map_err(|e| ProxyError::bad_gateway("the origin failed the upgrade request").with_cause(e))?;
     txn.code = ResultCode::Miss;
     if response.status() == StatusCode::SWITCHING_PROTOCOLS {
+        if websocket_key.as_ref().is_some_and(|key| !key.accepts(response.headers().get(SEC_WEBSOCKET_ACCEPT))) {
+            return Err(ProxyError::bad_gateway("the origin's Sec-WebSocket-Accept does not answer the key sent"));
+        }
         let origin_side = hyper::upgrade::on(&mut response);
         let (mut parts, _) = response.into_parts();
         let upgraded = origin_side
@@ -130,7 +183,14 @@ pub async fn open(state: &State, txn: &mut Txn, mut forward: Forward) -> Result<
             .map_err(|e| ProxyError::bad_gateway("the origin's connection did not switch protocols").with_cause(e))?;
         let switched_to: Vec<HeaderValue> = parts.headers.get_all(UPGRADE).iter().cloned().collect();
         sluice_http::hop::remove_hop_by_hop(&mut parts.headers);
-        restore_upgrade(&mut parts.headers, switched_to);
+        match switch {
+            Switch::Upgrade => restore_upgrade(&mut parts.headers, switched_to),
+            Switch::ExtendedConnect => {
+                // RFC 8441 §5: a 2xx opens the stream; the accept value was for this proxy.
+                parts.status = StatusCode::OK;
+                parts.headers.remove(SEC_WEBSOCKET_ACCEPT);
+            }
+        }
         if state.config.headers.via {
             parts.headers.append(VIA, state.via(Version::HTTP_11));
         }

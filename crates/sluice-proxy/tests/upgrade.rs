@@ -1,5 +1,6 @@
 //! Protocol upgrades through the proxy (RFC 9110 §7.8): WebSocket handshakes pass to the
-//! origin with their `Upgrade`, and after its 101 the bytes flow both ways.
+//! origin with their `Upgrade`, and after its 101 the bytes flow both ways; over HTTP/2, by
+//! extended CONNECT (RFC 8441), sent on to the origin as HTTP/1.1 upgrades.
 
 mod common;
 
@@ -20,9 +21,11 @@ const ACCEPT: &str = "s3pPLMBiTxaQ9kYGzzhZRbK+xOo=";
 /// which is how the client connection's framing checks (`framing.rs`) know to stop.
 const PING: [u8; 6] = [0x89, 0x80, 0x12, 0x34, 0x56, 0x78];
 
-/// A WebSocket origin: it switches when asked to (`Upgrade: websocket`), then echoes every
-/// byte; it refuses a path with `/refuse` in it with a 403, and any request without an upgrade
-/// with a 426. It keeps the request heads it got.
+/// A WebSocket origin: it switches when asked to (`Upgrade: websocket`), answering the key
+/// as RFC 6455 says (but with the accept value of [`KEY`] whatever the key on a path with
+/// `/wrong-accept` in it), then echoes every byte; it refuses a path with `/refuse` in it
+/// with a 403, and any request without an upgrade with a 426. It keeps the request heads it
+/// got.
 struct EchoOrigin {
     addr: SocketAddr,
     heads: Arc<Mutex<Vec<String>>>,
@@ -59,8 +62,12 @@ async fn serve(mut stream: TcpStream, heads: Arc<Mutex<Vec<String>>>) {
         let _ = stream.write_all(b"HTTP/1.1 426 Upgrade Required\r\nContent-Length: 0\r\n\r\n").await;
         return;
     }
+    let key = field(&head, "sec-websocket-key").unwrap_or_default();
+    let wrong = head.split(' ').nth(1).is_some_and(|path| path.contains("/wrong-accept"));
+    let accept = if wrong { ACCEPT.to_owned() } else { accept_for(key) };
     let answer = format!(
-        "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: {ACCEPT}\r\n\r\n"
+        "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
+         Sec-WebSocket-Accept: {accept}\r\nSec-WebSocket-Protocol: chat\r\n\r\n"
     );
     stream.write_all(answer.as_bytes()).await.unwrap();
     stream.write_all(&rest).await.unwrap();
@@ -121,6 +128,14 @@ async fn echo(stream: &mut TcpStream, data: &[u8]) -> Vec<u8> {
     let mut back = vec![0u8; data.len()];
     tokio::time::timeout(Duration::from_secs(5), stream.read_exact(&mut back)).await.unwrap().unwrap();
     back
+}
+
+/// RFC 6455 §4.2.2: the accept value answering `key`.
+fn accept_for(key: &str) -> String {
+    use base64::Engine;
+    use sha1::Digest;
+    let hash = sha1::Sha1::new().chain_update(key).chain_update("258EAFA5-E914-47DA-95CA-C5AB0DC85B11").finalize();
+    base64::engine::general_purpose::STANDARD.encode(hash)
 }
 
 fn field<'a>(head: &'a str, name: &str) -> Option<&'a str> {
@@ -219,6 +234,133 @@ async fn protocols_not_allowed_go_on_as_plain_requests() {
     stream.write_all(request.as_bytes()).await.unwrap();
     let (head, _) = read_head(&mut stream).await.unwrap();
     assert!(head.starts_with("HTTP/1.1 426"), "{head}");
+}
+
+/// An HTTP/2 client (prior knowledge) of `proxy`, once the proxy's SETTINGS have arrived
+/// (a first request answered), and the connection's task.
+async fn http2_client(
+    proxy: SocketAddr,
+) -> (h2::client::SendRequest<bytes::Bytes>, tokio::task::JoinHandle<Result<(), h2::Error>>) {
+    let tcp = TcpStream::connect(proxy).await.unwrap();
+    let (client, connection) = h2::client::handshake(tcp).await.expect("HTTP/2 handshake");
+    let connection = tokio::spawn(connection);
+    let mut client = client.ready().await.unwrap();
+    let request = http::Request::get(format!("http://{proxy}/settings")).body(()).unwrap();
+    let (response, _) = client.send_request(request, true).unwrap();
+    response.await.expect("a first answer");
+    (client, connection)
+}
+
+/// An extended CONNECT for `protocol` to `path` (RFC 8441 §4), as a browser sends it.
+fn extended_connect(proxy: SocketAddr, path: &str, protocol: &str) -> http::Request<()> {
+    let mut request = http::Request::builder()
+        .method(http::Method::CONNECT)
+        .uri(format!("http://{proxy}{path}"))
+        .header("sec-websocket-version", "13")
+        .header("sec-websocket-protocol", "chat")
+        .body(())
+        .unwrap();
+    request.extensions_mut().insert(h2::ext::Protocol::from(protocol));
+    request
+}
+
+#[tokio::test]
+async fn rfc8441_a_websocket_over_http2_goes_to_the_origin_as_an_http1_upgrade() {
+    let ws = EchoOrigin::start().await;
+    let h = reverse_to(&ws).await;
+    let (client, _connection) = http2_client(h.addr()).await;
+    assert!(client.is_extended_connect_protocol_enabled(), "SETTINGS_ENABLE_CONNECT_PROTOCOL");
+    let mut client = client.ready().await.unwrap();
+    let (response, mut to_origin) =
+        client.send_request(extended_connect(h.addr(), "/ws/chat", "websocket"), false).unwrap();
+    let response = response.await.expect("an answer");
+    assert_eq!(response.status(), http::StatusCode::OK, "RFC 8441 §5: a 2xx opens the stream");
+    assert_eq!(response.headers().get("sec-websocket-protocol").map(|v| v.as_bytes()), Some(&b"chat"[..]));
+    for gone in ["sec-websocket-accept", "upgrade", "connection"] {
+        assert!(response.headers().get(gone).is_none(), "{gone}: {:?}", response.headers());
+    }
+    let upstream = &ws.heads()[0];
+    assert!(upstream.starts_with("GET /ws/chat HTTP/1.1"), "{upstream}");
+    assert_eq!(field(upstream, "upgrade"), Some("websocket"));
+    assert_eq!(field(upstream, "connection"), Some("upgrade"));
+    assert_eq!(field(upstream, "sec-websocket-version"), Some("13"));
+    assert_eq!(field(upstream, "sec-websocket-protocol"), Some("chat"));
+    let key = field(upstream, "sec-websocket-key").expect("the proxy makes a key");
+    assert_eq!(base64::Engine::decode(&base64::engine::general_purpose::STANDARD, key).unwrap().len(), 16);
+    // Frames both ways over the stream (the origin echoes).
+    let mut from_origin = response.into_body();
+    let frame = bytes::Bytes::from_static(&[0x81, 0x85, 0x37, 0xfa, 0x21, 0x3d, 0x7f, 0x9f, 0x4d, 0x51, 0x58]);
+    for _ in 0..3 {
+        to_origin.send_data(frame.clone(), false).unwrap();
+        let mut back = Vec::new();
+        while back.len() < frame.len() {
+            let chunk = from_origin.data().await.expect("data").unwrap();
+            let _ = from_origin.flow_control().release_capacity(chunk.len());
+            back.extend_from_slice(&chunk);
+        }
+        assert_eq!(back, frame);
+    }
+    to_origin.send_data(bytes::Bytes::new(), true).unwrap();
+    h.eventually("the tunnel closed", |h| {
+        h.proxy.state().metrics.tunnels_open.load(std::sync::atomic::Ordering::Relaxed) == 0
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn rfc8441_an_origin_whose_accept_value_does_not_answer_the_key_is_a_502() {
+    let ws = EchoOrigin::start().await;
+    let h = reverse_to(&ws).await;
+    let (client, _connection) = http2_client(h.addr()).await;
+    let mut client = client.ready().await.unwrap();
+    let (response, _) =
+        client.send_request(extended_connect(h.addr(), "/ws/wrong-accept", "websocket"), false).unwrap();
+    assert_eq!(response.await.unwrap().status(), http::StatusCode::BAD_GATEWAY);
+    // A refusal is passed on as any answer.
+    let (response, _) = client.send_request(extended_connect(h.addr(), "/ws/refuse", "websocket"), false).unwrap();
+    assert_eq!(response.await.unwrap().status(), http::StatusCode::FORBIDDEN);
+}
+
+#[tokio::test]
+async fn rfc8441_extended_connect_needs_an_allowed_protocol() {
+    let ws = EchoOrigin::start().await;
+    let h = reverse_to(&ws).await;
+    let (client, _connection) = http2_client(h.addr()).await;
+    let mut client = client.ready().await.unwrap();
+    let (response, _) = client.send_request(extended_connect(h.addr(), "/ws/chat", "chat-v2"), false).unwrap();
+    assert_eq!(response.await.unwrap().status(), http::StatusCode::FORBIDDEN);
+    assert!(ws.heads().is_empty(), "nothing reached the origin");
+    // With no protocol allowed, HTTP/2 listeners do not offer extended CONNECT at all.
+    let route =
+        RouteConfig { path_prefix: "/ws".into(), origin: Some(format!("http://{}", ws.addr)), ..Default::default() };
+    let h = Harness::build(Mode::Reverse, |c| {
+        c.route.insert(0, route);
+        c.access.upgrade_protocols.clear();
+    })
+    .await;
+    let (client, _connection) = http2_client(h.addr()).await;
+    assert!(!client.is_extended_connect_protocol_enabled());
+}
+
+#[tokio::test]
+async fn rfc8441_a_forward_proxy_passes_websockets_over_http2() {
+    let ws = EchoOrigin::start().await;
+    let h = Harness::forward().await;
+    let (client, _connection) = http2_client(h.addr()).await;
+    let mut client = client.ready().await.unwrap();
+    let mut request = extended_connect(h.addr(), "/socket", "websocket");
+    *request.uri_mut() = format!("http://{}/socket", ws.addr).parse().unwrap();
+    let (response, mut to_origin) = client.send_request(request, false).unwrap();
+    let response = response.await.unwrap();
+    assert_eq!(response.status(), http::StatusCode::OK);
+    assert!(ws.heads()[0].starts_with("GET /socket HTTP/1.1"));
+    to_origin.send_data(bytes::Bytes::from_static(&PING), false).unwrap();
+    let mut from_origin = response.into_body();
+    let mut back = Vec::new();
+    while back.len() < PING.len() {
+        back.extend_from_slice(&from_origin.data().await.expect("data").unwrap());
+    }
+    assert_eq!(back, PING);
 }
 
 #[test]
