@@ -103,9 +103,18 @@ async fn read_head(stream: &mut TcpStream) -> Option<(String, Vec<u8>)> {
 
 /// A reverse proxy whose `/ws` route goes to `ws` (everything else to the harness origin).
 async fn reverse_to(ws: &EchoOrigin) -> Harness {
+    reverse_to_with(ws, |_| {}).await
+}
+
+/// [`reverse_to`], with `tweak` applied to the configuration.
+async fn reverse_to_with(ws: &EchoOrigin, tweak: impl FnOnce(&mut sluice_proxy::config::Config)) -> Harness {
     let route =
         RouteConfig { path_prefix: "/ws".into(), origin: Some(format!("http://{}", ws.addr)), ..Default::default() };
-    Harness::build(Mode::Reverse, |c| c.route.insert(0, route)).await
+    Harness::build(Mode::Reverse, |c| {
+        c.route.insert(0, route);
+        tweak(c);
+    })
+    .await
 }
 
 /// Sends an opening handshake for `target` through `proxy`; returns the connection and the
@@ -136,6 +145,14 @@ fn accept_for(key: &str) -> String {
     use sha1::Digest;
     let hash = sha1::Sha1::new().chain_update(key).chain_update("258EAFA5-E914-47DA-95CA-C5AB0DC85B11").finalize();
     base64::engine::general_purpose::STANDARD.encode(hash)
+}
+
+/// Until every tunnel through `h` has closed.
+async fn tunnels_closed(h: &Harness) {
+    h.eventually("the tunnel closed", |h| {
+        h.proxy.state().metrics.tunnels_open.load(std::sync::atomic::Ordering::Relaxed) == 0
+    })
+    .await;
 }
 
 fn field<'a>(head: &'a str, name: &str) -> Option<&'a str> {
@@ -171,10 +188,7 @@ async fn rfc9110_7_8_a_websocket_handshake_switches_and_bytes_flow_both_ways() {
     assert_eq!(field(upstream, "sec-websocket-key"), Some(KEY));
     assert!(field(upstream, "x-forwarded-for").is_some(), "{upstream}");
     drop(stream);
-    h.eventually("the tunnel closed", |h| {
-        h.proxy.state().metrics.tunnels_open.load(std::sync::atomic::Ordering::Relaxed) == 0
-    })
-    .await;
+    tunnels_closed(&h).await;
 }
 
 #[tokio::test]
@@ -215,13 +229,7 @@ async fn an_origin_that_refuses_the_switch_is_answered_as_usual() {
 #[tokio::test]
 async fn protocols_not_allowed_go_on_as_plain_requests() {
     let ws = EchoOrigin::start().await;
-    let route =
-        RouteConfig { path_prefix: "/ws".into(), origin: Some(format!("http://{}", ws.addr)), ..Default::default() };
-    let h = Harness::build(Mode::Reverse, |c| {
-        c.route.insert(0, route);
-        c.access.upgrade_protocols.clear();
-    })
-    .await;
+    let h = reverse_to_with(&ws, |c| c.access.upgrade_protocols.clear()).await;
     let (_stream, head) = handshake(h.addr(), "/ws/chat", "").await;
     assert!(head.starts_with("HTTP/1.1 426"), "the origin saw no Upgrade: {head}");
     assert_eq!(field(&ws.heads()[0], "upgrade"), None);
@@ -249,6 +257,17 @@ async fn http2_client(
     let (response, _) = client.send_request(request, true).unwrap();
     response.await.expect("a first answer");
     (client, connection)
+}
+
+/// Reads `n` bytes from an HTTP/2 stream, giving the flow-control window back.
+async fn receive(stream: &mut h2::RecvStream, n: usize) -> Vec<u8> {
+    let mut data = Vec::new();
+    while data.len() < n {
+        let chunk = stream.data().await.expect("data").unwrap();
+        let _ = stream.flow_control().release_capacity(chunk.len());
+        data.extend_from_slice(&chunk);
+    }
+    data
 }
 
 /// An extended CONNECT for `protocol` to `path` (RFC 8441 §4), as a browser sends it.
@@ -292,19 +311,10 @@ async fn rfc8441_a_websocket_over_http2_goes_to_the_origin_as_an_http1_upgrade()
     let frame = bytes::Bytes::from_static(&[0x81, 0x85, 0x37, 0xfa, 0x21, 0x3d, 0x7f, 0x9f, 0x4d, 0x51, 0x58]);
     for _ in 0..3 {
         to_origin.send_data(frame.clone(), false).unwrap();
-        let mut back = Vec::new();
-        while back.len() < frame.len() {
-            let chunk = from_origin.data().await.expect("data").unwrap();
-            let _ = from_origin.flow_control().release_capacity(chunk.len());
-            back.extend_from_slice(&chunk);
-        }
-        assert_eq!(back, frame);
+        assert_eq!(receive(&mut from_origin, frame.len()).await, frame);
     }
     to_origin.send_data(bytes::Bytes::new(), true).unwrap();
-    h.eventually("the tunnel closed", |h| {
-        h.proxy.state().metrics.tunnels_open.load(std::sync::atomic::Ordering::Relaxed) == 0
-    })
-    .await;
+    tunnels_closed(&h).await;
 }
 
 #[tokio::test]
@@ -331,13 +341,7 @@ async fn rfc8441_extended_connect_needs_an_allowed_protocol() {
     assert_eq!(response.await.unwrap().status(), http::StatusCode::FORBIDDEN);
     assert!(ws.heads().is_empty(), "nothing reached the origin");
     // With no protocol allowed, HTTP/2 listeners do not offer extended CONNECT at all.
-    let route =
-        RouteConfig { path_prefix: "/ws".into(), origin: Some(format!("http://{}", ws.addr)), ..Default::default() };
-    let h = Harness::build(Mode::Reverse, |c| {
-        c.route.insert(0, route);
-        c.access.upgrade_protocols.clear();
-    })
-    .await;
+    let h = reverse_to_with(&ws, |c| c.access.upgrade_protocols.clear()).await;
     let (client, _connection) = http2_client(h.addr()).await;
     assert!(!client.is_extended_connect_protocol_enabled());
 }
@@ -355,12 +359,7 @@ async fn rfc8441_a_forward_proxy_passes_websockets_over_http2() {
     assert_eq!(response.status(), http::StatusCode::OK);
     assert!(ws.heads()[0].starts_with("GET /socket HTTP/1.1"));
     to_origin.send_data(bytes::Bytes::from_static(&PING), false).unwrap();
-    let mut from_origin = response.into_body();
-    let mut back = Vec::new();
-    while back.len() < PING.len() {
-        back.extend_from_slice(&from_origin.data().await.expect("data").unwrap());
-    }
-    assert_eq!(back, PING);
+    assert_eq!(receive(&mut response.into_body(), PING.len()).await, PING);
 }
 
 #[test]
