@@ -643,3 +643,52 @@ async fn http2_rapid_reset_is_cut_off() {
     h.origin.on("/after", Reply::ok("still here"));
     assert_eq!(h.get("/after").await.text(), "still here");
 }
+
+/// HTTP/2 CONTINUATION flood (CVE-2024-27316 and its kin): a request head that never ends,
+/// sent as CONTINUATION frame after CONTINUATION frame, is not collected: the proxy sends
+/// `GOAWAY` and closes the connection after a few frames, and serves other clients meanwhile.
+#[tokio::test]
+async fn http2_continuation_flood_is_cut_off() {
+    use tokio::io::AsyncWriteExt;
+    const FRAMES: usize = 1000;
+    let h = Harness::reverse().await;
+    let frame = |kind: u8, flags: u8, payload: &[u8]| {
+        let len = u32::try_from(payload.len()).unwrap().to_be_bytes();
+        let mut frame = vec![len[1], len[2], len[3], kind, flags, 0, 0, 0, 1]; // stream 1
+        frame.extend_from_slice(payload);
+        frame
+    };
+    let mut stream = tokio::net::TcpStream::connect(h.addr()).await.unwrap();
+    let mut opening = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".to_vec();
+    opening.extend_from_slice(&[0, 0, 0, 4, 0, 0, 0, 0, 0]); // empty SETTINGS
+                                                             // HEADERS without END_HEADERS: GET, http, / (static table entries 2, 6, 4).
+    opening.extend(frame(0x1, 0x0, &[0x82, 0x86, 0x84]));
+    stream.write_all(&opening).await.unwrap();
+    // Each CONTINUATION: 16,380 bytes of one-letter fields "a: b" (literal, new name).
+    let junk: Vec<u8> = [0x00, 0x01, b'a', 0x01, b'b'].repeat(16_380 / 5);
+    let continuation = frame(0x9, 0x0, &junk);
+    let mut sent = 0;
+    for _ in 0..FRAMES {
+        if stream.write_all(&continuation).await.is_err() {
+            break; // the proxy closed the connection
+        }
+        sent += 1;
+    }
+    let mut seen = Vec::new();
+    assert!(closed_by_server(&mut stream, &mut seen).await, "the connection is closed ({sent} frames sent)");
+    // The server's frames: its SETTINGS, then a GOAWAY (type 7) whose error code (after the
+    // last stream id) is ENHANCE_YOUR_CALM (0xb).
+    let mut goaway = None;
+    let mut rest = &seen[..];
+    while rest.len() >= 9 {
+        let len = usize::from(rest[0]) << 16 | usize::from(rest[1]) << 8 | usize::from(rest[2]);
+        let payload = &rest[9..(9 + len).min(rest.len())];
+        if rest[3] == 0x7 && payload.len() >= 8 {
+            goaway = Some(u32::from_be_bytes(payload[4..8].try_into().unwrap()));
+        }
+        rest = &rest[9 + payload.len()..];
+    }
+    assert_eq!(goaway, Some(0xb), "GOAWAY with ENHANCE_YOUR_CALM, after {sent} frames");
+    h.origin.on("/after", Reply::ok("still here"));
+    assert_eq!(h.get("/after").await.text(), "still here");
+}
