@@ -11,7 +11,7 @@
 #      pass-through of 1 KiB and 256 KiB, misses of new URLs (stored, then evicted from a
 #      small cache), revalidations (`no-cache` responses: a conditional request and a 304
 #      each), 304s answered from the cache, absolute-form requests to the forward listener,
-#      and HTTP/2 (h2c) hits;
+#      HTTP/2 hits (h2c), and hits over TLS (a third listener): HTTP/1.1 and HTTP/2;
 #   2. one worker, modules: the built-in `add-headers` and `body-copy` with the Proxy-Wasm
 #      `add_headers` test plugin after them, on hits, pass-through and misses.
 # Deliberately not the benchmarks' own configurations (no empty module, no empty plugin): the
@@ -24,9 +24,10 @@ set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 PORT_BASE=${PORT_BASE:-18750}
-ORIGIN_PORT=$PORT_BASE
-REVERSE_PORT=$((PORT_BASE + 1))
-FORWARD_PORT=$((PORT_BASE + 2))
+ORIGIN_PORT=$PORT_BASE # and its HTTP/2 twin on + 1 (bench/proxy/conf.sh)
+REVERSE_PORT=$((PORT_BASE + 2))
+FORWARD_PORT=$((PORT_BASE + 3))
+TLS_PORT=$((PORT_BASE + 4))
 log() { printf '[pgo-train] %s\n' "$*" >&2; }
 die() { log "$*"; exit 1; }
 source "$ROOT/bench/lib.sh"
@@ -34,10 +35,13 @@ source "$ROOT/bench/proxy/conf.sh"
 source "$ROOT/bench/plugins.sh"
 SLUICE=${1:?usage: bench/pgo/train.sh SLUICE_BIN}
 install_missing $(command -v nginx >/dev/null || echo nginx-light) $(command -v wrk >/dev/null || echo wrk) \
-    $(command -v h2load >/dev/null || echo nghttp2-client) $(command -v curl >/dev/null || echo curl)
+    $(command -v h2load >/dev/null || echo nghttp2-client) $(command -v curl >/dev/null || echo curl) \
+    $(command -v openssl >/dev/null || echo openssl)
 
 TMP=$(mktemp -d)
 write_content "$TMP"
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 30 -subj /CN=train.test \
+    -addext subjectAltName=IP:127.0.0.1 -keyout "$TMP/tls.key" -out "$TMP/tls.crt" 2>/dev/null
 origin_conf "$TMP" "$ORIGIN_PORT" >"$TMP/origin.conf"
 nginx -p "$TMP" -c "$TMP/origin.conf" -e "$TMP/origin.error.log" &
 PIDS+=("$!")
@@ -64,6 +68,15 @@ wrk_checked() {
     if grep -qE 'Non-2xx|Socket errors' <<<"$out"; then
         die "training load failed: wrk $*: $(grep -E 'Non-2xx|Socket errors' <<<"$out" | tr '\n' ' ')"
     fi
+}
+
+# Runs h2load with these arguments; dies unless it completed requests, all of them 2xx.
+h2load_checked() {
+    local out
+    out=$(h2load "$@")
+    grep -qE '^requests: [0-9]+ total, [0-9]+ started, [1-9][0-9]* done, [0-9]+ succeeded, 0 failed, 0 errored, 0 timeout' <<<"$out" &&
+        grep -qE '^status codes: [0-9]+ 2xx, 0 3xx, 0 4xx, 0 5xx' <<<"$out" ||
+        die "training load failed: h2load $*: $(grep -E '^(requests|status codes):' <<<"$out" | tr '\n' ' ')"
 }
 
 load() { # seconds path [wrk options...]
@@ -97,8 +110,9 @@ plain() {
     load 2 /v/1k
     load 2 /c/1k -H 'If-Modified-Since: Tue, 01 Jan 2030 00:00:00 GMT'
     wrk_checked -d3s -s "$TMP/forward.lua" "http://127.0.0.1:$FORWARD_PORT/"
-    h2load -c8 -m8 -D 3s "http://127.0.0.1:$REVERSE_PORT/c/1k" | grep -q ' 0 failed, 0 errored, 0 timeout' ||
-        die "training load failed: HTTP/2 requests failed"
+    h2load_checked -c8 -m8 -D 3s "http://127.0.0.1:$REVERSE_PORT/c/1k"
+    wrk_checked -d3s "https://127.0.0.1:$TLS_PORT/c/1k"
+    h2load_checked -c8 -m4 -D 3s "https://127.0.0.1:$TLS_PORT/c/1k"
 }
 
 with_modules() {
@@ -113,8 +127,11 @@ cache='[cache]
 memory = "64MiB"
 max_object = "8MiB"'
 {
-    sluice_toml "$REVERSE_PORT" "$ORIGIN_PORT" "$cache"
+    # h2c on the reverse listener (HTTP/1.1 and HTTP/2 with prior knowledge on one port).
+    CLIENT=h2c sluice_toml "$REVERSE_PORT" "$ORIGIN_PORT" "$cache"
     printf '\n[[listener]]\naddr = "127.0.0.1:%s"\nmode = "forward"\n' "$FORWARD_PORT"
+    printf '\n[[listener]]\naddr = "127.0.0.1:%s"\nmode = "reverse"\ntls = { cert = "%s", key = "%s" }\n' \
+        "$TLS_PORT" "$TMP/tls.crt" "$TMP/tls.key"
 } >"$TMP/plain.toml"
 {
     sluice_toml "$REVERSE_PORT" "$ORIGIN_PORT" "$cache"
