@@ -9,7 +9,7 @@ use std::future::Future;
 /// value on its way in (`spawn`, the task cell) and writes its stage in place when it
 /// completes, each a copy of the whole future; boxed, each of those moves a pointer, and
 /// the future is copied once, into the box. On 1 KiB hits over HTTP/2 that is about a
-/// tenth of the proxy's CPU (docs/benchmarks.md, "HTTP/2 clients").
+/// tenth of the proxy's CPU (docs/benchmarks.md, "TLS and HTTP/2 towards clients").
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct SpawnBoxed;
 
