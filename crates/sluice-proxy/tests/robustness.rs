@@ -660,20 +660,24 @@ async fn http2_continuation_flood_is_cut_off() {
     };
     let mut stream = tokio::net::TcpStream::connect(h.addr()).await.unwrap();
     let mut opening = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".to_vec();
-    opening.extend_from_slice(&[0, 0, 0, 4, 0, 0, 0, 0, 0]); // empty SETTINGS
-                                                             // HEADERS without END_HEADERS: GET, http, / (static table entries 2, 6, 4).
+    // An empty SETTINGS, then HEADERS without END_HEADERS: GET, http, / (static table
+    // entries 2, 6, 4).
+    opening.extend_from_slice(&[0, 0, 0, 4, 0, 0, 0, 0, 0]);
     opening.extend(frame(0x1, 0x0, &[0x82, 0x86, 0x84]));
     stream.write_all(&opening).await.unwrap();
     // Each CONTINUATION: 16,380 bytes of one-letter fields "a: b" (literal, new name).
     let junk: Vec<u8> = [0x00, 0x01, b'a', 0x01, b'b'].repeat(16_380 / 5);
     let continuation = frame(0x9, 0x0, &junk);
-    let mut sent = 0;
-    for _ in 0..FRAMES {
-        if stream.write_all(&continuation).await.is_err() {
-            break; // the proxy closed the connection
+    let writing = async {
+        let mut sent = 0;
+        while sent < FRAMES && stream.write_all(&continuation).await.is_ok() {
+            sent += 1;
         }
-        sent += 1;
-    }
+        sent // fewer than FRAMES: a write failed, the proxy having closed the connection
+    };
+    let sent = tokio::time::timeout(Duration::from_secs(10), writing)
+        .await
+        .expect("the proxy reads on or closes the connection, never just stops reading");
     let mut seen = Vec::new();
     assert!(closed_by_server(&mut stream, &mut seen).await, "the connection is closed ({sent} frames sent)");
     // The server's frames: its SETTINGS, then a GOAWAY (type 7) whose error code (after the
