@@ -332,34 +332,29 @@ impl ConnSetup {
             }
             Some(acceptor) => {
                 let handshake_timeout = state.config.client.header_read_timeout.0;
-                match tokio::time::timeout(handshake_timeout, acceptor.accept(stream)).await {
+                let failure = match tokio::time::timeout(handshake_timeout, acceptor.accept(stream)).await {
                     Ok(Ok(tls)) => {
-                        let metrics = &state.metrics;
-                        match tls.get_ref().1.handshake_kind() {
-                            Some(rustls::HandshakeKind::Resumed) => {
-                                metrics.tls_handshakes_resumed.fetch_add(1, Relaxed)
-                            }
-                            _ => metrics.tls_handshakes_full.fetch_add(1, Relaxed),
+                        let session = tls.get_ref().1;
+                        let kind = match session.handshake_kind() {
+                            Some(rustls::HandshakeKind::Resumed) => &state.metrics.tls_handshakes_resumed,
+                            _ => &state.metrics.tls_handshakes_full,
                         };
+                        kind.fetch_add(1, Relaxed);
                         // HTTP/2 over TLS only when ALPN chose it (RFC 9113 §3.3).
-                        let h2 = tls.get_ref().1.alpn_protocol() == Some(b"h2".as_slice());
+                        let h2 = session.alpn_protocol() == Some(b"h2".as_slice());
                         let speaks = if h2 { Speaks::Http2 } else { Speaks::Http1 };
-                        let verified = tls.get_ref().1.peer_certificates().and_then(|chain| chain.first());
+                        let verified = session.peer_certificates().and_then(|chain| chain.first());
                         conn.client_cert = verified.and_then(crate::client_cert::forwarded_value).map(Arc::new);
                         let conn = Arc::new(conn);
                         let guarded =
                             StrictHttp1::new(tls, self.max_head).noting_options(options_forms).speaking(speaks);
-                        serve(&self, conn, guarded).await
+                        return serve(&self, conn, guarded).await;
                     }
-                    Ok(Err(e)) => {
-                        state.metrics.tls_handshake_failures.fetch_add(1, Relaxed);
-                        tracing::debug!("TLS handshake from {client}: {e}");
-                    }
-                    Err(_) => {
-                        state.metrics.tls_handshake_failures.fetch_add(1, Relaxed);
-                        tracing::debug!("TLS handshake from {client} timed out");
-                    }
-                }
+                    Ok(Err(e)) => e.to_string(),
+                    Err(_) => "timed out".to_owned(),
+                };
+                state.metrics.tls_handshake_failures.fetch_add(1, Relaxed);
+                tracing::debug!("TLS handshake from {client}: {failure}");
             }
         }
     }

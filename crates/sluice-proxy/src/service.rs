@@ -346,8 +346,8 @@ async fn route(
         parts.extensions.insert(crate::esi::EsiRoute::clone(&route));
         (route, client_url(conn, &parts), parts.headers.clone())
     });
-    if let Some(cert) = &conn.client_cert {
-        // An extension of the request, not a field of every one.
+    if let Some(cert) = conn.client_cert.as_ref().filter(|_| state.config.headers.forward_client_cert) {
+        // An extension of the request, not a field of every one; only when it goes on.
         parts.extensions.insert(crate::client_cert::Verified(Arc::clone(cert)));
     }
     let mut forward = Forward {

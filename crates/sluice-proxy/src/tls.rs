@@ -26,8 +26,7 @@ const SESSION_CACHE_ENTRIES: usize = 16 * 1024;
 /// A listener's session resumption, so that a returning client's handshake skips the
 /// certificate and the server's signature (RFC 8446 §2.2): TLS 1.3 tickets sealed with keys
 /// that rotate every 6 hours (rustls's `Ticketer`, ChaCha20-Poly1305), and a cache of TLS 1.2
-/// sessions
-/// ([`SESSION_CACHE_ENTRIES`]). One listener's, never shared with another: rustls leaves it
+/// sessions ([`SESSION_CACHE_ENTRIES`]). One listener's, never shared with another: rustls leaves it
 /// to the server not to resume a session under other settings than it began with (a session
 /// begun without a client certificate must not resume where one is required). A reload
 /// carries it over to the listener's next generation, so clients resume across reloads too,
