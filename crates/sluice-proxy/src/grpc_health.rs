@@ -1,31 +1,41 @@
 //! gRPC health checks of origins (`health_check.grpc_service` on a route with `http2`): the
 //! standard health service's `Check` call (`grpc.health.v1.Health`, as Envoy's and
 //! Kubernetes' gRPC probes make it), passed when the origin answers `SERVING` for the service.
-//! The two messages are small enough to write and read here: `HealthCheckRequest { string
-//! service = 1; }` and `HealthCheckResponse { ServingStatus status = 1; }`, each in gRPC's
-//! length-prefixed framing.
+//! Its two messages, `HealthCheckRequest { string service = 1; }` and `HealthCheckResponse {
+//! ServingStatus status = 1; }`, are declared here for `prost`, each in gRPC's length-prefixed
+//! framing on the wire.
 
 use bytes::{BufMut, Bytes, BytesMut};
 use http::{HeaderMap, StatusCode};
+use prost::Message;
 
 /// The call's path.
 pub(crate) const PATH: &str = "/grpc.health.v1.Health/Check";
 
 /// `HealthCheckResponse.status` of a service that serves.
-const SERVING: u64 = 1;
+const SERVING: i32 = 1;
+
+/// `grpc.health.v1.HealthCheckRequest`.
+#[derive(Clone, PartialEq, Message)]
+struct HealthCheckRequest {
+    #[prost(string, tag = "1")]
+    service: String,
+}
+
+/// `grpc.health.v1.HealthCheckResponse` (its `ServingStatus` enum as the number it is).
+#[derive(Clone, PartialEq, Message)]
+struct HealthCheckResponse {
+    #[prost(int32, tag = "1")]
+    status: i32,
+}
 
 /// The request message asking about `service` ("" for the server as a whole), framed.
 pub(crate) fn request_body(service: &str) -> Bytes {
-    let mut message = BytesMut::new();
-    if !service.is_empty() {
-        message.put_u8(0x0a); // field 1, length-delimited
-        put_varint(&mut message, service.len() as u64);
-        message.put_slice(service.as_bytes());
-    }
-    let mut framed = BytesMut::with_capacity(5 + message.len());
+    let message = HealthCheckRequest { service: service.to_owned() };
+    let mut framed = BytesMut::with_capacity(5 + message.encoded_len());
     framed.put_u8(0); // not compressed
-    framed.put_u32(message.len() as u32);
-    framed.put_slice(&message);
+    framed.put_u32(message.encoded_len() as u32);
+    message.encode(&mut framed).expect("the buffer has room for the message");
     framed.freeze()
 }
 
@@ -42,51 +52,7 @@ pub(crate) fn serving(status: StatusCode, head: &HeaderMap, body: &[u8], trailer
     if compressed != 0 || u32::from_be_bytes(*length) as usize != message.len() {
         return false;
     }
-    status_field(message) == Some(SERVING)
-}
-
-/// Field 1 of a `HealthCheckResponse` (0, `UNKNOWN`, when absent); `None` when the message
-/// does not parse.
-fn status_field(mut message: &[u8]) -> Option<u64> {
-    let mut status = 0;
-    while !message.is_empty() {
-        let key = varint(&mut message)?;
-        match (key >> 3, key & 7) {
-            (1, 0) => status = varint(&mut message)?,
-            (_, 0) => {
-                varint(&mut message)?;
-            }
-            (_, 1) => message = message.get(8..)?,
-            (_, 2) => {
-                let length = usize::try_from(varint(&mut message)?).ok()?;
-                message = message.get(length..)?;
-            }
-            (_, 5) => message = message.get(4..)?,
-            _ => return None,
-        }
-    }
-    Some(status)
-}
-
-fn varint(bytes: &mut &[u8]) -> Option<u64> {
-    let mut value = 0u64;
-    for shift in (0..64).step_by(7) {
-        let (&byte, rest) = bytes.split_first()?;
-        *bytes = rest;
-        value |= u64::from(byte & 0x7f) << shift;
-        if byte & 0x80 == 0 {
-            return Some(value);
-        }
-    }
-    None
-}
-
-fn put_varint(out: &mut BytesMut, mut value: u64) {
-    while value >= 0x80 {
-        out.put_u8((value as u8) | 0x80);
-        value >>= 7;
-    }
-    out.put_u8(value as u8);
+    HealthCheckResponse::decode(message).is_ok_and(|response| response.status == SERVING)
 }
 
 #[cfg(test)]
