@@ -40,8 +40,7 @@ install_missing $(command -v nginx >/dev/null || echo nginx-light) $(command -v 
 
 TMP=$(mktemp -d)
 write_content "$TMP"
-openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 30 -subj /CN=train.test \
-    -addext subjectAltName=IP:127.0.0.1 -keyout "$TMP/tls.key" -out "$TMP/tls.crt" 2>/dev/null
+tls_cert "$TMP"
 origin_conf "$TMP" "$ORIGIN_PORT" >"$TMP/origin.conf"
 nginx -p "$TMP" -c "$TMP/origin.conf" -e "$TMP/origin.error.log" &
 PIDS+=("$!")
@@ -131,7 +130,7 @@ max_object = "8MiB"'
     CLIENT=h2c sluice_toml "$REVERSE_PORT" "$ORIGIN_PORT" "$cache"
     printf '\n[[listener]]\naddr = "127.0.0.1:%s"\nmode = "forward"\n' "$FORWARD_PORT"
     printf '\n[[listener]]\naddr = "127.0.0.1:%s"\nmode = "reverse"\ntls = { cert = "%s", key = "%s" }\n' \
-        "$TLS_PORT" "$TMP/tls.crt" "$TMP/tls.key"
+        "$TLS_PORT" "$TLS_CERT" "$TLS_KEY"
 } >"$TMP/plain.toml"
 {
     sluice_toml "$REVERSE_PORT" "$ORIGIN_PORT" "$cache"

@@ -32,10 +32,8 @@ scheme=http
 case $CLIENT in
     http | h2c) ;;
     https | h2)
-        scheme=https TLS_CERT=$TMP/proxy.crt TLS_KEY=$TMP/proxy.key
-        openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 30 -subj /CN=bench.test \
-            -addext subjectAltName=IP:127.0.0.1 -keyout "$TLS_KEY" -out "$TLS_CERT" 2>/dev/null
-        export TLS_CERT TLS_KEY ;;
+        scheme=https
+        tls_cert "$TMP" ;;
     *) die "CLIENT must be http, https, h2 or h2c" ;;
 esac
 write_content "$TMP"

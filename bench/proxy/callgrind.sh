@@ -84,11 +84,9 @@ SCHEME=http
 case $CLIENT in
     http) CURL_PROTO=(--http1.1) ;;
     https | h2)
-        SCHEME=https TLS_CERT=$TMP/proxy.crt TLS_KEY=$TMP/proxy.key
+        SCHEME=https
         CURL_PROTO=(-k "$([[ $CLIENT == h2 ]] && echo --http2 || echo --http1.1)")
-        openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 30 -subj /CN=bench.test \
-            -addext subjectAltName=IP:127.0.0.1 -keyout "$TLS_KEY" -out "$TLS_CERT" 2>/dev/null
-        export TLS_CERT TLS_KEY ;;
+        tls_cert "$TMP" ;;
     *) die "CLIENT must be http, https or h2" ;;
 esac
 write_content "$TMP"

@@ -13,6 +13,8 @@
 #                                 HTTP/1.1 (default), HTTP/1.1 over TLS, HTTP/2 over TLS (ALPN),
 #                                 HTTP/2 with prior knowledge; https and h2 need TLS_CERT and
 #                                 TLS_KEY (environment: PEM files)
+#   tls_cert DIR                  a self-signed P-256 certificate for 127.0.0.1 and its key
+#                                 in DIR; sets and exports TLS_CERT and TLS_KEY
 #   nginx_conf DIR NAME PORT ORIGIN_PORT WORKERS [MASTER] [EXTRA]
 #                                 nginx proxy_cache config (stdout); MASTER on|off (default on,
 #                                 off: the single process serves, for valgrind); EXTRA: more
@@ -128,6 +130,13 @@ $admin
 [log]
 # no access_log: off, like nginx's
 EOF
+}
+
+tls_cert() {
+    TLS_CERT=$1/proxy.crt TLS_KEY=$1/proxy.key
+    openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 30 -subj /CN=bench.test \
+        -addext subjectAltName=IP:127.0.0.1 -keyout "$TLS_KEY" -out "$TLS_CERT" 2>/dev/null
+    export TLS_CERT TLS_KEY
 }
 
 # The proxy listener's lines for CLIENT (see the top of this file).

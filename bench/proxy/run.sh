@@ -113,12 +113,7 @@ TMP=$(mktemp -d "${TMPDIR:-/tmp}/sluice-bench.XXXXXX")
 mkdir -p "$TMP/wrk"
 
 # ---------------------------------------------------------------- TLS towards clients
-if [[ $SCHEME == https ]]; then
-    TLS_CERT=$TMP/proxy.crt TLS_KEY=$TMP/proxy.key
-    openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 30 -subj /CN=bench.test \
-        -addext subjectAltName=IP:127.0.0.1 -keyout "$TLS_KEY" -out "$TLS_CERT" 2>/dev/null
-    export TLS_CERT TLS_KEY
-fi
+[[ $SCHEME == https ]] && tls_cert "$TMP"
 export CLIENT
 
 # ---------------------------------------------------------------- content
