@@ -46,10 +46,13 @@ pub async fn finalize(
             .client_resp_headers(info, &mut parts))
         {
             Ok(outcome) => {
-                let has_body = *method != Method::HEAD
-                    && !parts.status.is_informational()
+                let status_has_body = !parts.status.is_informational()
                     && parts.status != StatusCode::NO_CONTENT
                     && parts.status != StatusCode::NOT_MODIFIED;
+                let has_body = *method != Method::HEAD && status_has_body;
+                if *method == Method::HEAD && status_has_body {
+                    drop_length_modules_may_change(&mut txn, &mut parts.headers, &body);
+                }
                 // No body phase without a body, or once every module is done.
                 if let Some(found) = if has_body { body_phases(&mut txn, &body) } else { None } {
                     phases = found;
@@ -83,6 +86,19 @@ pub async fn finalize(
     }
     txn.responding(&parts);
     Response::from_parts(parts, body.with_txn(txn, phases))
+}
+
+/// A `HEAD` response's `Content-Length` must be the one a `GET` would get (RFC 9110 §8.6):
+/// when an active module may change the body that `GET` would carry, the length the store or
+/// origin gave is not known to be it, so none is sent (which §8.6 allows).
+fn drop_length_modules_may_change(txn: &mut Txn, headers: &mut http::HeaderMap, body: &ProxyBody) {
+    let may_change = txn
+        .modules
+        .edits()
+        .is_some_and(|edits| edits.client_response || (body.is_from_origin() && edits.origin_response));
+    if may_change {
+        headers.remove(header::CONTENT_LENGTH);
+    }
 }
 
 /// The body phases `body` runs for the modules still active; `None` when there are none.

@@ -386,6 +386,14 @@ async fn three_modules_run_in_order_and_body_phases_chain() {
     let hit = h.get("/chain").await;
     assert_eq!(hit.text(), "body[a][b][c]", "client body phases run on hits too");
     assert_eq!(h.origin.hits("/chain"), 1, "and the stored body is the origin's");
+    // RFC 9110 §8.6: a HEAD's Content-Length is the GET's, which the modules may change.
+    let head = h.send("HEAD", "/chain", &[], None).await;
+    assert_eq!(head.status, 200);
+    assert_eq!(head.header("x-chain"), "a,b,c");
+    assert_eq!(head.header("content-length"), "", "the stored length is not what a GET gets now");
+    h.origin.on("/chain-miss", Reply::ok("body"));
+    let head = h.send("HEAD", "/chain-miss", &[], None).await;
+    assert_eq!(head.header("content-length"), "", "on a miss either");
 }
 
 // ---- verdicts ----------------------------------------------------------------------------------
