@@ -74,7 +74,7 @@ pub async fn fetch(state: &Arc<State>, url: &str, purpose: Purpose) -> Result<Fe
 /// URL as clients name it, mapped by the routes (ESI includes). Origin failures become the
 /// proxy's error response, with [`Fetched::error`] set.
 pub async fn fetch_as(state: &Arc<State>, request: Request<()>, mode: Mode) -> Fetched {
-    let mut txn = Txn::start(state, INTERNAL, &request);
+    let mut txn = Txn::start(state, INTERNAL, &request, false);
     let (mut parts, ()) = request.into_parts();
     let result = async {
         txn.check_start()?;

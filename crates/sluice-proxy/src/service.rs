@@ -218,7 +218,7 @@ pub async fn handle(
     let _busy = conn.activity.as_ref().map(crate::idle::Activity::busy);
     let conn = if conn.forwards_clients { crate::forwarded::for_request(&state, conn, req.headers()) } else { conn };
     OptionsForms::mark(conn.options_forms.as_deref(), &mut req);
-    let mut txn = Txn::start(&state, conn.client, &req);
+    let mut txn = Txn::start(&state, conn.client, &req, conn.tls);
     let method = req.method().clone();
     // hyper writes no body for HEAD: nothing to send with `sendfile`.
     let zero_copy =

@@ -56,8 +56,8 @@ impl Txn {
     /// Starts a transaction for `req` from `client`. Boxed from the start: the transaction
     /// travels from the request's future to the response body, and a pointer is cheaper to
     /// move than its 400 bytes.
-    pub fn start<B>(state: &Arc<State>, client: SocketAddr, req: &Request<B>) -> Box<Self> {
-        Self::begin(state, client, req, false)
+    pub fn start<B>(state: &Arc<State>, client: SocketAddr, req: &Request<B>, tls: bool) -> Box<Self> {
+        Self::begin(state, client, req, tls, false)
     }
 
     /// Starts the transaction of a background revalidation (`stale-while-revalidate`) of
@@ -67,10 +67,10 @@ impl Txn {
     pub fn background(state: &Arc<State>, client: SocketAddr, uri: &http::Uri) -> Box<Self> {
         let mut req = Request::new(());
         *req.uri_mut() = uri.clone();
-        Self::begin(state, client, &req, true)
+        Self::begin(state, client, &req, false, true)
     }
 
-    fn begin<B>(state: &Arc<State>, client: SocketAddr, req: &Request<B>, background: bool) -> Box<Self> {
+    fn begin<B>(state: &Arc<State>, client: SocketAddr, req: &Request<B>, tls: bool, background: bool) -> Box<Self> {
         let info = TxnInfo {
             id: state.next_txn_id(),
             client,
@@ -87,8 +87,8 @@ impl Txn {
             start_failure,
             code: ResultCode::None,
             peer: None,
-            // Formatted only for the access log; routing sets the absolute URL.
-            url: if logged { without_userinfo(req.uri()) } else { String::new() },
+            // Formatted only for the access log; routing sets the URL it resolved.
+            url: if logged { logged_url(req.uri(), headers, tls) } else { String::new() },
             status: 0,
             content_type: None,
             head_bytes: 0,
@@ -339,6 +339,22 @@ impl Txn {
 
 /// `uri` as text without its userinfo (`user:password@`), which is refused
 /// (`service::check_target`) and must not reach the log on its way out.
+/// The URL a request is logged under until routing resolves it (and when it never does: a
+/// module's local answer, a refused client): its absolute form, the origin form completed
+/// with the `Host` it names, as Squid logs an accelerated request. A `Host` that is not a
+/// valid authority is left out (it could break the log line), and so is userinfo.
+fn logged_url(uri: &http::Uri, headers: &http::HeaderMap, tls: bool) -> String {
+    let host = headers.get(header::HOST).and_then(|h| h.to_str().ok()).filter(|h| !h.contains('@'));
+    match host.filter(|_| uri.scheme().is_none() && uri.path().starts_with('/')) {
+        Some(host) if host.parse::<http::uri::Authority>().is_ok() => {
+            let scheme = if tls { "https" } else { "http" };
+            let path = uri.path_and_query().map_or("/", |p| p.as_str());
+            format!("{scheme}://{host}{path}")
+        }
+        _ => without_userinfo(uri),
+    }
+}
+
 fn without_userinfo(uri: &http::Uri) -> String {
     let text = uri.to_string();
     match uri.authority().map(|a| a.as_str()).and_then(|a| a.rfind('@').map(|at| &a[..=at])) {
@@ -349,7 +365,26 @@ fn without_userinfo(uri: &http::Uri) -> String {
 
 #[cfg(test)]
 mod userinfo_tests {
-    use super::without_userinfo;
+    use super::{logged_url, without_userinfo};
+
+    #[test]
+    fn origin_form_is_logged_with_its_host() {
+        let logged = |uri: &str, host: Option<&str>, tls: bool| {
+            let mut headers = http::HeaderMap::new();
+            if let Some(host) = host {
+                headers.insert(http::header::HOST, host.parse().unwrap());
+            }
+            logged_url(&uri.parse().unwrap(), &headers, tls)
+        };
+        assert_eq!(logged("/x/y?z", Some("www.example.com"), false), "http://www.example.com/x/y?z");
+        assert_eq!(logged("/x", Some("example.com:8443"), true), "https://example.com:8443/x");
+        assert_eq!(logged("/x", None, false), "/x");
+        assert_eq!(logged("/x", Some("a b"), false), "/x", "not an authority");
+        assert_eq!(logged("/x", Some("u@h"), false), "/x", "no userinfo");
+        assert_eq!(logged("http://u:p@h/x", Some("other"), false), "http://h/x", "absolute form wins");
+        assert_eq!(logged("h:443", Some("h:443"), false), "h:443", "CONNECT");
+        assert_eq!(logged("*", Some("h"), false), "*");
+    }
 
     #[test]
     fn userinfo_is_left_out_of_the_logged_url() {

@@ -265,3 +265,20 @@ async fn a_modules_log_fields_appear_in_the_access_log_line() {
     assert!(line.contains(&h.origin.url("/logged")), "{line}");
     assert!(line.ends_with("recorder=1"), "the recorder's field ends the line: {line}");
 }
+
+#[tokio::test]
+async fn a_local_answer_before_routing_is_logged_under_its_absolute_url() {
+    let log = common::LogFile::new();
+    let log_path = log.path.clone();
+    let journal = Journal::default();
+    let h = Harness::build_with_modules(
+        Mode::Reverse,
+        move |c, _| c.log.access_log = Some(log_path),
+        vec![Recorder::scripted(&journal, "req_headers", refuse)],
+    )
+    .await;
+    let reply = h.get_with("/denied?q=1", &[("host", "www.example.com")]).await;
+    assert_eq!(reply.status, 403);
+    let line = log.lines(&h, 1).await.remove(0);
+    assert!(line.contains(" GET http://www.example.com/denied?q=1 "), "as Squid logs accelerated requests: {line}");
+}
