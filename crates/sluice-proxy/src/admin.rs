@@ -8,7 +8,7 @@
 //! | `GET\|PUT\|DELETE /cache`, `/cache/*`, `POST /fetch`, `/prefetch` | yes | content management (`admin_content`, docs/content.md) |
 //! | `POST /cache/sweep` | yes | one expiry sweep now (`sweep`); the report as JSON |
 //! | `POST /log/reopen` | yes | reopen the access log file at its path (log rotation); 404 without one, 500 when it cannot be opened |
-//! | `GET /config` | yes | the running configuration, every option with its value, as TOML (as `sluice serve --print-config` shows a file; the admin token redacted) |
+//! | `GET /config` | yes | the running configuration, every option with its value, as TOML (as `sluice serve --print-config` shows a file; the admin token redacted; the `[[module]]` entries as they run, changes through `/modules/` included) |
 //! | `POST /config/reload` | yes | re-read the `--config` file and make it the running configuration (`crate::generation`); the report as JSON; 404 without a file, 400 when it is rejected (nothing changes) |
 //! | `GET /modules` | yes | JSON list of the `[[module]]` entries: name, kind, order, state, modules |
 //! | `GET /modules/<name>` | yes | one entry, as listed |
@@ -167,9 +167,12 @@ async fn reopen_log(state: &State) -> AdminResponse {
 }
 
 /// `GET /config`: what runs now (after reloads, with the settings kept for a restart at
-/// their running values).
+/// their running values, and the module entries as the admin API left them).
 fn running_config(state: &State) -> AdminResponse {
     let mut config = state.config.clone();
+    if let Some(manager) = &state.module_manager {
+        config.module = manager.entries();
+    }
     if config.admin.token.is_some() {
         config.admin.token = Some("(redacted)".to_owned());
     }

@@ -57,7 +57,7 @@ pub enum ModuleError {
 }
 
 /// One entry as listed by `GET /modules`.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct ModuleStatus {
     pub name: String,
     pub kind: &'static str,
@@ -67,6 +67,8 @@ pub struct ModuleStatus {
     pub on_error: &'static str,
     /// The names of the modules the entry put in the chain, in order.
     pub modules: Vec<String>,
+    /// The entry's settings as they run (a Wasm plugin's `path` and `plugin_config`, ...).
+    pub settings: toml::Table,
 }
 
 /// What a configuration (re)load did, by entry name.
@@ -203,6 +205,11 @@ impl ModuleManager {
         self.entries.lock().iter().find(|e| e.config.name == name).map(|e| e.config.clone())
     }
 
+    /// Every entry's configuration, in order.
+    pub fn entries(&self) -> Vec<ModuleConfig> {
+        self.entries.lock().iter().map(|e| e.config.clone()).collect()
+    }
+
     /// Every entry, in order.
     pub fn statuses(&self) -> Vec<ModuleStatus> {
         let entries = self.entries.lock().clone();
@@ -219,6 +226,7 @@ impl ModuleManager {
                     crate::config::OnError::Closed => "closed",
                 },
                 modules: e.modules.iter().map(|m| m.name().to_owned()).collect(),
+                settings: e.config.settings.clone(),
             })
             .collect()
     }

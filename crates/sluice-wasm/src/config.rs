@@ -183,7 +183,11 @@ impl<'de> Deserialize<'de> for WasmSpec {
         let mut table = serde_json::Map::<String, serde_json::Value>::deserialize(deserializer)?;
         let path = table.remove("path").ok_or_else(|| D::Error::missing_field("path"))?;
         let path = serde_json::from_value(path).map_err(D::Error::custom)?;
-        let config = serde_json::from_value(serde_json::Value::Object(table)).map_err(D::Error::custom)?;
+        let config = serde_json::from_value(serde_json::Value::Object(table))
+            // The known keys serde lists are `WasmConfig`'s: `path` is one too.
+            .map_err(|e| {
+                D::Error::custom(e.to_string().replacen("expected one of `", "expected one of `path`, `", 1))
+            })?;
         Ok(Self { path, config })
     }
 }
@@ -229,7 +233,11 @@ mod tests {
         assert_eq!(spec.config.limits.deadline_ms, 20);
         assert_eq!(spec.config.limits.memory_mib, 64);
         assert!(spec.config.request_headers_in_response);
-        assert!(serde_json::from_str::<WasmSpec>(r#"{"path": "p.wasm", "atach": "origin"}"#).is_err());
+        let unknown = serde_json::from_str::<WasmSpec>(r#"{"path": "p.wasm", "atach": "origin"}"#).unwrap_err();
+        assert!(
+            unknown.to_string().contains("unknown field `atach`, expected one of `path`, `plugin_config`"),
+            "{unknown}"
+        );
         assert!(serde_json::from_str::<WasmSpec>(r#"{"path": "p.wasm", "limits": {"deadline": 1}}"#).is_err());
         assert!(serde_json::from_str::<WasmSpec>(r#"{"path": "p.wasm", "failure": "maybe"}"#).is_err());
         assert!(serde_json::from_str::<WasmSpec>(r#"{"path": "p.wasm", "log_level": "loud"}"#).is_err());

@@ -137,7 +137,7 @@ impl SlotState {
         Stats::bump(match fault {
             Fault::Deadline => &stats.deadline_kills,
             Fault::Memory => &stats.memory_kills,
-            Fault::Trap(_) => &stats.traps,
+            Fault::Trap(_) | Fault::Refused(_) => &stats.traps,
         });
         self.vm = None;
         self.generation += 1;

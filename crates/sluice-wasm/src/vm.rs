@@ -24,8 +24,11 @@ pub(crate) enum Fault {
     Deadline,
     /// The instance's memory would have grown past its limit.
     Memory,
-    /// Any other trap (or a start-up callback that returned false).
+    /// Any other trap.
     Trap(String),
+    /// The plugin cannot start: an export it lacks, or a start-up callback
+    /// (`proxy_on_vm_start`, `proxy_on_configure`) that returned false.
+    Refused(String),
 }
 
 impl std::fmt::Display for Fault {
@@ -34,6 +37,7 @@ impl std::fmt::Display for Fault {
             Fault::Deadline => f.write_str("callback deadline exceeded"),
             Fault::Memory => f.write_str("memory limit exceeded"),
             Fault::Trap(reason) => write!(f, "trap: {reason}"),
+            Fault::Refused(reason) => f.write_str(reason),
         }
     }
 }
@@ -250,22 +254,22 @@ impl PluginVm {
         store.set_epoch_deadline(start_deadline);
         let instance = compiled.pre.instantiate(&mut store).map_err(|err| classify(&mut store, err))?;
         let memory =
-            instance.get_memory(&mut store, "memory").ok_or_else(|| Fault::Trap("no exported memory".into()))?;
+            instance.get_memory(&mut store, "memory").ok_or_else(|| Fault::Refused("no exported memory".into()))?;
         let alloc =
-            match optional::<i32, i32>(&instance, &mut store, "proxy_on_memory_allocate").map_err(Fault::Trap)? {
+            match optional::<i32, i32>(&instance, &mut store, "proxy_on_memory_allocate").map_err(Fault::Refused)? {
                 Some(alloc) => alloc,
                 None => optional::<i32, i32>(&instance, &mut store, "malloc")
-                    .map_err(Fault::Trap)?
-                    .ok_or_else(|| Fault::Trap("no allocator export".into()))?,
+                    .map_err(Fault::Refused)?
+                    .ok_or_else(|| Fault::Refused("no allocator export".into()))?,
             };
         store.data_mut().exports = Some(GuestExports { memory, alloc });
         for init in ["_initialize", "_start"] {
-            if let Some(init) = optional::<(), ()>(&instance, &mut store, init).map_err(Fault::Trap)? {
+            if let Some(init) = optional::<(), ()>(&instance, &mut store, init).map_err(Fault::Refused)? {
                 init.call(&mut store, ()).map_err(|err| classify(&mut store, err))?;
                 break;
             }
         }
-        let exports = Exports::resolve(&instance, &mut store).map_err(Fault::Trap)?;
+        let exports = Exports::resolve(&instance, &mut store).map_err(Fault::Refused)?;
         let mut vm = Self { store, exports, next_id: ROOT_ID + 1, deadline: ticks_for(deadline) };
         vm.store.data_mut().call.context_id = ROOT_ID;
         let root = ROOT_ID as i32;
@@ -277,7 +281,7 @@ impl PluginVm {
                 .call(&mut vm.store, (root, guest_size(vm_config_len)))
                 .map_err(|err| classify(&mut vm.store, err))?;
             if ok == 0 {
-                return Err(Fault::Trap("proxy_on_vm_start returned false".into()));
+                return Err(Fault::Refused("proxy_on_vm_start returned false".into()));
             }
         }
         if let Some(configure) = vm.exports.configure.clone() {
@@ -286,7 +290,7 @@ impl PluginVm {
                 .call(&mut vm.store, (root, guest_size(plugin_config_len)))
                 .map_err(|err| classify(&mut vm.store, err))?;
             if ok == 0 {
-                return Err(Fault::Trap("proxy_on_configure returned false (configuration rejected)".into()));
+                return Err(Fault::Refused("proxy_on_configure returned false (configuration rejected)".into()));
             }
         }
         vm.store.data_mut().call = Call::default();

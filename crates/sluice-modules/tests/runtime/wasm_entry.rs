@@ -27,6 +27,7 @@ async fn a_wasm_plugin_configured_in_a_module_entry_edits_proxied_responses() {
         serde_json::json!([{
             "name": "headers", "kind": "wasm", "order": 0, "state": "loaded", "on_error": "open",
             "modules": ["headers"],
+            "settings": { "path": plugin("add_headers").display().to_string(), "instances": 2 },
         }])
     );
     let stats = proxy.admin("GET", "/modules/headers/stats", None, None).await;
@@ -52,6 +53,13 @@ async fn a_plugin_loaded_through_the_admin_api_runs_until_it_is_unloaded() {
     assert_eq!((entry["kind"].as_str(), entry["order"].as_u64()), (Some("wasm"), Some(0)));
     let reply = proxy.get("/b").await;
     assert_eq!((reply.text().as_str(), reply.header("x-wasm-2")), ("plain", "two"));
+    // The running configuration shows the entry as loaded, before the file's.
+    let running = proxy.admin("GET", "/config", None, None).await;
+    let running: toml::Table = running.text().parse().unwrap();
+    let entries = running["module"].as_array().unwrap();
+    let names: Vec<_> = entries.iter().map(|e| e["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["late", "noop"]);
+    assert_eq!(entries[0]["settings"]["path"].as_str(), Some(plugin("add_headers").display().to_string().as_str()));
 
     // Reload from the path alone (text/plain): the other settings stay.
     let path = plugin("add_headers").display().to_string();
