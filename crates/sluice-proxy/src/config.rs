@@ -26,7 +26,6 @@ pub struct Config {
     pub cpu_pool: CpuPoolConfig,
     pub module: Vec<ModuleConfig>,
     /// Request rates allowed per client; none by default.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub rate_limit: Vec<crate::rate_limit_config::RateLimitConfig>,
     /// Proxy authentication of forward-proxy requests; none by default.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -117,7 +116,7 @@ pub struct TlsConfig {
     pub cert: PathBuf,
     pub key: PathBuf,
     /// More certificates, each served to the clients that ask for a DNS name it lists.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(default)]
     pub sni: Vec<CertKeyConfig>,
     /// A PEM file of the certificate authorities whose client certificates the listener asks
     /// for and checks (mutual TLS). Default: none, no client certificates.
@@ -149,6 +148,7 @@ pub struct CertKeyConfig {
 #[serde(deny_unknown_fields, default)]
 pub struct AccessConfig {
     /// Client networks allowed to use the proxy listeners. Others get 403.
+    #[serde(deserialize_with = "crate::acl::deserialize_nets")]
     pub allow: Vec<IpNet>,
     /// Ports CONNECT may open tunnels to.
     pub connect_ports: Vec<u16>,
@@ -156,13 +156,16 @@ pub struct AccessConfig {
     /// without case and without a `/version`); other `Upgrade` requests go on as plain ones.
     pub upgrade_protocols: Vec<String>,
     /// Client networks allowed to send `PURGE`.
+    #[serde(deserialize_with = "crate::acl::deserialize_nets")]
     pub purge_allow: Vec<IpNet>,
     /// Peers (load balancers) allowed to name the client with a PROXY protocol header on
     /// listeners with `proxy_protocol`; connections from others are closed.
+    #[serde(deserialize_with = "crate::acl::deserialize_nets")]
     pub proxy_protocol_from: Vec<IpNet>,
     /// Peers (HTTP load balancers, CDNs) whose `X-Forwarded-For` (or `Forwarded`, per
     /// `forwarded_for_header`) names the client of each of their requests
     /// (`crate::forwarded`). Empty: the header names nobody.
+    #[serde(deserialize_with = "crate::acl::deserialize_nets")]
     pub forwarded_for_from: Vec<IpNet>,
     /// Which header of those peers' requests names the client.
     pub forwarded_for_header: ForwardedForHeader,
@@ -212,11 +215,11 @@ pub struct RouteConfig {
     pub origin: Option<String>,
     /// Several equivalent origins (one scheme and base path), balanced and failed over:
     /// an origin pool (docs/config.md, "Origin pools").
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(default)]
     pub origins: Vec<String>,
     /// Origins of the pool asked only while none of `origins` is in rotation (a standby
     /// site, a static fallback).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(default)]
     pub backup_origins: Vec<String>,
     /// How requests are spread over `origins`.
     #[serde(default)]
@@ -244,7 +247,7 @@ pub struct RouteConfig {
     pub esi: bool,
     /// Hosts (no port) that `<esi:include>` on this route may name besides the page's own
     /// host. Default: none.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(default)]
     pub esi_hosts: Vec<String>,
     /// Sort the query parameters of this route's requests by name (stable: repeated
     /// parameters keep their order) before they are cached and sent on. Default `false`.
@@ -252,7 +255,7 @@ pub struct RouteConfig {
     pub query_sort: bool,
     /// Query parameters dropped from this route's requests before they are cached and sent
     /// on: names, or prefixes followed by `*` (`"utm_*"`). Default: none.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(default)]
     pub query_drop: Vec<String>,
     /// How long a response of this route's origins that has no explicit lifetime stays
     /// fresh, in place of the `Last-Modified` heuristic (`cache.heuristic_fraction`), for
@@ -339,9 +342,27 @@ impl Default for RouteConfig {
 }
 
 impl RouteConfig {
+    /// True when this route and `later` match the same requests: the same host (or both
+    /// any) and the same prefix. Routes are tried by host, then longest prefix, and among
+    /// equals in file order, so `later` would never be used.
+    fn shadows(&self, later: &RouteConfig) -> bool {
+        let host = match (&self.host, &later.host) {
+            (None, None) => true,
+            (Some(mine), Some(theirs)) => mine.eq_ignore_ascii_case(theirs),
+            _ => false,
+        };
+        host && later.path_prefix == self.path_prefix
+    }
+
+    /// How errors and the admin API name the route: its host (`*` for any) and path prefix,
+    /// e.g. `www.example.com/api/`.
+    pub fn label(&self) -> String {
+        format!("{}{}", self.host.as_deref().unwrap_or("*"), self.path_prefix)
+    }
+
     /// Checks what the types cannot, for this route; `cache_enabled` is `cache.enabled`.
     pub fn validate(&self, cache_enabled: bool) -> Result<(), String> {
-        let route_err = |e: String| format!("route `{}`: {e}", self.path_prefix);
+        let route_err = |e: String| format!("route `{}`: {e}", self.label());
         match (&self.origin, self.origins.is_empty(), &self.files) {
             (Some(origin), true, None) => {
                 crate::route::Origin::parse(origin)?;
@@ -353,10 +374,7 @@ impl RouteConfig {
                 files.validate(self.preserve_host)?;
             }
             _ => {
-                return Err(format!(
-                    "route `{}` needs exactly one of `origin`, `origins` and `files`",
-                    self.path_prefix
-                ));
+                return Err(format!("route `{}` needs exactly one of `origin`, `origins` and `files`", self.label()));
             }
         }
         if let Some(name) = &self.tls_name {
@@ -366,17 +384,14 @@ impl RouteConfig {
                 .chain(&self.origins)
                 .all(|o| crate::route::Origin::parse(o).is_ok_and(|o| o.target.https));
             if self.files.is_some() || !https {
-                return Err(format!("route `{}` has a tls_name but no https:// origin", self.path_prefix));
+                return Err(format!("route `{}` has a tls_name but no https:// origin", self.label()));
             }
             if rustls::pki_types::ServerName::try_from(name.as_str()).is_err() {
-                return Err(format!(
-                    "route `{}`: tls_name `{name}` is not a DNS name or an IP address",
-                    self.path_prefix
-                ));
+                return Err(format!("route `{}`: tls_name `{name}` is not a DNS name or an IP address", self.label()));
             }
         }
         if self.http2 && self.files.is_some() {
-            return Err(format!("route `{}` serves files: http2 does not apply", self.path_prefix));
+            return Err(format!("route `{}` serves files: http2 does not apply", self.label()));
         }
         let timeouts = [
             ("connect_timeout", self.connect_timeout),
@@ -385,52 +400,52 @@ impl RouteConfig {
         ];
         for (name, timeout) in timeouts.iter().filter_map(|(name, t)| t.map(|t| (name, t))) {
             if self.files.is_some() {
-                return Err(format!("route `{}` serves files: {name} does not apply", self.path_prefix));
+                return Err(format!("route `{}` serves files: {name} does not apply", self.label()));
             }
             if timeout.0.is_zero() {
-                return Err(format!("route `{}`: {name} must be more than 0", self.path_prefix));
+                return Err(format!("route `{}`: {name} must be more than 0", self.label()));
             }
         }
         crate::header_rules::RouteHeaders::of(&self.request_headers, &self.response_headers).map_err(route_err)?;
         if self.files.is_some() && !self.request_headers.is_empty() {
-            return Err(format!("route `{}` serves files: request_headers do not apply", self.path_prefix));
+            return Err(format!("route `{}` serves files: request_headers do not apply", self.label()));
         }
         if !self.backup_origins.is_empty() && self.origins.is_empty() {
-            return Err(format!("route `{}` has backup_origins but no `origins`", self.path_prefix));
+            return Err(format!("route `{}` has backup_origins but no `origins`", self.label()));
         }
         if let Some(check) = &self.health_check {
             if self.origins.is_empty() {
-                return Err(format!("route `{}` has a health_check but no `origins`", self.path_prefix));
+                return Err(format!("route `{}` has a health_check but no `origins`", self.label()));
             }
             check.validate().map_err(route_err)?;
             if check.grpc_service.is_some() && !self.http2 {
-                return Err(format!("route `{}`: a gRPC health_check needs http2 = true", self.path_prefix));
+                return Err(format!("route `{}`: a gRPC health_check needs http2 = true", self.label()));
             }
         }
         if self.esi && !cache_enabled {
             return Err(format!(
                 "route `{}` has esi = true, which needs the cache (cache.enabled = true): includes are fetched through it",
-                self.path_prefix
+                self.label()
             ));
         }
         if self.files.is_some() && self.default_ttl.is_some() {
             return Err(format!(
                 "route `{}` serves files, whose lifetime is their cache_control: default_ttl does not apply",
-                self.path_prefix
+                self.label()
             ));
         }
         if self.files.is_some() && (self.query_sort || !self.query_drop.is_empty()) {
             return Err(format!(
                 "route `{}` serves files, which ignore the query: query_sort and query_drop do not apply",
-                self.path_prefix
+                self.label()
             ));
         }
         sluice_http::query::QueryRules::new(self.query_sort, &self.query_drop).map_err(route_err)?;
         if !self.esi_hosts.is_empty() && !self.esi {
-            return Err(format!("route `{}` sets esi_hosts without esi = true", self.path_prefix));
+            return Err(format!("route `{}` sets esi_hosts without esi = true", self.label()));
         }
         if let Some(host) = self.esi_hosts.iter().find(|h| h.is_empty() || h.contains([':', '/', '*'])) {
-            return Err(format!("route `{}`: esi_hosts entry {host:?} must be a plain host name", self.path_prefix));
+            return Err(format!("route `{}`: esi_hosts entry {host:?} must be a plain host name", self.label()));
         }
         if !self.path_prefix.starts_with('/') {
             return Err(format!("route path_prefix `{}` must start with /", self.path_prefix));
@@ -910,6 +925,9 @@ impl Config {
         let text = std::fs::read_to_string(path).map_err(|error| ConfigError::Read { path: path.into(), error })?;
         let mut config = Self::parse(&text).map_err(|e| match e {
             ConfigError::Parse { message, .. } => ConfigError::Parse { path: path.into(), message },
+            ConfigError::Invalid(message) => {
+                ConfigError::Parse { path: path.into(), message: format!("invalid configuration: {message}") }
+            }
             other => other,
         })?;
         config.source = Some(path.to_owned());
@@ -918,8 +936,15 @@ impl Config {
 
     /// Parses and validates configuration text.
     pub fn parse(text: &str) -> Result<Self, ConfigError> {
-        let config: Config = toml::from_str(text)
-            .map_err(|e| ConfigError::Parse { path: PathBuf::from("<config>"), message: e.to_string() })?;
+        let config: Config = toml::from_str(text).map_err(|e| {
+            let mut message = e.to_string();
+            if message.contains("invalid type: map, expected a sequence") {
+                message.push_str(
+                    "hint: listener, route, module and rate_limit are lists: write each entry as [[listener]] (two brackets)\n",
+                );
+            }
+            ConfigError::Parse { path: PathBuf::from("<config>"), message }
+        })?;
         config.validate()?;
         Ok(config)
     }
@@ -941,8 +966,23 @@ impl Config {
                 return invalid(format!("two [[rate_limit]] entries are named `{}`", limit.name));
             }
         }
-        for route in &self.route {
+        // Port 0 (any free port) is never a clash.
+        for (i, l) in self.listener.iter().enumerate().filter(|(_, l)| l.addr.port() != 0) {
+            if self.listener[..i].iter().any(|earlier| earlier.addr == l.addr) {
+                return invalid(format!("two [[listener]] entries listen on {}", l.addr));
+            }
+            if self.admin.enabled && l.addr == self.admin.addr {
+                return invalid(format!("listener {} is also admin.addr", l.addr));
+            }
+        }
+        for (i, route) in self.route.iter().enumerate() {
             route.validate(self.cache.enabled).map_err(ConfigError::Invalid)?;
+            if let Some(earlier) = self.route[..i].iter().find(|earlier| earlier.shadows(route)) {
+                return invalid(format!(
+                    "route `{}` is never used: an earlier route has the same host and path_prefix",
+                    route.label()
+                ));
+            }
         }
         let origin_tls = &self.upstream.tls;
         if origin_tls.client_cert.is_some() != origin_tls.client_key.is_some() {
@@ -1000,6 +1040,20 @@ impl Config {
         }
         Ok(())
     }
+
+    /// What is valid but likely not what was meant, one sentence each (printed by
+    /// `--check-config`, logged at start-up and on reloads).
+    pub fn warnings(&self) -> Vec<String> {
+        let mut warnings = Vec::new();
+        if !self.route.is_empty() && !self.listener.iter().any(|l| l.mode.reverses()) {
+            warnings.push(
+                "[[route]] entries are configured but no [[listener]] has mode \"reverse\" or \"both\": \
+                 no request will use them"
+                    .to_owned(),
+            );
+        }
+        warnings
+    }
 }
 
 #[cfg(test)]
@@ -1020,6 +1074,58 @@ mod tests {
     fn unknown_fields_are_rejected_with_their_name() {
         let err = Config::parse("[cache]\nmemroy = \"1GiB\"\n").unwrap_err().to_string();
         assert!(err.contains("memroy"), "{err}");
+    }
+
+    #[test]
+    fn a_single_bracket_list_entry_gets_a_hint() {
+        let err = Config::parse("[listener]\naddr = \"127.0.0.1:8080\"\n").unwrap_err().to_string();
+        assert!(err.contains("write each entry as [[listener]]"), "{err}");
+    }
+
+    #[test]
+    fn listeners_need_their_own_addresses() {
+        let two = "[[listener]]\naddr = \"127.0.0.1:8080\"\n[[listener]]\naddr = \"127.0.0.1:8080\"\n";
+        let err = Config::parse(two).unwrap_err().to_string();
+        assert!(err.contains("two [[listener]] entries listen on 127.0.0.1:8080"), "{err}");
+        let admin = "[[listener]]\naddr = \"127.0.0.1:3129\"\n";
+        assert!(Config::parse(admin).unwrap_err().to_string().contains("is also admin.addr"));
+        let any_port = "[[listener]]\naddr = \"127.0.0.1:0\"\n[[listener]]\naddr = \"127.0.0.1:0\"\n[admin]\naddr = \"127.0.0.1:0\"\n";
+        assert!(Config::parse(any_port).is_ok(), "port 0 is any free port");
+    }
+
+    #[test]
+    fn a_second_route_for_the_same_host_and_prefix_is_refused_by_name() {
+        let route = |host: &str, prefix: &str| {
+            format!("[[route]]\n{host}path_prefix = \"{prefix}\"\norigin = \"http://127.0.0.1:9\"\n")
+        };
+        let twice = format!("{}{}", route("host = \"A.test\"\n", "/api/"), route("host = \"a.test\"\n", "/api/"));
+        let err = Config::parse(&twice).unwrap_err().to_string();
+        assert!(err.contains("route `a.test/api/` is never used: an earlier route has the same host"), "{err}");
+        let nested = format!("{}{}", route("", "/"), route("", "/api/"));
+        assert!(Config::parse(&nested).is_ok(), "the longer prefix is tried first");
+        let other_host = format!("{}{}", route("host = \"a.test\"\n", "/"), route("", "/"));
+        assert!(Config::parse(&other_host).is_ok(), "the second takes other hosts");
+    }
+
+    #[test]
+    fn routes_no_listener_uses_are_a_warning() {
+        let routes = "[[route]]\norigin = \"http://127.0.0.1:9\"\n";
+        let forward_only = Config::parse(routes).unwrap();
+        assert_eq!(forward_only.warnings().len(), 1, "{:?}", forward_only.warnings());
+        let both =
+            Config::parse(&format!("{routes}[[listener]]\naddr = \"127.0.0.1:8080\"\nmode = \"both\"\n")).unwrap();
+        assert!(both.warnings().is_empty());
+    }
+
+    #[test]
+    fn validation_errors_name_the_file_and_the_route() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("sluice.toml");
+        let text = "[[route]]\nhost = \"bad.test\"\norigin = \"http://a\"\ntls_name = \"x\"\n";
+        std::fs::write(&path, text).unwrap();
+        let err = Config::load(&path).unwrap_err().to_string();
+        assert!(err.starts_with(&format!("{}: invalid configuration: ", path.display())), "{err}");
+        assert!(err.contains("route `bad.test/`"), "{err}");
     }
 
     #[test]

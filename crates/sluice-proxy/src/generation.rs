@@ -115,7 +115,12 @@ impl Generations {
     pub async fn reload_file(&self) -> Result<ReloadReport, ReloadError> {
         let path = self.current().config.source.clone().ok_or(ReloadError::NoFile)?;
         let result = match Config::load(&path) {
-            Ok(config) => self.apply(config).await,
+            Ok(config) => {
+                for warning in config.warnings() {
+                    tracing::warn!("{}: {warning}", path.display());
+                }
+                self.apply(config).await
+            }
             Err(e) => Err(e.into()),
         };
         self.outcomes.record(&result, self.current().clock.now());

@@ -57,8 +57,10 @@ pub(crate) fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
 /// Why a listener could not be opened.
 #[derive(Debug, thiserror::Error)]
 pub enum ListenError {
-    #[error("cannot listen on {addr}: {source}")]
-    Bind { addr: SocketAddr, source: std::io::Error },
+    /// The OS error is in the message, not a `source()`: reports that print the error chain
+    /// (`{:#}`) would otherwise say it twice.
+    #[error("cannot listen on {addr}: {error}")]
+    Bind { addr: SocketAddr, error: std::io::Error },
     #[error("the proxy is shutting down")]
     ShuttingDown,
 }
@@ -124,7 +126,7 @@ impl Listeners {
             if inner.bound.contains_key(&id) {
                 continue;
             }
-            let err = |source| ListenError::Bind { addr: lc.addr, source };
+            let err = |error| ListenError::Bind { addr: lc.addr, error };
             let listener = bind(lc.addr).map_err(err)?;
             let addr = listener.local_addr().map_err(err)?;
             fresh.push(Bound { id, listener, addr });

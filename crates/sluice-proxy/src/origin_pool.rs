@@ -119,7 +119,7 @@ impl OriginPool {
     /// configuration checks them.
     pub fn new(config: &RouteConfig, clock: SharedClock) -> Result<Self, String> {
         crate::pool_config::validate_origins(&config.origins, &config.backup_origins)
-            .map_err(|e| format!("route `{}`: {e}", config.path_prefix))?;
+            .map_err(|e| format!("route `{}`: {e}", config.label()))?;
         let listed = config.origins.iter().map(|url| (url, false));
         let members = listed
             .chain(config.backup_origins.iter().map(|url| (url, true)))
@@ -148,7 +148,7 @@ impl OriginPool {
             health_check: config.health_check.clone(),
             check_host: check_host(config)?,
             preserve_host: config.preserve_host,
-            label: format!("{}{}", config.host.as_deref().unwrap_or("*"), config.path_prefix),
+            label: config.label(),
             turn: AtomicUsize::new(0),
             clock,
         })

@@ -133,7 +133,7 @@ impl Routes {
                     (None, None) if !c.origins.is_empty() => {
                         Backend::Pool(Arc::new(OriginPool::new(c, Arc::clone(clock))?))
                     }
-                    (None, None) => return Err(format!("route `{}` has neither origin nor files", c.path_prefix)),
+                    (None, None) => return Err(format!("route `{}` has neither origin nor files", c.label())),
                 };
                 Ok(Route {
                     host: c.host.as_ref().map(|h| h.to_ascii_lowercase()),
@@ -155,7 +155,7 @@ impl Routes {
                     },
                     max_body_size: c.max_body_size.map(|size| size.0),
                     headers: crate::header_rules::RouteHeaders::of(&c.request_headers, &c.response_headers)
-                        .map_err(|e| format!("route `{}`: {e}", c.path_prefix))?
+                        .map_err(|e| format!("route `{}`: {e}", c.label()))?
                         .map(Arc::new),
                 })
             })

@@ -91,7 +91,7 @@ pub async fn start(state: State) -> Result<Running, StartError> {
     crate::origin_pool::spawn_checks(generations.subscribe(), &shutdown_rx, &mut tasks);
     let admin_token = admin_token(config)?;
     let admin = if config.admin.enabled {
-        let err = |source| ListenError::Bind { addr: config.admin.addr, source };
+        let err = |error| ListenError::Bind { addr: config.admin.addr, error };
         let listener = crate::listeners::bind(config.admin.addr).map_err(err)?;
         let addr = listener.local_addr().map_err(err)?;
         let admin = Arc::new(Admin { generations: Arc::clone(&generations), token: admin_token.clone() });

@@ -55,40 +55,76 @@ fn split_number(text: &str) -> Result<(f64, &str), String> {
     Ok((number, text[end..].trim()))
 }
 
-#[derive(Deserialize)]
-#[serde(untagged)]
-enum NumberOrText {
-    Number(u64),
-    Text(String),
+/// Reads a number or a string with a unit; `what` names the expected form in errors.
+struct UnitVisitor<T> {
+    what: &'static str,
+    from_number: fn(u64) -> T,
+    from_text: fn(&str) -> Result<T, String>,
+}
+
+impl<T> de::Visitor<'_> for UnitVisitor<T> {
+    type Value = T;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.what)
+    }
+
+    fn visit_u64<E: de::Error>(self, n: u64) -> Result<T, E> {
+        Ok((self.from_number)(n))
+    }
+
+    fn visit_i64<E: de::Error>(self, n: i64) -> Result<T, E> {
+        u64::try_from(n).map(self.from_number).map_err(|_| E::invalid_value(de::Unexpected::Signed(n), &self))
+    }
+
+    fn visit_str<E: de::Error>(self, text: &str) -> Result<T, E> {
+        (self.from_text)(text).map_err(E::custom)
+    }
 }
 
 impl<'de> Deserialize<'de> for Size {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        match NumberOrText::deserialize(d)? {
-            NumberOrText::Number(n) => Ok(Size(n)),
-            NumberOrText::Text(t) => parse_size(&t).map(Size).map_err(de::Error::custom),
-        }
+        d.deserialize_any(UnitVisitor {
+            what: "a size: a number of bytes, or a string with a unit such as \"256MiB\"",
+            from_number: Size,
+            from_text: |t| parse_size(t).map(Size),
+        })
     }
 }
 
 impl<'de> Deserialize<'de> for Dur {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        match NumberOrText::deserialize(d)? {
-            NumberOrText::Number(n) => Ok(Dur(Duration::from_secs(n))),
-            NumberOrText::Text(t) => parse_duration(&t).map(Dur).map_err(de::Error::custom),
+        d.deserialize_any(UnitVisitor {
+            what: "a duration: a number of seconds, or a string with a unit such as \"250ms\" or \"1h\"",
+            from_number: |n| Dur(Duration::from_secs(n)),
+            from_text: |t| parse_duration(t).map(Dur),
+        })
+    }
+}
+
+/// Sizes are written back in the largest binary unit they are a whole number of
+/// (`"256MiB"`), or as bytes.
+impl Serialize for Size {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        const UNITS: [(u64, &str); 4] = [(1 << 40, "TiB"), (1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")];
+        match UNITS.iter().find(|(factor, _)| self.0 > 0 && self.0 % factor == 0) {
+            Some((factor, unit)) => s.serialize_str(&format!("{}{unit}", self.0 / factor)),
+            None => s.serialize_u64(self.0),
         }
     }
 }
 
-impl Serialize for Size {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_u64(self.0)
-    }
-}
-
+/// Durations are written back in the largest unit they are a whole number of (`"1h"`,
+/// `"250ms"`).
 impl Serialize for Dur {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(&format!("{}ms", self.0.as_millis()))
+        const UNITS: [(u128, &str); 4] = [(86_400_000, "d"), (3_600_000, "h"), (60_000, "m"), (1000, "s")];
+        let ms = self.0.as_millis();
+        match UNITS.iter().find(|(factor, _)| ms % factor == 0) {
+            Some(_) if ms == 0 => s.serialize_str("0s"),
+            Some((factor, unit)) => s.serialize_str(&format!("{}{unit}", ms / factor)),
+            None => s.serialize_str(&format!("{ms}ms")),
+        }
     }
 }
 
@@ -116,5 +152,36 @@ mod tests {
         assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
         assert_eq!(parse_duration("30"), Ok(Duration::from_secs(30)));
         assert!(parse_duration("soon").is_err());
+    }
+
+    #[derive(Debug, Deserialize, Serialize)]
+    struct Both {
+        size: Size,
+        dur: Dur,
+    }
+
+    #[test]
+    fn values_are_written_back_in_their_largest_whole_unit_and_read_back_alike() {
+        let cases = [
+            (256 << 20, "\"256MiB\"", 3_600_000, "\"1h\""),
+            (1000, "1000", 250, "\"250ms\""),
+            (0, "0", 0, "\"0s\""),
+            (3 << 10, "\"3KiB\"", 90_000, "\"90s\""),
+        ];
+        for (bytes, size_text, ms, dur_text) in cases {
+            let both = Both { size: Size(bytes), dur: Dur(Duration::from_millis(ms)) };
+            let text = toml::to_string(&both).unwrap();
+            assert_eq!(text, format!("size = {size_text}\ndur = {dur_text}\n"));
+            let back: Both = toml::from_str(&text).unwrap();
+            assert_eq!((back.size, back.dur), (both.size, both.dur));
+        }
+    }
+
+    #[test]
+    fn wrong_types_say_what_is_expected() {
+        let err = toml::from_str::<Both>("size = -5\ndur = 1\n").unwrap_err().to_string();
+        assert!(err.contains("expected a size: a number of bytes, or a string with a unit"), "{err}");
+        let err = toml::from_str::<Both>("size = 1\ndur = true\n").unwrap_err().to_string();
+        assert!(err.contains("expected a duration"), "{err}");
     }
 }

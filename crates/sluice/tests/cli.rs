@@ -42,6 +42,27 @@ fn check_config_accepts_a_valid_file_and_names_the_problem_in_a_bad_one() {
     assert!(!out.status.success(), "an unreadable CA file is caught before start");
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("upstream.tls") && err.contains("cannot read /nonexistent/ca.pem"), "{err}");
+
+    let files = dir.path().join("files.toml");
+    std::fs::write(&files, "[[route]]\nfiles = { root = \"/nonexistent/dir\" }\n").unwrap();
+    let out = sluice().args(["serve", "--check-config"]).arg(&files).output().unwrap();
+    assert!(!out.status.success(), "a files root that is not there is caught before start");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("route `*/`: files.root /nonexistent/dir"), "{err}");
+    assert!(err.contains("files.toml"), "{err}");
+
+    let log = dir.path().join("log.toml");
+    std::fs::write(&log, "[log]\naccess_log = \"/nonexistent/dir/access.log\"\n").unwrap();
+    let out = sluice().args(["serve", "--check-config"]).arg(&log).output().unwrap();
+    assert!(!out.status.success(), "an access log that cannot be created is caught before start");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("its directory /nonexistent/dir does not exist"));
+
+    let unused = dir.path().join("unused.toml");
+    std::fs::write(&unused, "[[route]]\norigin = \"http://127.0.0.1:9\"\n").unwrap();
+    let out = sluice().args(["serve", "--check-config"]).arg(&unused).output().unwrap();
+    assert!(out.status.success(), "valid, with a warning");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("warning: [[route]] entries are configured but no [[listener]]"), "{err}");
 }
 
 #[test]
@@ -50,7 +71,7 @@ fn print_config_shows_the_embedded_defaults() {
     assert!(out.status.success());
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("addr = \"127.0.0.1:3128\""), "{text}");
-    assert!(text.contains("memory = 268435456"), "{text}");
+    assert!(text.contains("memory = \"256MiB\""), "{text}");
 }
 
 #[test]

@@ -178,6 +178,9 @@ async fn ctl_pushes_reads_queries_and_deletes_by_tag() {
     let part = proxy.run(&["ctl", "read", &url, "--range", "0-5"], None).await;
     assert!(part.status.success(), "{}", stderr(&part));
     assert_eq!(stdout(&part), "pushed");
+    let suffix = proxy.run(&["ctl", "read", &url, "--range", "-5"], None).await;
+    assert!(suffix.status.success(), "a suffix range as documented: {}", stderr(&suffix));
+    assert_eq!(stdout(&suffix), "stdin");
 
     let expire = proxy.run(&["ctl", "expire", &url, "--ttl", "60"], None).await;
     assert!(expire.status.success(), "{}", stderr(&expire));

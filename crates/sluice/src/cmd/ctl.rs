@@ -93,7 +93,7 @@ enum Op {
         /// Absolute http(s) URL.
         url: String,
         /// One byte range: FIRST-LAST, FIRST- or -SUFFIX (as in HTTP, inclusive).
-        #[arg(long)]
+        #[arg(long, allow_hyphen_values = true)]
         range: Option<String>,
         /// Write the body to FILE instead of stdout.
         #[arg(short, long, value_name = "FILE")]

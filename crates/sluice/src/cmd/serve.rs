@@ -34,6 +34,31 @@ pub struct Args {
     pid_file: Option<PathBuf>,
 }
 
+/// What `--check-config` checks of the files a configuration names beyond what loading it
+/// does (TLS files, users files and modules are checked by building them): each `files`
+/// route's root is a directory, and the access log's directory exists (the log itself is
+/// created at start-up, not here).
+fn check_paths(config: &Config) -> anyhow::Result<()> {
+    for route in &config.route {
+        if let Some(files) = &route.files {
+            match std::fs::metadata(&files.root) {
+                Ok(meta) if meta.is_dir() => {}
+                Ok(_) => {
+                    anyhow::bail!("route `{}`: files.root {} is not a directory", route.label(), files.root.display())
+                }
+                Err(e) => anyhow::bail!("route `{}`: files.root {}: {e}", route.label(), files.root.display()),
+            }
+        }
+    }
+    if let Some(log) = &config.log.access_log {
+        let dir = log.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(std::path::Path::new("."));
+        if !dir.is_dir() {
+            anyhow::bail!("log.access_log {}: its directory {} does not exist", log.display(), dir.display());
+        }
+    }
+    Ok(())
+}
+
 /// Raises the soft limit on open descriptors to the hard limit, as proxies do (nginx's
 /// `worker_rlimit_nofile`): every client, origin connection and kept-open disk file takes
 /// one, and the usual soft default (1024) is far below what a busy proxy needs.
@@ -66,6 +91,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         }
         sluice_proxy::origin_tls::connector(&config.upstream.tls)
             .map_err(|e| anyhow::anyhow!("{}: upstream.tls: {e}", path.display()))?;
+        check_paths(&config).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+        for warning in config.warnings() {
+            eprintln!("{}: warning: {warning}", path.display());
+        }
         println!("{}: configuration is valid", path.display());
         return Ok(());
     }
@@ -78,6 +107,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         return Ok(());
     }
     init_tracing();
+    for warning in config.warnings() {
+        tracing::warn!("{warning}");
+    }
     raise_descriptor_limit();
     let runtime = runtime(args.threads).enable_all().build().context("starting the runtime")?;
     runtime.block_on(serve(config, args.pid_file))
