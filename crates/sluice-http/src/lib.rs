@@ -20,6 +20,7 @@
 //! | [`forwarded`] | RFC 7239 `Forwarded` |
 //! | [`key`] | cache keys |
 //! | [`query`] | query normalisation of request URLs (parameters dropped, sorted) |
+//! | [`target`] | RFC 3986 §6.2.2 path normalisation, RFC 9110 §7.2 `Host` syntax |
 //! | [`fields`] | field lookups shared by the others |
 
 pub mod age;
@@ -39,6 +40,7 @@ pub mod reuse;
 pub mod storable;
 pub mod surrogate;
 pub mod tags;
+pub mod target;
 pub mod validation;
 pub mod vary;
 

@@ -85,7 +85,7 @@ fn merge(base: &Uri, path: &str) -> String {
 }
 
 /// §5.2.4, working segment by segment.
-fn remove_dot_segments(path: &str) -> String {
+pub(crate) fn remove_dot_segments(path: &str) -> String {
     let mut output: Vec<&str> = Vec::new();
     let absolute = path.starts_with('/');
     let segments: Vec<&str> = path.split('/').skip(usize::from(absolute)).collect();

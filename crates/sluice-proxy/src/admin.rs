@@ -68,6 +68,13 @@ impl Admin {
     pub async fn handle(self: Arc<Self>, req: Request<Incoming>) -> Result<Response<AdminBody>, Infallible> {
         use http_body_util::Either;
         let state = &self.generations.current();
+        // The proxy's own clients may reach the admin listener through its forward role (it
+        // is on loopback, like the proxy): a request that this proxy forwarded, as its own
+        // `Via` shows, is refused, the token-free `/metrics` and `/healthz` included.
+        if state.config.headers.via && crate::service::via_has(req.headers(), &state.name) {
+            return Ok(text(StatusCode::FORBIDDEN, "the admin API does not answer requests forwarded by this proxy\n")
+                .map(Either::Left));
+        }
         if crate::admin_content::serves(req.uri().path()) {
             if !self.authorized(&req) {
                 return Ok(unauthorized().map(Either::Left));

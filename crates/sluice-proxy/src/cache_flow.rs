@@ -241,6 +241,8 @@ pub async fn serve(
     // A client insisting on a fresh answer does not share another request's fetch.
     let collapsible = !(req_cc.no_cache || pragma || req_cc.max_age == Some(0));
     let spec = spec(state, &forward, &key);
+    // The leader's origin failure, met by a follower as its own.
+    let mut shared_failure = None;
     let leader = if collapsible {
         match state.collapser.join(&key) {
             Join::Leader(leader) => Some(leader),
@@ -266,6 +268,10 @@ pub async fn serve(
                             Some(true),
                         ));
                     }
+                    Some(Outcome::OriginFailed { status, reason }) => {
+                        shared_failure = Some(shared_origin_failure(status, &reason));
+                        None
+                    }
                     // Not shareable, failed, another variant, or too slow: fetch on our own.
                     _ => None,
                 }
@@ -274,8 +280,10 @@ pub async fn serve(
     } else {
         None
     };
-    let mut fetched =
-        within_deadline(state, timers, fetch(state, &spec, &req_cc, validate, leader, Some(&mut *txn))).await;
+    let mut fetched = match shared_failure {
+        Some(err) => Err(err),
+        None => within_deadline(state, timers, fetch(state, &spec, &req_cc, validate, leader, Some(&mut *txn))).await,
+    };
     if let Ok(Fetched::Confirmed(meta)) = &fetched {
         state.metrics.suspended_revalidations.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         if let Some(response) = confirmed(state, txn, &forward.client, meta) {
@@ -557,6 +565,18 @@ const CLIENT_ONLY: [header::HeaderName; 6] = [
     header::RANGE,
 ];
 
+/// The error a follower answers with when its leader's origin failed ([`Outcome::OriginFailed`]):
+/// the leader's own, as the follower's fetch would have met it. Followers that hold a stale
+/// object still serve it as its `stale-if-error` allows.
+fn shared_origin_failure(status: u16, reason: &str) -> ProxyError {
+    let context = format!("collapsed onto a fetch that failed: {reason}");
+    if status == StatusCode::GATEWAY_TIMEOUT.as_u16() {
+        ProxyError::gateway_timeout(context)
+    } else {
+        ProxyError::bad_gateway(context)
+    }
+}
+
 /// Fetches from the origin for the cache: a GET, conditional when `stale` is given (a stored
 /// object, or a suspended entry whose 304 freshens its metadata and gives
 /// [`Fetched::Confirmed`]).
@@ -596,7 +616,16 @@ async fn fetch(
             }
         }
         let request_time = state.clock.now();
-        let origin = crate::source::send(state, &target, Request::from_parts(parts, OutBody::Empty)).await?;
+        let origin = match crate::source::send(state, &target, Request::from_parts(parts, OutBody::Empty)).await {
+            Ok(origin) => origin,
+            Err(err) => {
+                if let Some(leader) = leader.as_mut().filter(|_| err.is_origin_failure()) {
+                    let reason = err.to_string().into();
+                    leader.publish(Outcome::OriginFailed { status: err.status().as_u16(), reason });
+                }
+                return Err(err);
+            }
+        };
         let unselected_304 = validating.is_some_and(|validated| {
             origin.response.status() == StatusCode::NOT_MODIFIED
                 && !sluice_http::validation::not_modified_selects(

@@ -788,9 +788,19 @@ pub struct AdminConfig {
     /// Bearer token required by every admin endpoint but `/metrics` and `/healthz`. Absent: a
     /// random token is generated at start and written to `token_file`.
     pub token: Option<String>,
-    /// Where the generated token is written (mode 0600). Default: `sluice-admin.token` in the
-    /// system temporary directory.
+    /// Where the generated token is written (mode 0600). Default: `sluice-admin-<port>.token`
+    /// in the system temporary directory ([`AdminConfig::token_path`]).
     pub token_file: Option<PathBuf>,
+}
+
+impl AdminConfig {
+    /// Where a generated token goes for an admin listener on `port` (the bound one, when
+    /// `addr` asks for any): `token_file`, else `$TMPDIR/sluice-admin-<port>.token`, so that
+    /// proxies on one machine keep their own, and `sluice ctl` finds the one of the admin
+    /// address it calls.
+    pub fn token_path(&self, port: u16) -> PathBuf {
+        self.token_file.clone().unwrap_or_else(|| std::env::temp_dir().join(format!("sluice-admin-{port}.token")))
+    }
 }
 
 impl Default for AdminConfig {
@@ -977,7 +987,7 @@ impl Config {
         }
         for (i, route) in self.route.iter().enumerate() {
             route.validate(self.cache.enabled).map_err(ConfigError::Invalid)?;
-            if let Some(earlier) = self.route[..i].iter().find(|earlier| earlier.shadows(route)) {
+            if self.route[..i].iter().any(|earlier| earlier.shadows(route)) {
                 return invalid(format!(
                     "route `{}` is never used: an earlier route has the same host and path_prefix",
                     route.label()
@@ -1074,6 +1084,14 @@ mod tests {
     fn unknown_fields_are_rejected_with_their_name() {
         let err = Config::parse("[cache]\nmemroy = \"1GiB\"\n").unwrap_err().to_string();
         assert!(err.contains("memroy"), "{err}");
+    }
+
+    #[test]
+    fn generated_tokens_go_to_a_file_per_admin_port_unless_one_is_named() {
+        let admin = Config::parse("").unwrap().admin;
+        assert_eq!(admin.token_path(3129), std::env::temp_dir().join("sluice-admin-3129.token"));
+        let named = Config::parse("[admin]\ntoken_file = \"/run/sluice/token\"\n").unwrap().admin;
+        assert_eq!(named.token_path(3129), Path::new("/run/sluice/token"));
     }
 
     #[test]

@@ -89,11 +89,16 @@ pub async fn start(state: State) -> Result<Running, StartError> {
     crate::timers::spawn(&state, &shutdown_rx, &mut tasks);
     crate::sweep::spawn(generations.subscribe(), &shutdown_rx, &mut tasks);
     crate::origin_pool::spawn_checks(generations.subscribe(), &shutdown_rx, &mut tasks);
-    let admin_token = admin_token(config)?;
-    let admin = if config.admin.enabled {
+    let admin_listener = if config.admin.enabled {
         let err = |error| ListenError::Bind { addr: config.admin.addr, error };
         let listener = crate::listeners::bind(config.admin.addr).map_err(err)?;
         let addr = listener.local_addr().map_err(err)?;
+        Some((listener, addr))
+    } else {
+        None
+    };
+    let admin_token = admin_token(config, admin_listener.as_ref().map(|(_, addr)| addr.port()))?;
+    let admin = if let Some((listener, addr)) = admin_listener {
         let admin = Arc::new(Admin { generations: Arc::clone(&generations), token: admin_token.clone() });
         tasks.spawn(admin_loop(admin, listener, shutdown_rx.clone()));
         Some(addr)
@@ -103,13 +108,15 @@ pub async fn start(state: State) -> Result<Running, StartError> {
     Ok(Running { admin, admin_token, generations, shutdown, tasks })
 }
 
-fn admin_token(config: &Config) -> Result<String, StartError> {
+/// The admin token: the configured one, or one generated and written to the token file of
+/// the admin listener on `port` (none without a listener).
+fn admin_token(config: &Config, port: Option<u16>) -> Result<String, StartError> {
     if let Some(token) = &config.admin.token {
         return Ok(token.clone());
     }
     let token = crate::admin::generate_token();
-    if config.admin.enabled {
-        let path = config.admin.token_file.clone().unwrap_or_else(|| std::env::temp_dir().join("sluice-admin.token"));
+    if let Some(port) = port {
+        let path = config.admin.token_path(port);
         write_private(&path, &token).map_err(|source| StartError::TokenFile { path: path.clone(), source })?;
         tracing::info!("admin token written to {}", path.display());
     }
@@ -316,6 +323,7 @@ impl ConnSetup {
             tls: self.tls.is_some(),
             allowed: state.client_acl.allows(client.ip()),
             forwards_clients: state.forwarded_for_acl.allows(client.ip()),
+            from_trusted_peer: state.forwarded_for_acl.allows(client.ip()),
             zero_copy: queue.clone(),
             activity: Some(Activity::new()),
             options_forms: Some(Arc::clone(&options_forms)),

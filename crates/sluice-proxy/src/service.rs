@@ -41,6 +41,10 @@ pub struct ConnInfo {
     /// The client is a peer in `access.forwarded_for_from`: each request's `X-Forwarded-For`
     /// names its own client ([`crate::forwarded`]).
     pub forwards_clients: bool,
+    /// The connection's peer is in `access.forwarded_for_from` (and stays so when a
+    /// request's `X-Forwarded-For` names another client): the `X-Forwarded-Proto` of its
+    /// requests is believed and passed on; anyone else's is replaced.
+    pub from_trusted_peer: bool,
     /// Set on plaintext connections whose stream sends disk bodies with `sendfile` (see
     /// [`crate::zero_copy`]).
     pub zero_copy: Option<crate::zero_copy::SendfileQueue>,
@@ -76,6 +80,7 @@ impl ConnInfo {
             tls: self.tls,
             allowed: state.client_acl.allows(client.ip()),
             forwards_clients: state.forwarded_for_acl.allows(client.ip()),
+            from_trusted_peer: self.from_trusted_peer,
             zero_copy: self.zero_copy.clone(),
             activity: self.activity.clone(),
             options_forms: self.options_forms.clone(),
@@ -110,6 +115,8 @@ pub struct Forward {
     /// TLS (`X-Forwarded-*`).
     pub client_ip: HeaderValue,
     pub client_tls: bool,
+    /// The client's own `X-Forwarded-Proto` may stand ([`ConnInfo::from_trusted_peer`]).
+    pub proto_from_peer: bool,
     /// Reached through a reverse-proxy route (`CDN-Cache-Control` applies).
     pub reverse: bool,
     /// The route's caching settings (`default_ttl`, the query rules that made `uri`'s query).
@@ -173,8 +180,14 @@ impl Forward {
             if let Some(value) = value {
                 headers.insert(X_FORWARDED_FOR, value);
             }
-            let proto = if self.client_tls { "https" } else { "http" };
-            headers.entry(X_FORWARDED_PROTO).or_insert(HeaderValue::from_static(proto));
+            // Only a trusted balancer's word on the scheme stands: a client's own would reach
+            // the origin (and responses stored for everyone) as if this proxy had said it.
+            let proto = HeaderValue::from_static(if self.client_tls { "https" } else { "http" });
+            if self.proto_from_peer {
+                headers.entry(X_FORWARDED_PROTO).or_insert(proto);
+            } else {
+                headers.insert(X_FORWARDED_PROTO, proto);
+            }
         }
         if state.config.headers.forward_client_cert {
             // Only this proxy's word on a client certificate reaches the origin.
@@ -249,10 +262,10 @@ pub async fn handle(
 }
 
 /// Counts `req` against the rate limits (`[[rate_limit]]`); `429` when one refuses it.
-fn rate_limit(state: &State, conn: &ConnInfo, txn: &mut Txn, req: &Request<Incoming>) -> Result<(), ProxyError> {
-    let host = if state.rate_limits.by_host() { requested_host(req.uri(), req.headers()) } else { None };
+fn rate_limit(state: &State, conn: &ConnInfo, txn: &mut Txn, req: &request::Parts) -> Result<(), ProxyError> {
+    let host = if state.rate_limits.by_host() { requested_host(&req.uri, &req.headers) } else { None };
     // `CONNECT host:port` and `OPTIONS *` have no path: they count as `/`.
-    let path = Some(req.uri().path()).filter(|p| p.starts_with('/')).unwrap_or("/");
+    let path = Some(req.uri.path()).filter(|p| p.starts_with('/')).unwrap_or("/");
     let refused = match state.rate_limits.check(state.clock.now(), conn.client.ip(), host, path) {
         Ok(()) => return Ok(()),
         Err(refused) => refused,
@@ -291,10 +304,11 @@ async fn route(
         ));
     }
     check_target(&req)?;
-    if !state.rate_limits.is_empty() {
-        rate_limit(state, conn, txn, &req)?;
-    }
     let (mut parts, body) = req.into_parts();
+    normalize_path(&mut parts.uri)?;
+    if !state.rate_limits.is_empty() {
+        rate_limit(state, conn, txn, &parts)?;
+    }
     txn.check_start()?;
     let requested = module_phase!(txn, RespondOrBufferRequest, Subject::Request(&mut parts), |m, info| m
         .req_headers(info, &mut parts))?;
@@ -357,6 +371,7 @@ async fn route(
         host,
         client_ip: conn.client_ip.clone(),
         client_tls: conn.tls,
+        proto_from_peer: conn.from_trusted_peer,
         reverse,
         caching,
         headers,
@@ -489,23 +504,81 @@ impl<T> crate::deadline::Then<Result<Result<T, ProxyError>, Elapsed>> for Gatewa
     }
 }
 
-/// Refuses a request target with userinfo (`http://user:password@host/`: RFC 9110 §4.2.4,
-/// "treat its presence as an error"; it disguises the authority, and the password would
-/// reach logs and origins), and an HTTP/1.1 request in origin form without exactly one
-/// `Host` (RFC 9112 §3.2). Ambiguous framing never gets this far: the connection's framing
-/// guard (`framing.rs`) rejects it.
+/// Refuses what a request target and `Host` may not be (400), before anything is routed,
+/// limited or stored by them:
+/// - userinfo (`http://user:password@host/`: RFC 9110 §4.2.4, "treat its presence as an
+///   error"; it disguises the authority, and the password would reach logs and origins);
+/// - a target form the method does not take (RFC 9112 §3.2): authority form (`host:port`)
+///   for anything but `CONNECT`, anything else for a `CONNECT` (but an RFC 8441 extended
+///   one), `*` for anything but `OPTIONS`; a port that is not digits;
+/// - an HTTP/1.1 request in origin form without exactly one `Host` (RFC 9112 §3.2), a
+///   `Host` that is not `host[:port]` (RFC 9110 §7.2: `a.test:@evil.test` would route as
+///   `a.test` and reach the origin as it is), and an HTTP/2 `Host` naming another authority
+///   than `:authority` (RFC 9113 §8.3.1).
+///
+/// An absolute-form request's `Host` is otherwise ignored: its target names the host
+/// (RFC 9112 §3.2.2; `Forward::host` replaces the field). Ambiguous framing never gets this
+/// far: the connection's framing guard (`framing.rs`) rejects it.
 fn check_target<B>(req: &Request<B>) -> Result<(), ProxyError> {
-    if req.uri().authority().is_some_and(|a| a.as_str().contains('@')) {
-        return Err(ProxyError::bad_request("userinfo (user:password@) in the request target is refused"));
-    }
-    let headers = req.headers();
-    if req.version() == Version::HTTP_11 && req.uri().authority().is_none() {
-        match headers.get_all(header::HOST).iter().count() {
-            1 => {}
-            0 => return Err(ProxyError::bad_request("HTTP/1.1 request without Host")),
-            _ => return Err(ProxyError::bad_request("more than one Host header")),
+    let uri = req.uri();
+    if let Some(authority) = uri.authority() {
+        if authority.as_str().contains('@') {
+            return Err(ProxyError::bad_request("userinfo (user:password@) in the request target is refused"));
+        }
+        if !sluice_http::target::is_valid_host(authority.as_str().as_bytes()) {
+            return Err(ProxyError::bad_request("the request target's authority is not host[:port]"));
         }
     }
+    let authority_form = uri.scheme().is_none() && uri.authority().is_some();
+    let connect = req.method() == Method::CONNECT && req.extensions().get::<hyper::ext::Protocol>().is_none();
+    if connect != authority_form {
+        return Err(ProxyError::bad_request(if connect {
+            "CONNECT takes a host:port target"
+        } else {
+            "a host:port target is for CONNECT only"
+        }));
+    }
+    if uri.path() == "*" && req.method() != Method::OPTIONS {
+        return Err(ProxyError::bad_request("a * target is for OPTIONS only"));
+    }
+    let headers = req.headers();
+    let mut hosts = headers.get_all(header::HOST).iter();
+    let host = hosts.next();
+    if req.version() == Version::HTTP_11 && uri.authority().is_none() {
+        if host.is_none() {
+            return Err(ProxyError::bad_request("HTTP/1.1 request without Host"));
+        }
+        if hosts.next().is_some() {
+            return Err(ProxyError::bad_request("more than one Host header"));
+        }
+    }
+    if let Some(host) = host {
+        if !sluice_http::target::is_valid_host(host.as_bytes()) {
+            return Err(ProxyError::bad_request("Host is not host[:port]"));
+        }
+        let authority = uri.authority().map(|a| a.as_str());
+        if req.version() == Version::HTTP_2
+            && authority.is_some_and(|a| !a.as_bytes().eq_ignore_ascii_case(host.as_bytes()))
+        {
+            return Err(ProxyError::bad_request("Host names another authority than :authority"));
+        }
+    }
+    Ok(())
+}
+
+/// Puts the request's path in its normal form (`sluice_http::target::normalize_path`: dot
+/// segments removed, unreserved characters decoded) before anything reads it: routes, rate
+/// limits, modules, the cache key and the origin all see the one form, so that no spelling
+/// of a path escapes what applies to it. Most paths are normal already and stay untouched.
+fn normalize_path(uri: &mut Uri) -> Result<(), ProxyError> {
+    let Some(normal) = uri.path_and_query().and_then(|pq| sluice_http::target::normalize_path(pq.as_str())) else {
+        return Ok(());
+    };
+    let mut parts = std::mem::take(uri).into_parts();
+    parts.path_and_query = Some(
+        PathAndQuery::try_from(normal).map_err(|e| ProxyError::bad_request("invalid request path").with_cause(e))?,
+    );
+    *uri = Uri::from_parts(parts).map_err(|e| ProxyError::bad_request("invalid request target").with_cause(e))?;
     Ok(())
 }
 
@@ -552,7 +625,6 @@ async fn authenticate(
 /// absolute URI. A file route's URI names the file (`file://localhost/...`); a request
 /// path that would leave the route's directory is refused here (403).
 pub(crate) fn resolve_target(state: &State, conn: &ConnInfo, parts: &request::Parts) -> Result<Resolved, ProxyError> {
-    let host_field = parts.headers.get(header::HOST);
     let host = requested_host(&parts.uri, &parts.headers);
     if conn.mode.reverses() {
         let root = PathAndQuery::from_static("/");
@@ -563,7 +635,7 @@ pub(crate) fn resolve_target(state: &State, conn: &ConnInfo, parts: &request::Pa
         if let Some(route) = state.routes.find(host, path_and_query.path()) {
             let origin = match &route.backend {
                 crate::route::Backend::Origin(origin) => origin,
-                crate::route::Backend::Pool(pool) => return pooled(route, pool, path_and_query, host_field),
+                crate::route::Backend::Pool(pool) => return pooled(route, pool, path_and_query, parts),
                 crate::route::Backend::Files(files) => {
                     let uri = files.uri_for(route.tail(path_and_query.path()))?;
                     let host = authority_value(&uri)?;
@@ -583,11 +655,12 @@ pub(crate) fn resolve_target(state: &State, conn: &ConnInfo, parts: &request::Pa
             let uri = route
                 .target(origin, path_and_query)
                 .map_err(|e| ProxyError::bad_request("cannot map the request URI").with_cause(e))?;
-            // The URI's scheme and authority are the origin's: its precomputed target and Host.
+            // The URI's scheme and authority are the origin's: its precomputed target and Host
+            // (but for a preserved Host, below).
             let target = origin.target.clone();
-            let host = match (route.preserve_host, host_field) {
-                (true, Some(h)) => h.clone(),
-                _ => origin.host.clone(),
+            let (uri, host) = match preserved_host(route, parts) {
+                Some(host) => (keyed_by_host(uri, &host)?, host),
+                None => (uri, origin.host.clone()),
             };
             let esi = route.esi.clone();
             let caching = route.caching.clone();
@@ -636,15 +709,15 @@ fn pooled(
     route: &crate::route::Route,
     pool: &Arc<crate::origin_pool::OriginPool>,
     path_and_query: &PathAndQuery,
-    host_field: Option<&HeaderValue>,
+    parts: &request::Parts,
 ) -> Result<Resolved, ProxyError> {
     let uri = route
         .target(pool.canonical(), path_and_query)
         .map_err(|e| ProxyError::bad_request("cannot map the request URI").with_cause(e))?;
     let member = pool.pick(uri.path_and_query().map_or("/", |pq| pq.as_str()));
-    let host = match (route.preserve_host, host_field) {
-        (true, Some(h)) => h.clone(),
-        _ => pool.members()[member].origin.host.clone(),
+    let (uri, host) = match preserved_host(route, parts) {
+        Some(host) => (keyed_by_host(uri, &host)?, host),
+        None => (uri, pool.members()[member].origin.host.clone()),
     };
     let target = Dest::Pool(crate::source::PoolMember { pool: Arc::clone(pool), member });
     Ok(Resolved {
@@ -657,6 +730,33 @@ fn pooled(
         max_body_size: route.max_body_size,
         headers: route.headers.clone(),
     })
+}
+
+/// The `Host` a `preserve_host` route sends on: the request target's authority when it has
+/// one (RFC 9112 §3.2.2: an absolute-form request's `Host` is ignored; HTTP/2's
+/// `:authority`), else the client's `Host` (whose syntax `check_target` checked); `None`
+/// when the route does not preserve it or there is none to preserve.
+fn preserved_host(route: &crate::route::Route, parts: &request::Parts) -> Option<HeaderValue> {
+    if !route.preserve_host {
+        return None;
+    }
+    let host = match parts.uri.authority() {
+        Some(authority) => HeaderValue::from_str(authority.as_str()).ok(),
+        None => parts.headers.get(header::HOST).cloned(),
+    };
+    host.filter(|h| !h.is_empty())
+}
+
+/// `uri` (the origin's) with `host` as its authority: with a preserved `Host` the origin may
+/// answer each host differently (virtual hosts), so the cache keys, logs and invalidates
+/// by the host the client named.
+fn keyed_by_host(uri: Uri, host: &HeaderValue) -> Result<Uri, ProxyError> {
+    let mut parts = uri.into_parts();
+    parts.authority = Some(
+        http::uri::Authority::try_from(host.as_bytes())
+            .map_err(|e| ProxyError::bad_request("Host is not an authority").with_cause(e))?,
+    );
+    Uri::from_parts(parts).map_err(|e| ProxyError::bad_request("cannot map the request URI").with_cause(e))
 }
 
 /// Whether `parts` is `OPTIONS *` (RFC 9112 §3.2.4): about the server, not a resource.
@@ -689,7 +789,7 @@ fn authority_value(uri: &Uri) -> Result<HeaderValue, ProxyError> {
 }
 
 /// True when some `Via` entry was received by `name` (our own pseudonym): a loop.
-fn via_has(headers: &HeaderMap, name: &str) -> bool {
+pub(crate) fn via_has(headers: &HeaderMap, name: &str) -> bool {
     headers.get_all(header::VIA).iter().filter_map(|v| v.to_str().ok()).flat_map(|v| v.split(',')).any(|entry| {
         let mut words = entry.split_whitespace();
         let _protocol = words.next();

@@ -4,7 +4,9 @@
 //! The first request for a key becomes the [`Leader`] and fetches. Others get a [`Pending`]
 //! and wait (with a deadline, so a waiter never waits forever) for the leader's [`Outcome`].
 //! A leader that goes away without publishing (client gone, task panicked) publishes
-//! [`Outcome::Failed`] on drop, and waiters fetch on their own.
+//! [`Outcome::Failed`] on drop, and waiters fetch on their own. A leader whose origin failed
+//! (unreachable, too slow) publishes [`Outcome::OriginFailed`], and waiters answer with that
+//! failure instead of each trying the failing origin again.
 
 use crate::{Fill, Object, ObjectMeta};
 use parking_lot::Mutex;
@@ -23,8 +25,12 @@ pub enum Outcome {
     Stored(Arc<Object>),
     /// The response may not be shared (not storable, too large): fetch on your own.
     NotShareable,
-    /// The fetch failed before a response arrived: fetch on your own.
+    /// The fetch failed before a response arrived, for reasons of its own (its client went
+    /// away, ...): fetch on your own.
     Failed,
+    /// The origin failed the fetch (no connection, no response in time): every waiter would
+    /// have met the same failure. `status` is the proxy's answer to it (502, 504).
+    OriginFailed { status: u16, reason: Arc<str> },
 }
 
 type Slot = (u64, watch::Sender<Option<Outcome>>);
@@ -152,6 +158,25 @@ mod tests {
         drop(leader);
         assert!(matches!(pending.wait(Duration::from_secs(5)).await, Some(Outcome::Failed)));
         assert!(matches!(c.join("k"), Join::Leader(_)));
+    }
+
+    #[tokio::test]
+    async fn an_origin_failure_reaches_every_follower_and_frees_the_key() {
+        let c = Collapser::default();
+        let Join::Leader(mut leader) = c.join("k") else { panic!("first join leads") };
+        let followers: Vec<_> = (0..3)
+            .map(|_| match c.join("k") {
+                Join::Follower(pending) => pending,
+                Join::Leader(_) => panic!("later joins follow"),
+            })
+            .collect();
+        leader.publish(Outcome::OriginFailed { status: 504, reason: "no response in 3s".into() });
+        for pending in followers {
+            let outcome = pending.wait(Duration::from_secs(5)).await;
+            assert!(matches!(outcome, Some(Outcome::OriginFailed { status: 504, .. })), "{outcome:?}");
+        }
+        drop(leader);
+        assert!(matches!(c.join("k"), Join::Leader(_)), "the next request tries the origin again");
     }
 
     #[tokio::test(start_paused = true)]

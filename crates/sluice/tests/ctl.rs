@@ -239,3 +239,24 @@ async fn ctl_drains_and_undrains_an_origin_of_a_pool() {
     assert!(!unknown.status.success());
     assert!(stderr(&unknown).contains("no origin pool has that origin"), "{}", stderr(&unknown));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_token_from_a_file_is_named_in_the_error() {
+    let proxy = serve().await;
+    let dir = tempfile::tempdir().unwrap();
+    let token_file = dir.path().join("stale.token");
+    std::fs::write(&token_file, "not-the-token\n").unwrap();
+    let client_config = dir.path().join("client.toml");
+    std::fs::write(&client_config, format!("[admin]\ntoken_file = {:?}\n", token_file.display().to_string())).unwrap();
+    let mut command = Command::new(env!("CARGO_BIN_EXE_sluice"));
+    command.args(["ctl", "--admin", &proxy.admin.to_string(), "--config"]).arg(&client_config);
+    command.args(["query", "http://example.test/"]);
+    command.env_remove("SLUICE_ADMIN").env_remove("SLUICE_ADMIN_TOKEN");
+    let out = run(command, None).await;
+    assert!(!out.status.success());
+    let err = stderr(&out);
+    assert!(
+        err.contains("401 Unauthorized") && err.contains(&format!("the token read from {}", token_file.display())),
+        "{err}"
+    );
+}

@@ -4,7 +4,7 @@
 //! Address: `--admin ADDR`, else `$SLUICE_ADMIN`, else `[admin] addr` of `--config FILE`,
 //! else `127.0.0.1:3129`. Token: `--token TOKEN`, else `$SLUICE_ADMIN_TOKEN`, else
 //! `[admin] token` of the configuration, else the token file the proxy writes when it
-//! generates one (`[admin] token_file`, default `$TMPDIR/sluice-admin.token`).
+//! generates one (`[admin] token_file`, default `$TMPDIR/sluice-admin-<port>.token`).
 
 use anyhow::{bail, Context};
 use bytes::Bytes;
@@ -38,6 +38,8 @@ pub struct Connection {
 pub struct AdminClient {
     pub addr: SocketAddr,
     token: String,
+    /// The file the token was read from, when it came from one (named when it is refused).
+    token_file: Option<std::path::PathBuf>,
 }
 
 /// A request body for [`AdminClient::send`].
@@ -63,30 +65,26 @@ impl AdminClient {
             }
             (None, None) => config.as_ref().map_or_else(|| Config::default().admin.addr, |c| c.admin.addr),
         };
-        let token = match (&connection.token, env("SLUICE_ADMIN_TOKEN")) {
-            (Some(token), _) => token.clone(),
-            (None, Some(token)) => token,
+        let (token, token_file) = match (&connection.token, env("SLUICE_ADMIN_TOKEN")) {
+            (Some(token), _) => (token.clone(), None),
+            (None, Some(token)) => (token, None),
             (None, None) => match config.as_ref().and_then(|c| c.admin.token.clone()) {
-                Some(token) => token,
+                Some(token) => (token, None),
                 None => {
-                    let file = config
-                        .as_ref()
-                        .and_then(|c| c.admin.token_file.clone())
-                        .unwrap_or_else(|| std::env::temp_dir().join("sluice-admin.token"));
-                    std::fs::read_to_string(&file)
-                        .with_context(|| {
-                            format!(
-                                "no admin token: give --token or SLUICE_ADMIN_TOKEN, or a --config with [admin] token \
-                                 (could not read the token file {})",
-                                file.display()
-                            )
-                        })?
-                        .trim()
-                        .to_owned()
+                    let admin = config.as_ref().map_or_else(|| Config::default().admin, |c| c.admin.clone());
+                    let file = admin.token_path(addr.port());
+                    let token = std::fs::read_to_string(&file).with_context(|| {
+                        format!(
+                            "no admin token: give --token or SLUICE_ADMIN_TOKEN, or a --config with [admin] token \
+                             (could not read the token file {})",
+                            file.display()
+                        )
+                    })?;
+                    (token.trim().to_owned(), Some(file))
                 }
             },
         };
-        Ok(Self { addr, token })
+        Ok(Self { addr, token, token_file })
     }
 
     /// Sends one request to `path_and_query` and returns the response head and its
@@ -113,7 +111,16 @@ impl AdminClient {
             .header(http::header::AUTHORIZATION, format!("Bearer {}", self.token))
             .body(body)
             .context("building the admin request")?;
-        sender.send_request(request).await.with_context(|| format!("admin request {path_and_query}"))
+        let response = sender.send_request(request).await.with_context(|| format!("admin request {path_and_query}"))?;
+        if let Some(file) = self.token_file.as_ref().filter(|_| response.status() == StatusCode::UNAUTHORIZED) {
+            bail!(
+                "401 Unauthorized: the admin API at {} refused the token read from {} (written by another \
+                 sluice serve?); give --token, SLUICE_ADMIN_TOKEN or --config",
+                self.addr,
+                file.display()
+            );
+        }
+        Ok(response)
     }
 
     /// Sends a request and reads the whole answer; fails with the server's message on a

@@ -74,7 +74,7 @@ pub async fn fetch(client: &AdminClient, args: &Args) -> anyhow::Result<()> {
     out.flush().await.context("writing the body")?;
     if !args.quiet {
         eprintln!("{status} ({size} bytes) {result}");
-        eprintln!("Cache-Status: {}", cache_status.as_deref().unwrap_or("(disabled)"));
+        eprintln!("Cache-Status: {}", cache_status.as_deref().unwrap_or("(none in the response)"));
     }
     if status.is_client_error() || status.is_server_error() {
         bail!("{} answered {status}", args.url);

@@ -1,0 +1,139 @@
+//! Request targets as a proxy must read them before routing, keying or forwarding:
+//! the path normalised to the form every equivalent spelling shares (RFC 3986 §6.2.2), and
+//! the `Host` field's syntax (RFC 9110 §7.2).
+//!
+//! Without normalisation `/a/../private/x`, `/./private/x` and `/%70rivate/x` would each
+//! escape a route, rate limit or cache entry for `/private/`, and reach the origin as
+//! `/private/x` all the same.
+
+/// The normalised form of a request's path and query (`/a/./b/../c?q`), or `None` when it
+/// is already normal (the common case, decided by a scan for `%` and `/.`):
+/// percent-encoded unreserved characters decoded and other percent-encodings' hex digits
+/// upper-cased (§6.2.2.1, §6.2.2.2), then `.` and `..` segments removed (§6.2.2.3, §5.2.4).
+/// The query is left as it is; so are encoded slashes (`%2F`) and invalid `%` sequences.
+/// Targets that are not a path (`*`, authority-form) are `None`.
+pub fn normalize_path(path_and_query: &str) -> Option<String> {
+    let (path, query) = match path_and_query.find('?') {
+        Some(q) => path_and_query.split_at(q),
+        None => (path_and_query, ""),
+    };
+    if !path.starts_with('/') || !(path.contains("/.") || path.as_bytes().contains(&b'%')) {
+        return None;
+    }
+    let decoded = decode_unreserved(path);
+    let has_dot_segment = decoded.split('/').any(|s| s == "." || s == "..");
+    let normal = if has_dot_segment { crate::uri_ref::remove_dot_segments(&decoded) } else { decoded };
+    (normal != path).then(|| normal + query)
+}
+
+/// `%XX` of an unreserved character (ALPHA, DIGIT, `-`, `.`, `_`, `~`) decoded, other valid
+/// `%XX` with upper-case hex digits, the rest as it is.
+fn decode_unreserved(path: &str) -> String {
+    let bytes = path.as_bytes();
+    let mut out = String::with_capacity(path.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let escaped = match bytes.get(i..i + 3) {
+            Some([b'%', hi, lo]) => hex(*hi).zip(hex(*lo)).map(|(hi, lo)| hi << 4 | lo),
+            _ => None,
+        };
+        match escaped {
+            Some(byte) if byte.is_ascii_alphanumeric() || b"-._~".contains(&byte) => {
+                out.push(char::from(byte));
+                i += 3;
+            }
+            Some(_) => {
+                out.push('%');
+                out.push(char::from(bytes[i + 1].to_ascii_uppercase()));
+                out.push(char::from(bytes[i + 2].to_ascii_uppercase()));
+                i += 3;
+            }
+            None => {
+                // Everything else in a parsed path is ASCII: copy the run up to the next `%`.
+                let end = bytes[i + 1..].iter().position(|&b| b == b'%').map_or(bytes.len(), |p| i + 1 + p);
+                out.push_str(&path[i..end]);
+                i = end;
+            }
+        }
+    }
+    out
+}
+
+fn hex(digit: u8) -> Option<u8> {
+    char::from(digit).to_digit(16).map(|d| d as u8)
+}
+
+/// True when `value` is a valid `Host` field value (RFC 9110 §7.2): `uri-host [ ":" port ]`,
+/// the host a registered name (unreserved characters, percent-encodings, sub-delims), an
+/// IPv4 address (a registered name's syntax) or a bracketed IP literal, the port digits.
+/// Empty is valid (a target without an authority). No userinfo (`@`), no spaces.
+pub fn is_valid_host(value: &[u8]) -> bool {
+    let (host, port) = match value.first() {
+        Some(b'[') => match value.iter().position(|&b| b == b']') {
+            Some(end) => {
+                let literal = &value[1..end];
+                let literal_ok = !literal.is_empty()
+                    && literal.iter().all(|&b| b.is_ascii_hexdigit() || b":.".contains(&b) || is_unreserved(b));
+                if !literal_ok {
+                    return false;
+                }
+                (&value[..0], &value[end + 1..])
+            }
+            None => return false,
+        },
+        _ => match value.iter().position(|&b| b == b':') {
+            Some(colon) => (&value[..colon], &value[colon..]),
+            None => (value, &value[value.len()..]),
+        },
+    };
+    let port_ok = match port.split_first() {
+        None => true,
+        Some((b':', digits)) => digits.iter().all(u8::is_ascii_digit),
+        Some(_) => false,
+    };
+    port_ok && host.iter().all(|&b| is_unreserved(b) || b == b'%' || b"!$&'()*+,;=".contains(&b))
+}
+
+fn is_unreserved(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b"-._~".contains(&b)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rfc3986_6_2_2_equivalent_paths_share_one_form() {
+        let normal = |pq: &str| normalize_path(pq);
+        assert_eq!(normal("/a/b?x=../y"), None, "the query is not a path");
+        assert_eq!(normal("/file.txt"), None, "a dot in a name is no segment");
+        assert_eq!(normal("/pub/../private/x"), Some("/private/x".into()));
+        assert_eq!(normal("/./api/v1?q=1"), Some("/api/v1?q=1".into()));
+        assert_eq!(normal("/x/../api/"), Some("/api/".into()));
+        assert_eq!(normal("/a/.."), Some("/".into()));
+        assert_eq!(normal("/../../etc/passwd"), Some("/etc/passwd".into()), "never above the root");
+        assert_eq!(normal("/%61pi/x"), Some("/api/x".into()), "unreserved characters decoded");
+        assert_eq!(normal("/pub/%2e%2e/private/x"), Some("/private/x".into()), "then dot segments removed");
+        assert_eq!(normal("/a%2fb/%2E%2E/c"), Some("/c".into()), "an encoded slash stays, upper-cased");
+        assert_eq!(normal("/a%2Fb"), None);
+        assert_eq!(normal("/a%2fb"), Some("/a%2Fb".into()));
+        assert_eq!(normal("/100%"), None, "an invalid escape is left");
+        assert_eq!(normal("/%zz/./x"), Some("/%zz/x".into()));
+        assert_eq!(normal("/caf%C3%A9"), None, "non-ASCII stays encoded");
+        assert_eq!(normal("*"), None);
+    }
+
+    #[test]
+    fn rfc9110_7_2_host_syntax() {
+        for good in
+            ["example.com", "example.com:8080", "EXAMPLE.com.", "[::1]", "[::1]:80", "192.0.2.1:", "", "a-b_c~d"]
+        {
+            assert!(is_valid_host(good.as_bytes()), "{good}");
+        }
+        for bad in
+            ["a.test:@evil.test", "u@h", "h:abc", "h:-1", "h:+80", "a b", "h/x", "[::1", "[::1]x", "h:80:80", "[]"]
+        {
+            assert!(!is_valid_host(bad.as_bytes()), "{bad}");
+        }
+    }
+}
