@@ -13,13 +13,31 @@
 /// The query is left as it is; so are encoded slashes (`%2F`) and invalid `%` sequences.
 /// Targets that are not a path (`*`, authority-form) are `None`.
 pub fn normalize_path(path_and_query: &str) -> Option<String> {
-    let (path, query) = match path_and_query.find('?') {
-        Some(q) => path_and_query.split_at(q),
-        None => (path_and_query, ""),
-    };
-    if !path.starts_with('/') || !(path.contains("/.") || path.as_bytes().contains(&b'%')) {
+    let bytes = path_and_query.as_bytes();
+    if bytes.first() != Some(&b'/') {
         return None;
     }
+    // One pass up to the query, looking for a `%` or a segment that starts with `.`: this
+    // runs on every request, and most paths have neither.
+    let mut previous = 0;
+    let mut suspect = false;
+    let mut end = bytes.len();
+    for (i, &byte) in bytes.iter().enumerate() {
+        match byte {
+            b'?' => {
+                end = i;
+                break;
+            }
+            b'%' => suspect = true,
+            b'.' if previous == b'/' => suspect = true,
+            _ => {}
+        }
+        previous = byte;
+    }
+    if !suspect {
+        return None;
+    }
+    let (path, query) = path_and_query.split_at(end);
     let decoded = decode_unreserved(path);
     let has_dot_segment = decoded.split('/').any(|s| s == "." || s == "..");
     let normal = if has_dot_segment { crate::uri_ref::remove_dot_segments(&decoded) } else { decoded };
@@ -68,35 +86,53 @@ fn hex(digit: u8) -> Option<u8> {
 /// IPv4 address (a registered name's syntax) or a bracketed IP literal, the port digits.
 /// Empty is valid (a target without an authority). No userinfo (`@`), no spaces.
 pub fn is_valid_host(value: &[u8]) -> bool {
-    let (host, port) = match value.first() {
-        Some(b'[') => match value.iter().position(|&b| b == b']') {
-            Some(end) => {
-                let literal = &value[1..end];
-                let literal_ok = !literal.is_empty()
-                    && literal.iter().all(|&b| b.is_ascii_hexdigit() || b":.".contains(&b) || is_unreserved(b));
-                if !literal_ok {
-                    return false;
-                }
-                (&value[..0], &value[end + 1..])
-            }
-            None => return false,
-        },
-        _ => match value.iter().position(|&b| b == b':') {
-            Some(colon) => (&value[..colon], &value[colon..]),
-            None => (value, &value[value.len()..]),
-        },
-    };
-    let port_ok = match port.split_first() {
+    if value.first() == Some(&b'[') {
+        let Some(end) = value.iter().position(|&b| b == b']') else { return false };
+        let literal = &value[1..end];
+        let literal_ok = !literal.is_empty()
+            && literal.iter().all(|&b| b.is_ascii_hexdigit() || b":.".contains(&b) || is_unreserved(b));
+        return literal_ok && is_port(&value[end + 1..]);
+    }
+    // One pass (this runs on every request's `Host`): registered-name bytes up to a `:`,
+    // then the port.
+    for (i, &byte) in value.iter().enumerate() {
+        if byte == b':' {
+            return is_port(&value[i..]);
+        }
+        if !REG_NAME[usize::from(byte)] {
+            return false;
+        }
+    }
+    true
+}
+
+/// Nothing, or `:` and digits.
+fn is_port(port: &[u8]) -> bool {
+    match port.split_first() {
         None => true,
         Some((b':', digits)) => digits.iter().all(u8::is_ascii_digit),
         Some(_) => false,
-    };
-    port_ok && host.iter().all(|&b| is_unreserved(b) || b == b'%' || b"!$&'()*+,;=".contains(&b))
+    }
 }
 
 fn is_unreserved(b: u8) -> bool {
     b.is_ascii_alphanumeric() || b"-._~".contains(&b)
 }
+
+/// The bytes of a registered name (RFC 3986 §3.2.2): unreserved characters, `%` of
+/// percent-encodings and sub-delims, as a table (this runs on every request's `Host`).
+const REG_NAME: [bool; 256] = {
+    let mut table = [false; 256];
+    let mut b = 0;
+    while b < 256 {
+        let c = b as u8;
+        table[b] = c.is_ascii_alphanumeric()
+            || matches!(c, b'-' | b'.' | b'_' | b'~' | b'%' | b'!' | b'$' | b'&' | b'\'' | b'(' | b')')
+            || matches!(c, b'*' | b'+' | b',' | b';' | b'=');
+        b += 1;
+    }
+    table
+};
 
 #[cfg(test)]
 mod tests {

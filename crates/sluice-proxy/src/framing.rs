@@ -30,6 +30,7 @@
 //! Writes go straight to the wrapped stream.
 
 use crate::options_form::OptionsForms;
+use std::future::Future;
 use std::io;
 use std::mem::MaybeUninit;
 use std::pin::Pin;
@@ -85,6 +86,22 @@ pub struct StrictHttp1<IO> {
     lo: usize,
     ok: usize,
     hi: usize,
+    /// Set once hyper shuts a connection down whose client was cut off ([`Framing::Closed`]).
+    linger: Option<Lingering>,
+}
+
+/// How long, and for how many bytes, a connection cut off after a refused request keeps
+/// reading (and dropping) what its client still sends once the refusal is written and the
+/// connection shut for writing. Closing a socket with unread data sends a reset, which can
+/// make the client lose the refusal itself (a `431` for a head still arriving, a `400`
+/// with a body behind it); nginx's "lingering close".
+const LINGER: std::time::Duration = std::time::Duration::from_secs(2);
+const LINGER_BYTES: usize = 1 << 20;
+
+/// A lingering close in progress.
+struct Lingering {
+    until: Pin<Box<tokio::time::Sleep>>,
+    drained: usize,
 }
 
 impl<IO> StrictHttp1<IO> {
@@ -92,7 +109,7 @@ impl<IO> StrictHttp1<IO> {
     /// `max_buf_size`): a head still incomplete beyond it is handed over for the reader to
     /// refuse.
     pub fn new(io: IO, max_head: usize) -> Self {
-        Self { io, scan: Scanner::new(max_head), hold: Vec::new(), lo: 0, ok: 0, hi: 0 }
+        Self { io, scan: Scanner::new(max_head), hold: Vec::new(), lo: 0, ok: 0, hi: 0, linger: None }
     }
 
     /// Notes the target form of every `OPTIONS` request let through in `forms`, for the
@@ -216,7 +233,7 @@ impl<IO: AsyncRead + Unpin> AsyncRead for StrictHttp1<IO> {
     }
 }
 
-impl<IO: AsyncWrite + Unpin> AsyncWrite for StrictHttp1<IO> {
+impl<IO: AsyncRead + AsyncWrite + Unpin> AsyncWrite for StrictHttp1<IO> {
     fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
         Pin::new(&mut self.get_mut().io).poll_write(cx, buf)
     }
@@ -237,8 +254,31 @@ impl<IO: AsyncWrite + Unpin> AsyncWrite for StrictHttp1<IO> {
         Pin::new(&mut self.get_mut().io).poll_flush(cx)
     }
 
+    /// Shuts the connection for writing; then, for a client that was cut off, lingers
+    /// ([`LINGER`]) before the connection is closed.
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().io).poll_shutdown(cx)
+        let this = self.get_mut();
+        if this.linger.is_none() {
+            ready!(Pin::new(&mut this.io).poll_shutdown(cx))?;
+            if this.scan.framing != Framing::Closed {
+                return Poll::Ready(Ok(()));
+            }
+            this.linger = Some(Lingering { until: Box::pin(tokio::time::sleep(LINGER)), drained: 0 });
+        }
+        let linger = this.linger.as_mut().expect("set above");
+        let mut scratch = [0u8; 4096];
+        loop {
+            if linger.drained >= LINGER_BYTES || linger.until.as_mut().poll(cx).is_ready() {
+                return Poll::Ready(Ok(()));
+            }
+            let mut buf = ReadBuf::new(&mut scratch);
+            match Pin::new(&mut this.io).poll_read(cx, &mut buf) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(Ok(())) if !buf.filled().is_empty() => linger.drained += buf.filled().len(),
+                // The client closed its side too, or the connection broke: done.
+                Poll::Ready(_) => return Poll::Ready(Ok(())),
+            }
+        }
     }
 }
 
@@ -400,6 +440,12 @@ impl Scanner {
         let mut headers = vec![httparse::EMPTY_HEADER; lines.min(MAX_HEADERS_FALLBACK)];
         let mut req = httparse::Request::new(&mut headers);
         let parsed = req.parse(data);
+        if parsed == Err(httparse::Error::TooManyHeaders) && data.len() <= self.max_head && !head_ends(data) {
+            // Too many fields for anyone, but hyper parses a head only once it has its end
+            // (and would see the connection end first): hold it until then, for its 431.
+            self.checked = data.len();
+            return Step::Hold;
+        }
         self.parsed(data, parsed, &req)
     }
 
@@ -442,6 +488,11 @@ impl Scanner {
             }
         }
     }
+}
+
+/// Whether `data` holds the empty line that ends a head (`CRLF CRLF`, or bare `LF`s).
+fn head_ends(data: &[u8]) -> bool {
+    data.windows(2).any(|w| w == b"\n\n") || data.windows(3).any(|w| w == b"\n\r\n")
 }
 
 /// Checks a complete request head (RFC 9112 §6.1, §6.3) and says how its message continues:
@@ -625,11 +676,12 @@ mod tests {
     struct Client {
         chunks: VecDeque<Vec<u8>>,
         ready: bool,
+        shut: bool,
     }
 
     impl Client {
         fn new<C: AsRef<[u8]>>(chunks: impl IntoIterator<Item = C>) -> Self {
-            Self { chunks: chunks.into_iter().map(|c| c.as_ref().to_vec()).collect(), ready: false }
+            Self { chunks: chunks.into_iter().map(|c| c.as_ref().to_vec()).collect(), ready: false, shut: false }
         }
     }
 
@@ -650,6 +702,20 @@ mod tests {
                     this.chunks.pop_front();
                 }
             }
+            Poll::Ready(Ok(()))
+        }
+    }
+
+    /// Writes go nowhere; a shutdown is noted.
+    impl AsyncWrite for Client {
+        fn poll_write(self: Pin<&mut Self>, _: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+            Poll::Ready(Ok(buf.len()))
+        }
+        fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+            Poll::Ready(Ok(()))
+        }
+        fn poll_shutdown(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+            self.get_mut().shut = true;
             Poll::Ready(Ok(()))
         }
     }
@@ -950,6 +1016,34 @@ mod tests {
             format!("POST / HTTP/1.1\r\nHost: a\r\n{too_many}Content-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n");
         let guard = StrictHttp1::new(Client::new([bad.as_bytes(), GET]), 65536);
         assert_eq!(show(&read_all(guard, 65536).await), bad);
+
+        // Such a head whose end comes in a later read is held for it: hyper parses a head only
+        // once it has its end, so cut off at the first read it would see the connection end
+        // instead, and answer nothing.
+        let open = format!("GET / HTTP/1.1\r\nHost: a\r\n{too_many}");
+        let guard = StrictHttp1::new(Client::new([open.as_bytes(), b"\r\n", GET]), 65536);
+        assert_eq!(show(&read_all(guard, 65536).await), format!("{open}\r\n"));
+    }
+
+    #[tokio::test]
+    async fn rfc9112_9_6_a_cut_off_client_is_read_to_its_end_before_the_close() {
+        let bad = b"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n";
+        let mut guard = StrictHttp1::new(Client::new([&bad[..], &[b'x'; 5000], &[b'y'; 5000]]), MAX);
+        let mut buf = vec![0; 8192];
+        let n = guard.read(&mut buf).await.unwrap();
+        assert_eq!(show(&buf[..n]), show(REJECTED_HEAD));
+        assert_eq!(guard.read(&mut buf).await.unwrap(), 0, "nothing after it reaches hyper");
+        assert_eq!(guard.io.chunks.len(), 2, "what came after is still unread");
+        guard.shutdown().await.unwrap();
+        assert!(guard.io.shut, "shut for writing first");
+        assert!(guard.io.chunks.is_empty(), "then read to the client's end, so closing resets nothing");
+
+        // A connection ending normally is closed at once.
+        let mut guard = StrictHttp1::new(Client::new([GET, GET]), MAX);
+        let n = guard.read(&mut buf).await.unwrap();
+        assert_eq!(&buf[..n], GET);
+        guard.shutdown().await.unwrap();
+        assert_eq!(guard.io.chunks.len(), 1, "no lingering");
     }
 
     #[tokio::test]

@@ -696,3 +696,15 @@ async fn http2_continuation_flood_is_cut_off() {
     h.origin.on("/after", Reply::ok("still here"));
     assert_eq!(h.get("/after").await.text(), "still here");
 }
+
+#[tokio::test]
+async fn a_refused_head_with_more_still_coming_gets_its_431_not_a_reset() {
+    // 2,000 fields (beyond any limit) and 256 KiB more behind them, in one write: the proxy
+    // answers 431, shuts its side and reads what follows before it closes (RFC 9112 §9.6;
+    // the guard's own test, `framing.rs`, checks the reading).
+    let h = Harness::forward().await;
+    let fields: String = (0..2000).map(|i| format!("X-F{i}: v\r\n")).collect();
+    let request = format!("OPTIONS * HTTP/1.1\r\nHost: a\r\nMax-Forwards: 0\r\n{fields}\r\n{}", "x".repeat(256 << 10));
+    let answer = client::raw(h.addr(), request.as_bytes()).await;
+    assert!(answer.starts_with("HTTP/1.1 431"), "{}", &answer[..answer.len().min(200)]);
+}
