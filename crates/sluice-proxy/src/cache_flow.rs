@@ -72,7 +72,9 @@ enum Fetched {
     /// The origin confirmed a suspended entry (304): its freshened metadata, no body.
     Confirmed(Arc<ObjectMeta>),
     /// A storable response; its body is filling (and will be stored when complete).
-    Filling { meta: Arc<ObjectMeta>, fill: Arc<Fill> },
+    /// `hold` reads nothing: it keeps the fill's start until the caller's own reader exists
+    /// (a fill that outgrows the object limit drops what every reader has read).
+    Filling { meta: Arc<ObjectMeta>, fill: Arc<Fill>, hold: sluice_store::FillReader },
     /// A response that is not stored, streamed through; `detail` says why.
     Pass { parts: Box<response::Parts>, body: SourceBody, detail: &'static str },
     /// The origin answered a validation with a server error and `stale-if-error` (or
@@ -336,7 +338,7 @@ pub async fn serve(
             }
             Ok(response)
         }
-        Ok(Fetched::Filling { meta, fill }) => {
+        Ok(Fetched::Filling { meta, fill, hold }) => {
             txn.code = miss_code(refresh, &req_cc, pragma);
             let cs = CacheStatus {
                 fwd: Some(fwd_reason),
@@ -347,6 +349,7 @@ pub async fn serve(
             };
             let (response, _) =
                 respond::from_object(state, &forward.client, &meta, ObjectBody::Filling(fill), &cs, now);
+            drop(hold);
             Ok(response)
         }
         Ok(Fetched::Pass { parts, body, detail }) => {
@@ -703,11 +706,12 @@ async fn fetch(
     match verdict {
         Ok(meta) => {
             let fill = Fill::new(if may_change { None } else { sluice_http::fields::content_length(&parts.headers) });
+            let hold = fill.reader();
             if let Some(leader) = leader.as_mut() {
                 leader.publish(Outcome::Filling { meta: Arc::clone(&meta), fill: Arc::clone(&fill) });
             }
             tokio::spawn(pump(Arc::clone(state), body, Arc::clone(&fill), Arc::clone(&meta), leader, editors));
-            Ok(Fetched::Filling { meta, fill })
+            Ok(Fetched::Filling { meta, fill, hold })
         }
         Err(detail) => {
             if let Some(leader) = leader.as_mut() {
@@ -808,7 +812,7 @@ async fn pump(
     mut body: SourceBody,
     fill: Arc<Fill>,
     meta: Arc<ObjectMeta>,
-    leader: Option<Leader>,
+    mut leader: Option<Leader>,
     mut editors: Option<OriginBodyPhase>,
 ) {
     let max = state.store.max_object();
@@ -843,7 +847,21 @@ async fn pump(
                 return;
             }
         }
-        too_large |= fill.len() > max;
+        if !too_large && fill.len() > max {
+            // It will not be stored: no one else joins, and it streams to its readers in a
+            // bounded window instead of being held whole (`Fill::stop_keeping`); the URL is
+            // passed by for a while, as other responses too large to store are.
+            too_large = true;
+            drop(leader.take());
+            fill.stop_keeping();
+            state.hit_for_pass.remember(&meta.key, meta.status, "too-large", state.clock.now());
+            tracing::debug!("not storing {}: its body passed cache.max_object", meta.key);
+        }
+        if too_large && !std::future::poll_fn(|cx| fill.poll_room(cx)).await {
+            // Every reader is gone: nobody wants the rest.
+            fill.fail("no reader left for a body too large to store");
+            return;
+        }
     }
     if editing && !modules_saw_end {
         match edit(Bytes::new(), true) {

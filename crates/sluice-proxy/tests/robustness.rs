@@ -708,3 +708,22 @@ async fn a_refused_head_with_more_still_coming_gets_its_431_not_a_reset() {
     let answer = client::raw(h.addr(), request.as_bytes()).await;
     assert!(answer.starts_with("HTTP/1.1 431"), "{}", &answer[..answer.len().min(200)]);
 }
+
+#[tokio::test]
+async fn a_chunked_body_that_outgrows_the_object_limit_streams_whole_to_every_reader_and_is_not_stored() {
+    // Without a Content-Length the size shows only as the body arrives: past
+    // cache.max_object the fill stops keeping it (its memory bounded by a window ahead of
+    // the slowest reader, `Fill::stop_keeping`), and the URL is passed by for a while.
+    let h = Harness::build(Mode::Forward, |c| c.cache.max_object = sluice_proxy::units::Size(64 << 10)).await;
+    let body: String = (0..3_000_000u32).map(|i| char::from(b'a' + (i % 26) as u8)).collect();
+    h.origin.on("/big", Reply::ok(body.clone()).header("Cache-Control", "max-age=600").chunked());
+    let (first, second) = tokio::join!(h.get("/big"), h.get("/big"));
+    for reply in [&first, &second] {
+        assert_eq!(reply.status, 200);
+        assert!(reply.text() == body, "{} bytes of {}", reply.text().len(), body.len());
+    }
+    let again = h.get("/big").await;
+    assert!(again.text() == body);
+    assert!(again.header("cache-status").contains("hit-for-pass"), "{}", again.header("cache-status"));
+    assert_eq!(h.proxy.state().store.stats().objects, 0, "nothing stored");
+}

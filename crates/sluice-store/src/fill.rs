@@ -4,11 +4,19 @@
 //! Readers start at the first chunk and follow the writer; a reader never sees a partial
 //! body as complete: a failed fill ends every reader with [`FillError`], so the client's
 //! connection is cut rather than handed a truncated response that looks whole.
+//!
+//! A fill keeps every chunk (the body is stored whole once it ends) until the writer learns
+//! that it will not be stored (it outgrew the object limit) and calls
+//! [`Fill::stop_keeping`]. From then on it is a stream: chunks every reader has read are
+//! dropped, the writer waits ([`Fill::poll_room`]) while more than [`STREAM_WINDOW`] bytes
+//! wait for the slowest reader, and stops when no reader is left. Its memory is then bounded
+//! by the window, not by the body, however large the body and however slow its readers.
 
 use crate::{RangeCut, StoredBody};
 use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
 use parking_lot::Mutex;
+use std::collections::VecDeque;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
@@ -25,12 +33,62 @@ impl std::fmt::Display for FillError {
 
 impl std::error::Error for FillError {}
 
+/// Bytes a streaming fill ([`Fill::stop_keeping`]) holds ahead of its slowest reader before
+/// its writer waits.
+pub const STREAM_WINDOW: u64 = 1 << 20;
+
 #[derive(Debug, Default)]
 struct State {
-    chunks: Vec<Bytes>,
+    /// The chunks kept, the first being chunk number `dropped` of the body.
+    chunks: VecDeque<Bytes>,
+    /// Chunks dropped from the front (streaming only).
+    dropped: usize,
+    /// Bytes in `chunks`.
+    kept: u64,
+    /// Bytes received.
     len: u64,
     end: Option<Result<(), FillError>>,
+    /// Readers waiting for more.
     wakers: Vec<Waker>,
+    /// The body will not be stored: read chunks are dropped ([`Fill::stop_keeping`]).
+    streaming: bool,
+    /// Each reader's next chunk number, by reader slot (`None`: a free slot).
+    cursors: Vec<Option<usize>>,
+    /// The writer, waiting for room ([`Fill::poll_room`]).
+    writer: Option<Waker>,
+}
+
+impl State {
+    /// Takes a slot for a new reader starting at chunk 0.
+    fn join(&mut self) -> usize {
+        match self.cursors.iter().position(Option::is_none) {
+            Some(slot) => {
+                self.cursors[slot] = Some(0);
+                slot
+            }
+            None => {
+                self.cursors.push(Some(0));
+                self.cursors.len() - 1
+            }
+        }
+    }
+
+    /// When streaming: drops the chunks every reader has read; the writer's waker when that
+    /// made room for it (or no reader is left).
+    fn trim(&mut self) -> Option<Waker> {
+        if !self.streaming {
+            return None;
+        }
+        let slowest = self.cursors.iter().flatten().min().copied();
+        let upto = slowest.unwrap_or(self.dropped + self.chunks.len());
+        while self.dropped < upto {
+            let Some(chunk) = self.chunks.pop_front() else { break };
+            self.kept -= chunk.len() as u64;
+            self.dropped += 1;
+        }
+        let room = self.kept <= STREAM_WINDOW || slowest.is_none();
+        room.then(|| self.writer.take()).flatten()
+    }
 }
 
 /// A growing body shared by one writer and many readers.
@@ -58,7 +116,8 @@ impl Fill {
                 return;
             }
             st.len += chunk.len() as u64;
-            st.chunks.push(chunk);
+            st.kept += chunk.len() as u64;
+            st.chunks.push_back(chunk);
             std::mem::take(&mut st.wakers)
         };
         wakers.into_iter().for_each(Waker::wake);
@@ -68,7 +127,40 @@ impl Fill {
     /// The writer calls this once the source ended, stores the object, and only then calls
     /// [`Fill::complete`], so a reader that sees the end can already find the object stored.
     pub fn body(&self) -> StoredBody {
-        StoredBody::new(self.state.lock().chunks.clone())
+        let st = self.state.lock();
+        debug_assert!(!st.streaming, "a streaming fill's body is not whole");
+        StoredBody::new(st.chunks.iter().cloned().collect())
+    }
+
+    /// The body will not be stored: from now on chunks every reader has read are dropped,
+    /// and readers that start now, after chunks were dropped, fail (see the module
+    /// documentation). The writer should stop letting others join (the collapse slot) first.
+    pub fn stop_keeping(&self) {
+        let writer = {
+            let mut st = self.state.lock();
+            st.streaming = true;
+            st.trim()
+        };
+        writer.into_iter().for_each(Waker::wake);
+    }
+
+    /// For the writer of a fill that stopped keeping its chunks: `Ready(true)` when it may
+    /// push more (at most [`STREAM_WINDOW`] bytes wait for the slowest reader), `Ready(false)`
+    /// when no reader is left (nobody wants the rest), `Pending` otherwise. Always
+    /// `Ready(true)` while the fill keeps its chunks.
+    pub fn poll_room(&self, cx: &mut Context<'_>) -> Poll<bool> {
+        let mut st = self.state.lock();
+        if !st.streaming {
+            return Poll::Ready(true);
+        }
+        if st.cursors.iter().all(Option::is_none) {
+            return Poll::Ready(false);
+        }
+        if st.kept <= STREAM_WINDOW {
+            return Poll::Ready(true);
+        }
+        st.writer = Some(cx.waker().clone());
+        Poll::Pending
     }
 
     /// Marks the body complete: readers end after the last chunk.
@@ -110,14 +202,16 @@ impl Fill {
 
     /// A reader positioned at the start of the body.
     pub fn reader(self: &Arc<Self>) -> FillReader {
-        FillReader { fill: Arc::clone(self), next: 0, sent: 0, cut: RangeCut::whole() }
+        let slot = self.state.lock().join();
+        FillReader { fill: Arc::clone(self), slot, next: 0, sent: 0, cut: RangeCut::whole() }
     }
 
     /// A reader of the bytes in `range` only, as they arrive (a `206` for a body still
     /// arriving). It ends once it has given the range's last byte, whether or not the fill
     /// has ended; a fill that fails before then ends it with [`FillError`].
     pub fn range_reader(self: &Arc<Self>, range: std::ops::Range<u64>) -> FillReader {
-        FillReader { fill: Arc::clone(self), next: 0, sent: 0, cut: RangeCut::range(range) }
+        let slot = self.state.lock().join();
+        FillReader { fill: Arc::clone(self), slot, next: 0, sent: 0, cut: RangeCut::range(range) }
     }
 }
 
@@ -126,7 +220,9 @@ impl Fill {
 #[derive(Debug)]
 pub struct FillReader {
     fill: Arc<Fill>,
-    /// The index of the next chunk.
+    /// Its slot among the fill's readers (where it tells the fill how far it has read).
+    slot: usize,
+    /// The number of the next chunk.
     next: usize,
     /// Bytes given so far.
     sent: u64,
@@ -144,12 +240,23 @@ impl Body for FillReader {
             return Poll::Ready(None);
         }
         let mut st = this.fill.state.lock();
-        while let Some(chunk) = st.chunks.get(this.next) {
+        if this.next < st.dropped {
+            // Started after the fill stopped keeping the start of its body.
+            return Poll::Ready(Some(Err(FillError("the body outgrew the cache and was not kept".into()))));
+        }
+        while let Some(chunk) = st.chunks.get(this.next - st.dropped) {
+            let chunk = chunk.clone();
             this.next += 1;
-            if let Some(part) = this.cut.cut(chunk) {
+            st.cursors[this.slot] = Some(this.next);
+            let writer = st.trim();
+            if let Some(part) = this.cut.cut(&chunk) {
                 drop(st);
+                writer.into_iter().for_each(Waker::wake);
                 this.sent += part.len() as u64;
                 return Poll::Ready(Some(Ok(Frame::data(part))));
+            }
+            if let Some(writer) = writer {
+                writer.wake();
             }
         }
         match &st.end {
@@ -167,7 +274,7 @@ impl Body for FillReader {
             return true;
         }
         let st = self.fill.state.lock();
-        self.next >= st.chunks.len() && matches!(st.end, Some(Ok(())))
+        self.next >= st.dropped + st.chunks.len() && matches!(st.end, Some(Ok(())))
     }
 
     fn size_hint(&self) -> SizeHint {
@@ -176,6 +283,18 @@ impl Body for FillReader {
             (None, Some(len)) => SizeHint::with_exact(len.saturating_sub(self.sent)),
             (None, None) => SizeHint::default(),
         }
+    }
+}
+
+impl Drop for FillReader {
+    /// Gives its slot back; a streaming fill may drop what only this reader still needed.
+    fn drop(&mut self) {
+        let writer = {
+            let mut st = self.fill.state.lock();
+            st.cursors[self.slot] = None;
+            st.trim()
+        };
+        writer.into_iter().for_each(Waker::wake);
     }
 }
 
@@ -239,6 +358,46 @@ mod tests {
         fill.push(Bytes::from_static(b"partial"));
         fill.fail("origin closed early");
         assert!(reader.collect().await.is_err());
+    }
+
+    #[tokio::test]
+    async fn a_fill_that_stops_keeping_holds_only_what_its_slowest_reader_has_not_read() {
+        let fill = Fill::new(None);
+        let mut fast = fill.reader();
+        let mut slow = fill.reader();
+        let chunk = Bytes::from(vec![7u8; 256 << 10]);
+        for _ in 0..8 {
+            fill.push(chunk.clone());
+        }
+        fill.stop_keeping();
+        let mut cx = Context::from_waker(Waker::noop());
+        assert_eq!(fill.poll_room(&mut cx), Poll::Pending, "2 MiB wait for the readers");
+        for _ in 0..8 {
+            fast.frame().await.unwrap().unwrap();
+        }
+        assert_eq!(fill.poll_room(&mut cx), Poll::Pending, "the slow reader has read nothing");
+        assert_eq!(fill.state.lock().kept, 8 * (256 << 10));
+        for _ in 0..5 {
+            slow.frame().await.unwrap().unwrap();
+        }
+        assert_eq!(fill.state.lock().kept, 3 * (256 << 10), "what both read is dropped");
+        assert_eq!(fill.poll_room(&mut cx), Poll::Ready(true));
+        let late = fill.reader();
+        assert!(late.collect().await.is_err(), "a reader that starts now cannot have the start");
+        drop(fast);
+        drop(slow);
+        assert_eq!(fill.poll_room(&mut cx), Poll::Ready(false), "nobody is left to read the rest");
+        assert_eq!(fill.state.lock().kept, 0);
+    }
+
+    #[tokio::test]
+    async fn a_kept_fill_never_drops_or_waits() {
+        let fill = Fill::new(None);
+        let reader = fill.reader();
+        fill.push(Bytes::from(vec![1u8; 2 * STREAM_WINDOW as usize]));
+        assert_eq!(fill.poll_room(&mut Context::from_waker(Waker::noop())), Poll::Ready(true));
+        drop(reader);
+        assert_eq!(fill.body().len(), 2 * STREAM_WINDOW);
     }
 
     #[tokio::test]
