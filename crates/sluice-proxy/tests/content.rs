@@ -322,8 +322,10 @@ async fn pushed_content_is_served_to_clients_without_an_origin_request() {
     assert_eq!(client.header("location"), "/new");
     assert_eq!(h.origin.hits("/old"), 0);
 
-    let bad_status = admin(&h, "PUT", &format!("/cache?url={}&status=99", enc(&url)), &[], Some("x")).await;
-    assert_eq!(bad_status.status, 400, "{}", bad_status.text());
+    for status in ["99", "600", "999", "206", "304"] {
+        let bad = admin(&h, "PUT", &format!("/cache?url={}&status={status}", enc(&url)), &[], Some("x")).await;
+        assert_eq!(bad.status, 400, "status={status}: {}", bad.text());
+    }
 }
 
 #[tokio::test]

@@ -193,10 +193,15 @@ async fn push(state: &State, query: &Query, req: Request<Incoming>) -> Answer {
             .parse::<u16>()
             .ok()
             .and_then(|n| StatusCode::from_u16(n).ok())
-            .filter(|s| !s.is_informational())
+            // A final status of a whole response: not 1xx, nor 206 and 304, which answer a
+            // request (a range, a condition) rather than stand for the URL.
+            .filter(|s| (200..600).contains(&s.as_u16()) && !matches!(s.as_u16(), 206 | 304))
             .ok_or_else(|| {
-            text(StatusCode::BAD_REQUEST, format!("status={s} is not a final HTTP status (200-599)"))
-        })?,
+                text(
+                    StatusCode::BAD_REQUEST,
+                    format!("status={s} is not the final status of a whole response (200-599, not 206 or 304)"),
+                )
+            })?,
     };
     let ttl = match query.get("ttl") {
         None => None,

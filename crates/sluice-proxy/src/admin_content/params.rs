@@ -73,6 +73,10 @@ pub fn byte_range(spec: &str, len: u64) -> Result<Range<u64>, RangeError> {
     Ok(range)
 }
 
+/// The longest `ttl` (100 years), and half the latest `at`: times past these overflow the
+/// clock arithmetic of the store and mean nothing for a cache.
+const MAX_EXPIRY_SECS: u64 = 100 * 365 * 86_400;
+
 /// A new expiry from `ttl=SECONDS` or `at=` (Unix seconds or an HTTP date).
 pub fn expiry(query: &Query) -> Result<sluice_module::Expiry, String> {
     use sluice_module::Expiry;
@@ -80,11 +84,17 @@ pub fn expiry(query: &Query) -> Result<sluice_module::Expiry, String> {
         (Some(_), Some(_)) => Err("give ttl or at, not both".into()),
         (Some(ttl), None) => {
             let secs: u64 = ttl.trim().parse().map_err(|_| format!("ttl={ttl} is not a number of seconds"))?;
+            if secs > MAX_EXPIRY_SECS {
+                return Err(format!("ttl={ttl} is more than 100 years"));
+            }
             Ok(if secs == 0 { Expiry::Now } else { Expiry::In(Duration::from_secs(secs)) })
         }
         (None, Some(at)) => {
             let at = at.trim();
             if let Ok(secs) = at.parse::<u64>() {
+                if secs > MAX_EXPIRY_SECS * 2 {
+                    return Err(format!("at={at} is beyond the year 2170"));
+                }
                 return Ok(Expiry::At(SystemTime::UNIX_EPOCH + Duration::from_secs(secs)));
             }
             HeaderValue::from_str(at)
@@ -171,6 +181,9 @@ mod tests {
         );
         assert!(expiry(&Query::parse(Some("ttl=soon"))).is_err());
         assert!(expiry(&Query::parse(Some("ttl=1&at=2"))).is_err());
+        // Out of range: refused, not an overflow.
+        assert!(expiry(&Query::parse(Some("at=18446744073709551615"))).is_err());
+        assert!(expiry(&Query::parse(Some("ttl=18446744073709551615"))).is_err());
     }
 
     #[test]

@@ -61,6 +61,12 @@ impl DiskEntry {
         Some(DiskBody::new(Arc::clone(&kept.file), self.header.body_offset, self.header.body_len))
     }
 
+    /// Whether `file` is as long as this entry's header says (one `fstat`): a file cut
+    /// short under the running tier would otherwise be served short, hit after hit.
+    pub(crate) fn has_its_length(&self, file: &File) -> io::Result<bool> {
+        Ok(file.metadata()?.len() == self.header.file_len())
+    }
+
     /// Keeps `file` (verified) open for later hits if `budget` has room.
     pub(crate) fn keep_open(&self, file: &Arc<File>, budget: &Arc<OpenFiles>) {
         if self.open.get().is_none() && budget.reserve() {

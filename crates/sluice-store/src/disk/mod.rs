@@ -655,7 +655,7 @@ impl DiskTier {
             Err(e) => return Err(ReadError::Io(e)),
         };
         let check = |file: &File| -> io::Result<bool> {
-            if !body::header_matches(file, &entry.header)? {
+            if !entry.has_its_length(file)? || !body::header_matches(file, &entry.header)? {
                 return Ok(false);
             }
             if entry.is_verified() && self.shared.config.body_check != BodyCheck::EveryServe {
@@ -689,13 +689,20 @@ impl DiskTier {
     }
 
     /// The body of `entry` from the file the tier keeps open for it (see
-    /// [`DiskConfig::open_files`]), without any system call; `None` when no file is kept
-    /// (then [`DiskTier::open_body`] opens and checks it).
+    /// [`DiskConfig::open_files`]), with one `fstat` to check the file still has its length;
+    /// `None` when no file is kept (then [`DiskTier::open_body`] opens and checks it), or
+    /// when the file was cut short or grown since (the entry is then dropped).
     pub fn kept_open(&self, entry: &DiskEntry) -> Option<DiskBody> {
         if self.shared.config.body_check == BodyCheck::EveryServe {
             return None;
         }
-        entry.kept_open()
+        let body = entry.kept_open()?;
+        if !entry.has_its_length(body.file()).unwrap_or(false) {
+            // Cut short (or grown) under us: never served again (the next serve is a miss).
+            self.shared.drop_corrupt(entry);
+            return None;
+        }
+        Some(body)
     }
 
     /// [`DiskTier::open_body`] on tokio's blocking pool; a kept-open file is used at once.

@@ -83,7 +83,10 @@ pub(super) fn recover(layout: &Layout, check_bodies: bool) -> io::Result<Recover
             let file = file?;
             let path = file.path();
             let name = file.file_name();
-            let Some((id, generation)) = name.to_str().and_then(layout::parse_file_name) else {
+            // Only regular files are opened: a FIFO would block the start, a directory fail
+            // it, a link lead out of the cache. Not ours: left alone.
+            let regular = file.file_type()?.is_file();
+            let Some((id, generation)) = name.to_str().and_then(layout::parse_file_name).filter(|_| regular) else {
                 report.ignored += 1;
                 continue;
             };

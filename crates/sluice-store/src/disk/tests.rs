@@ -704,3 +704,43 @@ fn a_touched_copy_is_evicted_after_untouched_ones() {
     assert!(matches!(tier.lookup("http://b", |_| true), DiskLookup::Miss), "b was the least recently used");
     assert_eq!(found(&tier, "http://a").hits(), hits_before + 1, "a touch is not a hit");
 }
+
+#[test]
+fn files_with_an_objects_name_that_are_not_regular_files_are_left_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let (fifo, directory) = {
+        let (tier, _) = open(dir.path(), 1 << 30);
+        tier.insert(&object("http://fifo", 1000)).unwrap();
+        tier.insert(&object("http://dir", 1000)).unwrap();
+        (found(&tier, "http://fifo").path().to_owned(), found(&tier, "http://dir").path().to_owned())
+    };
+    std::fs::remove_file(&fifo).unwrap();
+    let made = std::process::Command::new("mkfifo").arg(&fifo).status().unwrap();
+    assert!(made.success());
+    std::fs::remove_file(&directory).unwrap();
+    std::fs::create_dir(&directory).unwrap();
+    // Opening the FIFO would block the start for good; the directory would fail it.
+    let (tier, report) = open(dir.path(), 1 << 30);
+    assert_eq!((report.recovered, report.ignored), (0, 2), "{report:?}");
+    assert_eq!(tier.stats().objects, 0);
+}
+
+#[test]
+fn a_file_cut_short_under_the_running_tier_is_never_served_short() {
+    let dir = tempfile::tempdir().unwrap();
+    let (tier, _) = open(dir.path(), 1 << 30);
+    tier.insert(&object("http://kept", 50_000)).unwrap();
+    tier.insert(&object("http://cold", 50_000)).unwrap();
+    served(&tier, "http://kept");
+    let kept = found(&tier, "http://kept");
+    assert!(tier.kept_open(&kept).is_some(), "served once, so kept open");
+    let cold = found(&tier, "http://cold");
+    for entry in [&kept, &cold] {
+        std::fs::OpenOptions::new().write(true).open(entry.path()).unwrap().set_len(30_000).unwrap();
+    }
+    // The kept file is checked for its length at every serve, the cold one at its open.
+    assert!(tier.kept_open(&kept).is_none());
+    assert!(matches!(tier.open_body(&kept), Err(ReadError::Gone | ReadError::Corrupt)));
+    assert!(matches!(tier.open_body(&cold), Err(ReadError::Corrupt)));
+    assert_eq!(tier.stats().objects, 0, "both dropped: the next request fetches again");
+}
