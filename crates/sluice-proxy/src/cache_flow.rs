@@ -598,6 +598,9 @@ async fn fetch(
         },
         None => Connect::Given(&spec.target),
     };
+    // Before the request goes out: a removal of its URL from now on keeps its body out of
+    // the store (crate::invalidations).
+    let mark = state.store.invalidation_mark();
     // A 304 that does not select the stored response (RFC 9111 §4.3.4) leaves nothing to
     // serve: ask again, unconditionally.
     let mut validating = stale;
@@ -710,7 +713,8 @@ async fn fetch(
             if let Some(leader) = leader.as_mut() {
                 leader.publish(Outcome::Filling { meta: Arc::clone(&meta), fill: Arc::clone(&fill) });
             }
-            tokio::spawn(pump(Arc::clone(state), body, Arc::clone(&fill), Arc::clone(&meta), leader, editors));
+            let pumped = Pumped { fill: Arc::clone(&fill), meta: Arc::clone(&meta), mark };
+            tokio::spawn(pump(Arc::clone(state), body, pumped, leader, editors));
             Ok(Fetched::Filling { meta, fill, hold })
         }
         Err(detail) => {
@@ -802,19 +806,28 @@ fn build_meta(
     meta
 }
 
+/// What [`pump`] fills: the fill, the metadata it is stored with, and the fetch's mark in
+/// the sequence of removals (taken before its request went out).
+struct Pumped {
+    fill: Arc<Fill>,
+    meta: Arc<ObjectMeta>,
+    mark: crate::invalidations::Mark,
+}
+
 /// Reads an origin body into `fill`, through the modules' `origin_resp_body` phase when
 /// `editors` is given (every piece, the last with `is_end()`), and stores the object when it
 /// is complete. A body that fails (truncated, reset, silent, or a module failing closed, or
 /// changing its length undeclared) fails the fill and is never stored; one that grows past
-/// the object limit is streamed to its readers but not stored.
+/// the object limit is streamed to its readers but not stored; one whose URL was removed
+/// while it was fetched (purged, deleted, invalidated) is not stored either.
 async fn pump(
     state: Arc<State>,
     mut body: SourceBody,
-    fill: Arc<Fill>,
-    meta: Arc<ObjectMeta>,
+    pumped: Pumped,
     mut leader: Option<Leader>,
     mut editors: Option<OriginBodyPhase>,
 ) {
+    let Pumped { fill, meta, mark } = pumped;
     let max = state.store.max_object();
     let mut too_large = false;
     let mut modules_saw_end = false;
@@ -874,9 +887,11 @@ async fn pump(
     }
     if !too_large {
         let stored = fill.body();
-        let mut meta = (*meta).clone();
-        meta.headers.insert(header::CONTENT_LENGTH, HeaderValue::from(stored.len()));
-        state.store.insert(Object::new(Arc::new(meta), stored));
+        let mut stored_meta = (*meta).clone();
+        stored_meta.headers.insert(header::CONTENT_LENGTH, HeaderValue::from(stored.len()));
+        if state.store.insert_fetched(Object::new(Arc::new(stored_meta), stored), mark).is_none() {
+            tracing::debug!("{} not stored (removed while it was fetched, or refused by the tiers)", meta.key);
+        }
     }
     // Dropped only after the store: a file source's body then removes what was stored if
     // the file changed while it was read (source/inflight.rs).

@@ -43,6 +43,7 @@ mod grpc_health;
 pub mod header_rules;
 mod hit_for_pass;
 mod idle;
+mod invalidations;
 mod latency;
 pub mod listeners;
 mod meta;

@@ -166,6 +166,8 @@ pub struct Tiers {
     promote_min_hits: u64,
     jobs: Arc<Jobs>,
     counters: Arc<TierCounters>,
+    /// Removals, for the fetches in flight ([`Tiers::insert_fetched`]).
+    invalidations: crate::invalidations::Invalidations,
 }
 
 impl std::fmt::Debug for Tiers {
@@ -200,7 +202,15 @@ impl Tiers {
         }
         let promote_max = promote_max.min(memory.max_object());
         let memory = Arc::new(memory);
-        Self { memory, disk, promote_max, promote_min_hits: 1, jobs: Arc::default(), counters: Arc::default() }
+        Self {
+            memory,
+            disk,
+            promote_max,
+            promote_min_hits: 1,
+            jobs: Arc::default(),
+            counters: Arc::default(),
+            invalidations: Default::default(),
+        }
     }
 
     /// Promotes a disk object only from its `hits`-th disk hit on (1, the default: on the
@@ -313,6 +323,22 @@ impl Tiers {
         DiskHit::Loaded(promoted)
     }
 
+    /// Now, in the sequence of removals: taken by a fetch before its request goes out, for
+    /// [`Tiers::insert_fetched`].
+    pub fn invalidation_mark(&self) -> crate::invalidations::Mark {
+        self.invalidations.mark()
+    }
+
+    /// [`Tiers::insert`] for the body of a fetch that took `since` before its request went
+    /// out: not stored (`None`) when its key was removed since, by key, prefix or tag
+    /// (`crate::invalidations`).
+    pub fn insert_fetched(&self, object: Object, since: crate::invalidations::Mark) -> Option<Arc<Object>> {
+        let meta = Arc::clone(&object.meta);
+        self.invalidations
+            .unless_removed_since(since, &meta.key, || sluice_http::tags::tags(&meta.headers), || self.insert(object))
+            .flatten()
+    }
+
     /// Reads a streamed disk body into an object (not promoted), e.g. to validate it.
     pub async fn read_open(meta: Arc<ObjectMeta>, body: DiskBody) -> Option<Arc<Object>> {
         let bytes = tokio::task::spawn_blocking(move || body.read_all()).await.ok()?.ok()?;
@@ -395,6 +421,7 @@ impl Tiers {
     /// Removes every variant of `key` from both tiers; returns how many there were (the
     /// larger of the two tiers' counts, as they hold copies of the same objects).
     pub fn remove(&self, key: &str) -> usize {
+        self.invalidations.record(crate::invalidations::Removed::Key(key.to_owned()));
         let memory = self.memory.remove(key);
         let Some(disk) = &self.disk else { return memory };
         self.jobs.invalidate(|k| k == key);
@@ -403,6 +430,7 @@ impl Tiers {
 
     /// Removes every object whose key starts with `prefix` from both tiers.
     pub fn remove_prefix(&self, prefix: &str) -> usize {
+        self.invalidations.record(crate::invalidations::Removed::Prefix(prefix.to_owned()));
         let memory = self.memory.remove_prefix(prefix);
         let Some(disk) = &self.disk else { return memory };
         self.jobs.invalidate(|k| k.starts_with(prefix));
@@ -411,6 +439,7 @@ impl Tiers {
 
     /// Removes every object tagged `tag` from both tiers.
     pub fn remove_tag(&self, tag: &str) -> usize {
+        self.invalidations.record(crate::invalidations::Removed::Tag(tag.to_owned()));
         let memory = self.memory.remove_tag(tag);
         let Some(disk) = &self.disk else { return memory };
         // Tags of writes in flight are not indexed: undo them all (a miss at worst).

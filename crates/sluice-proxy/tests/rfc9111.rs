@@ -1116,3 +1116,43 @@ async fn rfc9111_5_2_2_3_must_understand_with_an_unknown_status_falls_back_to_no
     }
     assert_eq!(h.origin.hits("/mu-unknown"), 2, "a status the cache does not understand is not stored");
 }
+
+#[tokio::test]
+async fn rfc9111_4_4_a_body_still_arriving_when_its_url_is_purged_is_not_stored() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    // An origin that sends half of the first body, then waits to be told to finish it; the
+    // second request gets the new version at once.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let origin = listener.local_addr().unwrap();
+    let (half_sent, mut half_sent_rx) = tokio::sync::mpsc::channel::<()>(1);
+    let (finish, finish_rx) = tokio::sync::oneshot::channel::<()>();
+    tokio::spawn(async move {
+        let mut finish_rx = Some(finish_rx);
+        loop {
+            let (mut conn, _) = listener.accept().await.unwrap();
+            let mut head = vec![0u8; 4096];
+            let _ = conn.read(&mut head).await.unwrap();
+            let ok = "HTTP/1.1 200 OK\r\nCache-Control: max-age=600\r\nContent-Length: 10\r\nConnection: close\r\n\r\n";
+            match finish_rx.take() {
+                Some(finish_rx) => {
+                    conn.write_all(format!("{ok}old-v").as_bytes()).await.unwrap();
+                    half_sent.send(()).await.unwrap();
+                    finish_rx.await.unwrap();
+                    conn.write_all(b"ersio").await.unwrap();
+                }
+                None => conn.write_all(format!("{ok}new-versio").as_bytes()).await.unwrap(),
+            }
+        }
+    });
+    let h = Harness::forward().await;
+    let url = format!("http://{origin}/doc");
+    let (proxy, first_url) = (h.addr(), url.clone());
+    let first = tokio::spawn(async move { sluice_testkit::client::get(proxy, &first_url, &[]).await });
+    half_sent_rx.recv().await.unwrap();
+    let purge = sluice_testkit::client::send(h.addr(), "PURGE", &url, &[], None).await;
+    assert!([200, 404].contains(&purge.status.as_u16()), "{}", purge.status);
+    finish.send(()).unwrap();
+    assert_eq!(first.await.unwrap().text(), "old-versio", "the client that asked before gets its answer");
+    let next = sluice_testkit::client::get(h.addr(), &url, &[]).await;
+    assert_eq!(next.text(), "new-versio", "the purged version did not come back with its fill");
+}
