@@ -377,7 +377,7 @@ async fn route(
         headers,
     };
     if forward.client.method.as_str() == "PURGE" {
-        return purge(state, conn, &forward).map(Routed::Response);
+        return purge(state, conn, &forward).await.map(Routed::Response);
     }
     let body_limit = max_body_size.unwrap_or(state.config.client.max_body_size.0);
     let body = ClientBody::new(body, Some(body_limit).filter(|&limit| limit > 0))?;
@@ -937,9 +937,10 @@ fn invalidate(state: &State, forward: &Forward, status: StatusCode, response: &H
     }
 }
 
-/// `PURGE`: removes every stored variant of the URI. 200 when something was removed, 404
-/// otherwise; 403 for clients outside `access.purge_allow`.
-fn purge(state: &State, conn: &ConnInfo, forward: &Forward) -> Result<Response<ProxyBody>, ProxyError> {
+/// `PURGE`: removes every stored variant of the URI. 200 when something was removed (its
+/// disk files deleted for good: the answer waits for that), 404 otherwise; 403 for clients
+/// outside `access.purge_allow`.
+async fn purge(state: &State, conn: &ConnInfo, forward: &Forward) -> Result<Response<ProxyBody>, ProxyError> {
     if !state.purge_acl.allows(conn.client.ip()) {
         return Err(ProxyError::new(Kind::Forbidden, Side::Client, "PURGE is not allowed from this client"));
     }
@@ -947,6 +948,7 @@ fn purge(state: &State, conn: &ConnInfo, forward: &Forward) -> Result<Response<P
         .ok_or_else(|| ProxyError::bad_request("PURGE needs an absolute URI"))?;
     let removed = state.store.remove(&key);
     state.hit_for_pass.forget(&key);
+    state.store.purges_settled().await;
     let status = if removed > 0 { StatusCode::OK } else { StatusCode::NOT_FOUND };
     Ok(respond::text(state, status, format!("purged {removed} object(s) for {key}\n")))
 }

@@ -97,11 +97,17 @@ pub struct TierCounters {
 struct Jobs {
     state: Mutex<JobState>,
     idle: tokio::sync::Notify,
+    /// Notified at the end of every purge.
+    purge_done: tokio::sync::Notify,
 }
 
 #[derive(Default)]
 struct JobState {
     running: usize,
+    /// File deletions of removals, by number, not finished yet ([`Tiers::purges_settled`]).
+    purges: std::collections::BTreeSet<u64>,
+    /// The number the next purge gets.
+    next_purge: u64,
     /// Increases at every guard and every invalidation.
     seq: u64,
     /// Keys with writes or promotions in flight: how many, and when last invalidated.
@@ -119,6 +125,22 @@ impl Jobs {
         if state.running == 0 {
             self.idle.notify_waiters();
         }
+    }
+
+    /// A purge starts; returns its number for [`Jobs::purge_ended`].
+    fn purge_started(&self) -> u64 {
+        let mut state = self.state.lock();
+        state.running += 1;
+        let number = state.next_purge;
+        state.next_purge += 1;
+        state.purges.insert(number);
+        number
+    }
+
+    fn purge_ended(&self, number: u64) {
+        self.state.lock().purges.remove(&number);
+        self.ended();
+        self.purge_done.notify_waiters();
     }
 
     /// Registers work on `key`; returns its start mark for [`Jobs::unguard`].
@@ -408,14 +430,30 @@ impl Tiers {
     fn purge(&self, purge: sluice_store::disk::Purge) -> usize {
         let n = purge.len();
         if n > 0 {
-            self.jobs.started();
+            let number = self.jobs.purge_started();
             let jobs = Arc::clone(&self.jobs);
             run_blocking(move || {
                 purge.finish();
-                jobs.ended();
+                jobs.purge_ended(number);
             });
         }
         n
+    }
+
+    /// Waits until the file deletions of the removals made so far are done: their files
+    /// unlinked and their directories synced, so that they do not come back after a crash.
+    /// Removals made meanwhile are not waited for.
+    pub async fn purges_settled(&self) {
+        let upto = self.jobs.state.lock().next_purge;
+        loop {
+            let done = self.jobs.purge_done.notified();
+            tokio::pin!(done);
+            done.as_mut().enable();
+            if self.jobs.state.lock().purges.first().is_none_or(|&first| first >= upto) {
+                return;
+            }
+            done.await;
+        }
     }
 
     /// Removes every variant of `key` from both tiers; returns how many there were (the
@@ -618,6 +656,36 @@ mod tests {
         assert!(!jobs.unguard("k", after), "started after it");
         assert!(!jobs.unguard("other", other), "another key");
         assert!(jobs.state.lock().guarded.is_empty());
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_removal_can_be_waited_for_until_its_files_are_gone_for_good() {
+        let dir = tempfile::tempdir().unwrap();
+        let tiers = tiers(dir.path());
+        for i in 0..20 {
+            tiers.insert(object(&format!("p/{i}"), b"body"));
+        }
+        tiers.flush().await;
+        let files =
+            |dir: &std::path::Path| walk(dir).into_iter().filter(|p| p.extension() == Some("obj".as_ref())).count();
+        assert_eq!(files(dir.path()), 20);
+        assert_eq!(tiers.remove_prefix("p/"), 20);
+        tiers.purges_settled().await;
+        assert_eq!(files(dir.path()), 0, "unlinked (and their directories synced) before it returns");
+        tiers.purges_settled().await;
+    }
+
+    fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+        let mut out = Vec::new();
+        for entry in std::fs::read_dir(dir).unwrap().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                out.extend(walk(&path));
+            } else {
+                out.push(path);
+            }
+        }
+        out
     }
 
     #[test]

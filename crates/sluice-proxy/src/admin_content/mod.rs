@@ -42,7 +42,7 @@ pub async fn handle(state: &Arc<State>, req: Request<Incoming>) -> Response<Prox
     let content = matches!(req.uri().path(), "/fetch" | "/cache/body");
     let result = match (req.method().clone(), req.uri().path()) {
         (Method::GET | Method::HEAD, "/cache") => query_objects(state, &query),
-        (Method::DELETE, "/cache") => delete(state, &query),
+        (Method::DELETE, "/cache") => delete(state, &query).await,
         (Method::PUT, "/cache") => push(state, &query, req).await,
         (Method::GET | Method::HEAD, "/cache/body") => read(state, &query, &req).await,
         (Method::POST, "/cache/expire") => expire(state, &query).await,
@@ -153,8 +153,10 @@ fn query_objects(state: &State, query: &Query) -> Answer {
     Ok(json_reply(status, &json!({ "key": key, "variants": variants })))
 }
 
-/// `DELETE /cache?url=|prefix=|tag=`: 200 with the count, 404 when nothing matched.
-fn delete(state: &State, query: &Query) -> Answer {
+/// `DELETE /cache?url=|prefix=|tag=`: 200 with the count, 404 when nothing matched. It
+/// answers once the disk files of what it removed are deleted for good (unlinked, their
+/// directories synced), so an acknowledged delete survives a crash.
+async fn delete(state: &State, query: &Query) -> Answer {
     only(query, &["url", "prefix", "tag"])?;
     let given: Vec<&str> = ["url", "prefix", "tag"].into_iter().filter(|n| query.get(n).is_some()).collect();
     let (what, value) = match given.as_slice() {
@@ -170,6 +172,7 @@ fn delete(state: &State, query: &Query) -> Answer {
         _ => state.content.delete_tag(value),
     }
     .map_err(failure)?;
+    state.store.purges_settled().await;
     let mut body = json!({ "removed": removed });
     match what {
         "url" => body["key"] = Value::String(crate::content::key_of(value).unwrap_or_else(|_| value.to_owned())),
