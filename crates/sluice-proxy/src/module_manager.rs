@@ -137,12 +137,27 @@ impl ModuleManager {
 
     /// Makes the entries those of a (re)loaded configuration: entries equal to the current
     /// ones keep their modules (and instances), changed and new ones are built, entries that
-    /// are gone are removed. All or nothing for the list: if an entry fails to build, the
-    /// list stays as it was (a Wasm plugin built before the failing entry was already
-    /// reloaded behind its handle, though, and its new version serves; likewise a module that
-    /// took its new settings in place keeps them).
+    /// are gone are removed. All or nothing for the list: the names, and the settings of
+    /// every changed entry but Wasm ones (whose check is a compilation), are checked before
+    /// anything changes, so a bad entry leaves every module as it was, settings taken in
+    /// place included. (An entry that fails only when built leaves the list as it was too,
+    /// but a Wasm plugin built before it was already reloaded behind its handle, and its
+    /// new version serves.)
     pub fn configure(&self, configs: &[ModuleConfig]) -> Result<Changes, ModuleError> {
         let mut entries = self.entries.lock();
+        let mut names = HashSet::new();
+        for config in configs {
+            check_name(&config.name).map_err(ModuleError::Invalid)?;
+            if !names.insert(config.name.as_str()) {
+                return Err(ModuleError::Invalid(format!("two [[module]] entries are named {}", config.name)));
+            }
+            let changed = !entries.iter().any(|e| e.config == *config);
+            if changed && config.kind != crate::config::ModuleKind::Wasm {
+                self.factory.check(config).map_err(|e| {
+                    ModuleError::Invalid(format!("[[module]] {} ({}): {e}", config.name, config.kind.as_str()))
+                })?;
+            }
+        }
         let mut changes = Changes::default();
         let mut next = Vec::with_capacity(configs.len());
         for config in configs {
@@ -379,7 +394,7 @@ mod tests {
 
     /// A module that takes `limit` settings in place and refuses a negative one.
     struct Tunable {
-        limit: Mutex<i64>,
+        limit: Arc<Mutex<i64>>,
     }
 
     impl Module for Tunable {
@@ -405,15 +420,20 @@ mod tests {
     #[derive(Default)]
     struct TunableFactory {
         builds: AtomicUsize,
+        /// The limit of the modules it builds (one cell for all: the tests build one).
+        limit: Arc<Mutex<i64>>,
     }
 
     impl ModuleFactory for TunableFactory {
-        fn check(&self, _entry: &ModuleConfig) -> Result<(), String> {
-            Ok(())
+        fn check(&self, entry: &ModuleConfig) -> Result<(), String> {
+            match entry.settings.get("fail") {
+                Some(_) => Err("told to fail".into()),
+                None => Ok(()),
+            }
         }
         fn build(&self, _entry: &ModuleConfig) -> Result<Vec<Arc<dyn Module>>, String> {
             self.builds.fetch_add(1, Ordering::SeqCst);
-            Ok(vec![Arc::new(Tunable { limit: Mutex::new(0) })])
+            Ok(vec![Arc::new(Tunable { limit: Arc::clone(&self.limit) })])
         }
     }
 
@@ -432,6 +452,18 @@ mod tests {
         assert!(!manager.put(entry("tunable", ModuleKind::Builtin, "limit = 9"), None).unwrap());
         assert!(Arc::ptr_eq(&running, &list.load()[0].module));
         assert_eq!(factory.builds.load(Ordering::SeqCst), 1);
+
+        // A later entry that is refused leaves the earlier one's settings as they were: the
+        // running module is not reconfigured before the whole list is known to be good.
+        let err = manager
+            .configure(&[
+                entry("tunable", ModuleKind::Builtin, "limit = 3"),
+                entry("bad", ModuleKind::Builtin, "fail = 1"),
+            ])
+            .unwrap_err();
+        assert!(err.to_string().contains("told to fail"), "{err}");
+        assert_eq!(manager.entry("tunable").unwrap().settings["limit"].as_integer(), Some(9));
+        assert_eq!(*factory.limit.lock(), 9, "the module itself kept its settings");
 
         // Refused settings change nothing; settings it cannot take in place rebuild it.
         let err = manager.configure(&[entry("tunable", ModuleKind::Builtin, "limit = -1")]).unwrap_err();
