@@ -20,6 +20,9 @@ use twox_hash::XxHash3_64;
 /// Bytes read per step when verifying or streaming a body.
 const READ_CHUNK: usize = 256 * 1024;
 
+/// The first step of a streamed body ([`DiskBody::into_stream`]).
+const FIRST_STEP: usize = 16 * 1024;
+
 /// One object in the disk tier's index. The metadata is held in memory; the body stays in
 /// its file until served.
 #[derive(Debug)]
@@ -230,11 +233,14 @@ impl DiskBody {
         Ok(buf.freeze())
     }
 
-    /// The body as an [`http_body::Body`] that reads the file in 256 KiB steps on tokio's
-    /// blocking pool: the path for clients `sendfile` cannot serve (TLS, HTTP/2, bodies
-    /// a module transforms). Must be polled inside a tokio runtime.
+    /// The body as an [`http_body::Body`] that reads the file on tokio's blocking pool in
+    /// steps that start at 16 KiB and double with every step read (up to 256 KiB): the path
+    /// for clients `sendfile` cannot serve (TLS, HTTP/2, bodies a module transforms). A client
+    /// that stops reading (an HTTP/2 stream whose window stays shut) holds one small step, not
+    /// 256 KiB, however many such streams it opens; one that reads on soon gets full steps.
+    /// Must be polled inside a tokio runtime.
     pub fn into_stream(self) -> DiskBodyStream {
-        DiskBodyStream { body: self, sent: 0, pending: None }
+        DiskBodyStream { body: self, sent: 0, steps: 0, pending: None }
     }
 }
 
@@ -243,6 +249,8 @@ impl DiskBody {
 pub struct DiskBodyStream {
     body: DiskBody,
     sent: u64,
+    /// Steps read so far (the next one is `FIRST_STEP << steps`, at most [`READ_CHUNK`]).
+    steps: u32,
     pending: Option<tokio::task::JoinHandle<io::Result<Bytes>>>,
 }
 
@@ -257,7 +265,9 @@ impl Body for DiskBodyStream {
             if remaining == 0 {
                 return Poll::Ready(None);
             }
-            let n = (remaining as usize).min(READ_CHUNK);
+            let step = (FIRST_STEP << this.steps.min(8)).min(READ_CHUNK);
+            this.steps += 1;
+            let n = (remaining as usize).min(step);
             let file = Arc::clone(&this.body.file);
             let at = this.body.offset + this.sent;
             this.pending = Some(tokio::task::spawn_blocking(move || {

@@ -529,6 +529,25 @@ async fn async_sendfile_stream_and_persist_paths() {
     let body = tier.open_body_async(Arc::clone(&entry)).await.unwrap();
     let streamed = body.clone().into_stream().collect().await.unwrap().to_bytes();
     assert!(streamed == expected);
+    // In steps that start small (a stalled reader holds little) and grow to 256 KiB.
+    let mut stream = body.clone().into_stream();
+    let mut steps = Vec::new();
+    while let Some(frame) = stream.frame().await {
+        steps.push(frame.unwrap().into_data().unwrap().len());
+    }
+    let full = [16 << 10, 32 << 10, 64 << 10, 128 << 10, 256 << 10];
+    let expected_steps: Vec<usize> = full
+        .iter()
+        .chain(std::iter::repeat(&(256 << 10)))
+        .scan(expected.len(), |left, &step| {
+            (*left > 0).then(|| {
+                let n = step.min(*left);
+                *left -= n;
+                n
+            })
+        })
+        .collect();
+    assert_eq!(steps, expected_steps);
     // Zero-copy path on a tokio socket.
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
