@@ -17,23 +17,11 @@ pub fn normalize_path(path_and_query: &str) -> Option<String> {
     if bytes.first() != Some(&b'/') {
         return None;
     }
-    // One pass up to the query, looking for a `%` or a segment that starts with `.`: this
-    // runs on every request, and most paths have neither.
-    let mut previous = 0;
-    let mut suspect = false;
-    let mut end = bytes.len();
-    for (i, &byte) in bytes.iter().enumerate() {
-        match byte {
-            b'?' => {
-                end = i;
-                break;
-            }
-            b'%' => suspect = true,
-            b'.' if previous == b'/' => suspect = true,
-            _ => {}
-        }
-        previous = byte;
-    }
+    // This runs on every request, and most paths hold neither a `%` nor a segment that starts
+    // with `.`: byte searches (memchr) first, the pairs only when there is a dot at all.
+    let end = path_and_query.find('?').unwrap_or(bytes.len());
+    let path = &bytes[..end];
+    let suspect = path.contains(&b'%') || (path.contains(&b'.') && path.windows(2).any(|pair| pair == b"/."));
     if !suspect {
         return None;
     }
@@ -93,17 +81,12 @@ pub fn is_valid_host(value: &[u8]) -> bool {
             && literal.iter().all(|&b| b.is_ascii_hexdigit() || b":.".contains(&b) || is_unreserved(b));
         return literal_ok && is_port(&value[end + 1..]);
     }
-    // One pass (this runs on every request's `Host`): registered-name bytes up to a `:`,
-    // then the port.
-    for (i, &byte) in value.iter().enumerate() {
-        if byte == b':' {
-            return is_port(&value[i..]);
-        }
-        if !REG_NAME[usize::from(byte)] {
-            return false;
-        }
+    // One pass (this runs on every request's `Host`): registered-name bytes up to the first
+    // other one, which may only be the `:` of a port.
+    match value.iter().position(|&byte| !REG_NAME[usize::from(byte)]) {
+        None => true,
+        Some(end) => is_port(&value[end..]),
     }
-    true
 }
 
 /// Nothing, or `:` and digits.

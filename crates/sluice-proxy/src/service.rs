@@ -513,8 +513,8 @@ impl<T> crate::deadline::Then<Result<Result<T, ProxyError>, Elapsed>> for Gatewa
 ///   one), `*` for anything but `OPTIONS`; a port that is not digits;
 /// - an HTTP/1.1 request in origin form without exactly one `Host` (RFC 9112 §3.2), a
 ///   `Host` that is not `host[:port]` (RFC 9110 §7.2: `a.test:@evil.test` would route as
-///   `a.test` and reach the origin as it is), and an HTTP/2 `Host` naming another authority
-///   than `:authority` (RFC 9113 §8.3.1).
+///   `a.test` and reach the origin as it is), and an HTTP/2 `Host` naming another host than
+///   `:authority` (RFC 9113 §8.3.1).
 ///
 /// An absolute-form request's `Host` is otherwise ignored: its target names the host
 /// (RFC 9112 §3.2.2; `Forward::host` replaces the field). Ambiguous framing never gets this
@@ -556,10 +556,12 @@ fn check_target<B>(req: &Request<B>) -> Result<(), ProxyError> {
         if !sluice_http::target::is_valid_host(host.as_bytes()) {
             return Err(ProxyError::bad_request("Host is not host[:port]"));
         }
-        let authority = uri.authority().map(|a| a.as_str());
-        if req.version() == Version::HTTP_2
-            && authority.is_some_and(|a| !a.as_bytes().eq_ignore_ascii_case(host.as_bytes()))
-        {
+        // The hosts compared, not the ports: a default port may be spelled out in one only.
+        let named = |authority: &str| strip_port(authority).to_ascii_lowercase();
+        let differs = |authority: &http::uri::Authority| {
+            host.to_str().map_or(true, |host| named(authority.as_str()) != named(host))
+        };
+        if req.version() == Version::HTTP_2 && uri.authority().is_some_and(differs) {
             return Err(ProxyError::bad_request("Host names another authority than :authority"));
         }
     }

@@ -107,7 +107,7 @@ impl<'de> Deserialize<'de> for Dur {
 impl Serialize for Size {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         const UNITS: [(u64, &str); 4] = [(1 << 40, "TiB"), (1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")];
-        match UNITS.iter().find(|(factor, _)| self.0 > 0 && self.0 % factor == 0) {
+        match UNITS.iter().find(|(factor, _)| self.0 > 0 && self.0.is_multiple_of(*factor)) {
             Some((factor, unit)) => s.serialize_str(&format!("{}{unit}", self.0 / factor)),
             None => s.serialize_u64(self.0),
         }
@@ -120,7 +120,7 @@ impl Serialize for Dur {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         const UNITS: [(u128, &str); 4] = [(86_400_000, "d"), (3_600_000, "h"), (60_000, "m"), (1000, "s")];
         let ms = self.0.as_millis();
-        match UNITS.iter().find(|(factor, _)| ms % factor == 0) {
+        match UNITS.iter().find(|(factor, _)| ms.is_multiple_of(*factor)) {
             Some(_) if ms == 0 => s.serialize_str("0s"),
             Some((factor, unit)) => s.serialize_str(&format!("{}{unit}", ms / factor)),
             None => s.serialize_str(&format!("{ms}ms")),
