@@ -15,6 +15,15 @@ fn route(toml: &str) -> RouteConfig {
     toml::from_str(toml).expect("route")
 }
 
+/// A reverse proxy with one route to the origin that preserves `Host`, plus `more` route keys.
+async fn preserving(more: &str) -> Harness {
+    let more = more.to_owned();
+    Harness::build_with_origin(Mode::Reverse, move |c, origin| {
+        c.route = vec![route(&format!("{more}origin = \"http://{origin}\"\npreserve_host = true\n"))];
+    })
+    .await
+}
+
 fn status_of(raw: &str) -> &str {
     raw.split(' ').nth(1).unwrap_or("")
 }
@@ -54,10 +63,7 @@ async fn rfc9110_7_2_a_host_that_is_not_host_and_port_is_400() {
 
 #[tokio::test]
 async fn rfc9112_3_2_2_an_absolute_targets_host_replaces_the_field_on_a_preserving_route() {
-    let h = Harness::build_with_origin(Mode::Reverse, |c, origin| {
-        c.route = vec![route(&format!("host = \"a.test\"\norigin = \"http://{origin}\"\npreserve_host = true\n"))];
-    })
-    .await;
+    let h = preserving("host = \"a.test\"\n").await;
     h.origin.on("/x", Reply::ok("for a.test").header("Cache-Control", "max-age=60"));
     let reply =
         client::raw(h.addr(), b"GET http://a.test/x HTTP/1.1\r\nHost: evil.test\r\nConnection: close\r\n\r\n").await;
@@ -67,10 +73,7 @@ async fn rfc9112_3_2_2_an_absolute_targets_host_replaces_the_field_on_a_preservi
 
 #[tokio::test]
 async fn rfc9113_8_3_1_an_http2_host_naming_another_authority_is_malformed() {
-    let h = Harness::build_with_origin(Mode::Reverse, |c, origin| {
-        c.route = vec![route(&format!("host = \"a.test\"\norigin = \"http://{origin}\"\npreserve_host = true\n"))];
-    })
-    .await;
+    let h = preserving("host = \"a.test\"\n").await;
     h.origin.on("/x", Reply::ok("x"));
     let tcp = tokio::net::TcpStream::connect(h.addr()).await.unwrap();
     let (client, connection) = h2::client::handshake(tcp).await.expect("HTTP/2 handshake");
@@ -89,10 +92,7 @@ async fn rfc9113_8_3_1_an_http2_host_naming_another_authority_is_malformed() {
 
 #[tokio::test]
 async fn a_preserved_host_is_part_of_the_cache_key() {
-    let h = Harness::build_with_origin(Mode::Reverse, |c, origin| {
-        c.route = vec![route(&format!("origin = \"http://{origin}\"\npreserve_host = true\n"))];
-    })
-    .await;
+    let h = preserving("").await;
     h.origin.on("/page", Reply::ok("page").header("Cache-Control", "max-age=60"));
     for host in ["a.test", "b.test", "a.test"] {
         let reply = h.get_with("/page", &[("host", host)]).await;
