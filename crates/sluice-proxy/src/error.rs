@@ -24,6 +24,9 @@ pub enum Kind {
     ProxyAuthRequired,
     /// A request body larger than allowed (`client.max_body_size`; 413).
     TooLarge,
+    /// The client stopped sending its request body before the origin's answer was due
+    /// (408): not the origin's failure.
+    RequestTimeout,
     /// A rate limit refused the request (`[[rate_limit]]`; 429 with `Retry-After`, in
     /// whole seconds, at least 1).
     TooManyRequests { retry_after_secs: u64 },
@@ -81,6 +84,7 @@ impl ProxyError {
             Kind::Forbidden => StatusCode::FORBIDDEN,
             Kind::ProxyAuthRequired => StatusCode::PROXY_AUTHENTICATION_REQUIRED,
             Kind::TooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+            Kind::RequestTimeout => StatusCode::REQUEST_TIMEOUT,
             Kind::TooManyRequests { .. } => StatusCode::TOO_MANY_REQUESTS,
             Kind::NoRoute => StatusCode::NOT_FOUND,
             Kind::Loop => StatusCode::LOOP_DETECTED,

@@ -183,7 +183,7 @@ pub fn error(state: &State, err: &ProxyError) -> Response<ProxyBody> {
     let reason = status.canonical_reason().unwrap_or("");
     let mut response = text(state, status, format!("{} {reason}: {err}\n", status.as_u16()));
     // The rest of the request may still be on its way (a body not read): not worth reading.
-    if matches!(err.kind, Kind::BadRequest | Kind::TooLarge) {
+    if matches!(err.kind, Kind::BadRequest | Kind::TooLarge | Kind::RequestTimeout) {
         response.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
     }
     if let Kind::TooManyRequests { retry_after_secs } = err.kind {

@@ -727,3 +727,25 @@ async fn a_chunked_body_that_outgrows_the_object_limit_streams_whole_to_every_re
     assert!(again.header("cache-status").contains("hit-for-pass"), "{}", again.header("cache-status"));
     assert_eq!(h.proxy.state().store.stats().objects, 0, "nothing stored");
 }
+
+#[tokio::test]
+async fn a_client_that_stalls_its_upload_gets_408_and_the_origin_is_not_blamed() {
+    use std::sync::atomic::Ordering::Relaxed;
+    let h = Harness::build_with_origin(Mode::Reverse, |c, origin| {
+        c.route = vec![RouteConfig {
+            origin: Some(format!("http://{origin}")),
+            response_timeout: Some(sluice_proxy::units::Dur(Duration::from_millis(300))),
+            ..RouteConfig::default()
+        }];
+    })
+    .await;
+    h.origin.on("/upload", Reply::ok("stored"));
+    // 10 of 1,000 announced bytes, then nothing: the origin waits for the rest, as it should.
+    let answer =
+        client::raw(h.addr(), b"POST /upload HTTP/1.1\r\nHost: a\r\nContent-Length: 1000\r\n\r\n0123456789").await;
+    assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+    assert!(answer.to_ascii_lowercase().contains("connection: close"), "{answer}");
+    assert_eq!(h.proxy.state().metrics.origin_errors.load(Relaxed), 0, "not the origin's failure");
+    let whole = h.send("POST", "/upload", &[], Some("all of it")).await;
+    assert_eq!(whole.text(), "stored");
+}

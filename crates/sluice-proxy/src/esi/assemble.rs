@@ -78,6 +78,17 @@ impl Assembler {
                     self.queue.push_back(Segment::Text(text));
                 }
                 Event::Include(include) => {
+                    // Counted here, in document order (the fetches run concurrently): past the
+                    // limit the later includes fail, the same ones every time.
+                    if self.page.budget.includes.fetch_add(1, Relaxed) >= MAX_INCLUDES {
+                        self.page.state.metrics.esi_include_errors.fetch_add(1, Relaxed);
+                        tracing::warn!(
+                            "ESI include of {:?} omitted in {}: more than {MAX_INCLUDES} includes in the page",
+                            include.src,
+                            self.page.base
+                        );
+                        continue;
+                    }
                     let task = tokio::spawn(include_fragment(Arc::clone(&self.page), include));
                     self.queue.push_back(Segment::Include(task));
                 }
@@ -202,9 +213,6 @@ async fn fetch_fragment(page: &Arc<Page>, src: &str) -> Result<Bytes, String> {
     if !page.allows(&host) {
         return Err(format!("host {host} is not the page's host nor in the route's esi_hosts"));
     }
-    if page.budget.includes.fetch_add(1, Relaxed) >= MAX_INCLUDES {
-        return Err(format!("more than {MAX_INCLUDES} includes in the page"));
-    }
     let permit = page.budget.fetches.acquire().await.map_err(|e| e.to_string())?;
     page.state.metrics.esi_includes.fetch_add(1, Relaxed);
     let mut headers = page.headers.clone();
@@ -216,7 +224,7 @@ async fn fetch_fragment(page: &Arc<Page>, src: &str) -> Result<Bytes, String> {
     let authority = uri.authority().map_or("", |a| a.as_str());
     headers.insert(header::HOST, HeaderValue::from_str(authority).map_err(|e| e.to_string())?);
     let mut request = Request::get(uri.clone()).body(()).map_err(|e| e.to_string())?;
-    *request.headers_mut() = headers;
+    *request.headers_mut() = headers.clone();
     let fetched = crate::content_fetch::fetch_as(&page.state, request, Mode::Reverse).await;
     if let Some(error) = fetched.error {
         return Err(error);
@@ -230,7 +238,9 @@ async fn fetch_fragment(page: &Arc<Page>, src: &str) -> Result<Bytes, String> {
     }
     let whole = read_whole(body, MAX_FRAGMENT).await?;
     drop(permit);
-    match page.nested(&uri, &host, &parts.headers) {
+    // A nested template's includes go out with this include's fields: credentials dropped for
+    // another host stay dropped, whatever host that template then names as its own.
+    match page.nested(&uri, &host, &parts.headers, headers) {
         Some(nested) => read_whole(Assembler::new(nested, ProxyBody::full(whole)), usize::MAX).await,
         None => Ok(whole),
     }
@@ -256,9 +266,16 @@ where
 }
 
 impl Page {
-    /// The document of a fragment at `uri` (whose host is `host`), when it must be
-    /// assembled itself: an ESI template on an ESI route.
-    fn nested(self: &Arc<Self>, uri: &Uri, host: &str, headers: &http::HeaderMap) -> Option<Arc<Page>> {
+    /// The document of a fragment at `uri` (whose host is `host`, whose response fields are
+    /// `headers`), when it must be assembled itself: an ESI template on an ESI route. Its own
+    /// includes are requested with `request_headers`, the fields its fetch went out with.
+    fn nested(
+        self: &Arc<Self>,
+        uri: &Uri,
+        host: &str,
+        headers: &http::HeaderMap,
+        request_headers: http::HeaderMap,
+    ) -> Option<Arc<Page>> {
         if !is_template(headers, &self.state.name) {
             return None;
         }
@@ -269,7 +286,7 @@ impl Page {
             base: uri.clone(),
             host: host.to_owned(),
             route: Arc::clone(esi),
-            headers: self.headers.clone(),
+            headers: request_headers,
             depth: self.depth + 1,
             budget: Arc::clone(&self.budget),
         }))

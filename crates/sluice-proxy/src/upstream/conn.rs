@@ -99,6 +99,9 @@ pub struct Connection {
     /// The timer of its response timeouts, reused exchange after exchange (by the tasks of
     /// whichever clients send requests on it).
     pub(super) timers: TimerSlot,
+    /// The exchange is waiting for the client's next piece of request body (not for the
+    /// origin): a timeout then is the client's ([`Connection::was_waiting_for_client`]).
+    waiting_for_client: bool,
     /// The per-host connection slot, held for the connection's life.
     _permit: Option<OwnedSemaphorePermit>,
 }
@@ -111,6 +114,7 @@ impl Connection {
             names: FieldNames::default(),
             peer,
             timers: TimerSlot::shared(),
+            waiting_for_client: false,
             _permit: permit,
         }
     }
@@ -143,6 +147,12 @@ impl Connection {
         exchanged
     }
 
+    /// Whether the last exchange, when it was cut off, was waiting for the client's request
+    /// body rather than for the origin.
+    pub fn was_waiting_for_client(&self) -> bool {
+        self.waiting_for_client
+    }
+
     /// Sends the request and reads the response head, skipping interim (1xx) responses.
     async fn exchange(&mut self, head: &[u8], body: OutBody, method: &Method) -> Result<ResponseHead, ExchangeError> {
         if let OutBody::Empty = body {
@@ -151,7 +161,11 @@ impl Connection {
             let mut body = body;
             let chunked = http_body::Body::size_hint(&body).exact().is_none();
             self.io.write_all(head).await?;
-            while let Some(frame) = body.frame().await {
+            loop {
+                self.waiting_for_client = true;
+                let next = body.frame().await;
+                self.waiting_for_client = false;
+                let Some(frame) = next else { break };
                 let frame = frame.map_err(ExchangeError::RequestBody)?;
                 let Ok(data) = frame.into_data() else { continue };
                 if data.is_empty() {

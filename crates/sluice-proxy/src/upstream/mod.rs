@@ -272,6 +272,16 @@ impl Upstream {
             };
             let out = body.take().unwrap_or(OutBody::Empty);
             match conn.exchange_within(timeout, &head, out, &parts.method).await {
+                Err(Elapsed) if conn.was_waiting_for_client() => {
+                    // The client stalled its upload: the origin is not to blame (no pool
+                    // failure, no retry elsewhere), and the request cannot go on.
+                    let error = crate::error::ProxyError::new(
+                        crate::error::Kind::RequestTimeout,
+                        crate::error::Side::Client,
+                        format!("the request body stalled: nothing more from the client within {timeout:?}"),
+                    );
+                    return Err(Box::new(SendFailure { error, request: None }));
+                }
                 Err(Elapsed) => {
                     return Err(Box::new(SendFailure {
                         error: self.timed_out(target),
