@@ -314,3 +314,35 @@ async fn an_uncacheable_template_is_assembled_on_every_pass() {
     assert_eq!(h.origin.last_request("/private").unwrap().header("range"), None);
     assert_eq!(h.origin.hits("/private"), 2);
 }
+
+#[tokio::test]
+async fn a_nested_templates_includes_keep_the_credentials_dropped_for_its_host() {
+    let h = esi_proxy().await;
+    let port = h.addr().port();
+    // The page (the proxy's own host) includes a template on another allowed host, which
+    // includes a fragment of its own host: the page's cookie must reach neither.
+    h.origin.on("/page", template(&format!("[<esi:include src=\"http://localhost:{port}/inner\"/>]"), 60));
+    h.origin.on("/inner", template("(<esi:include src=\"/echo\"/>)", 60));
+    h.origin.on("/echo", fragment("E", 60));
+    let reply = h.get_with("/page", &[("Cookie", "session=SECRET"), ("Authorization", "Bearer T")]).await;
+    assert_eq!(reply.text(), "[(E)]");
+    for path in ["/inner", "/echo"] {
+        let seen = h.origin.last_request(path).unwrap();
+        assert_eq!((seen.header("cookie"), seen.header("authorization")), (None, None), "{path}");
+    }
+}
+
+#[tokio::test]
+async fn past_the_include_limit_the_later_includes_fail_the_same_ones_every_time() {
+    let h = esi_proxy().await;
+    let includes: String = (0..70).map(|i| format!("<esi:include src=\"/f{i}\"/>")).collect();
+    h.origin.on("/many", template(&includes, 60));
+    for i in 0..70 {
+        h.origin.on(&format!("/f{i}"), fragment(&format!("[{i}]"), 60));
+    }
+    let expected: String = (0..64).map(|i| format!("[{i}]")).collect();
+    for _ in 0..3 {
+        assert_eq!(h.get("/many").await.text(), expected, "the first 64 in document order");
+    }
+    assert_eq!(h.origin.hits("/f64"), 0);
+}
