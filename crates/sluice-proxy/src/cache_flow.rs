@@ -37,6 +37,7 @@ use sluice_http::CacheControl;
 use sluice_module::{LookupOutcome, LookupOverride, Subject};
 use sluice_store::disk::DiskBody;
 use sluice_store::{Fill, Join, Leader, Lookup, Object, ObjectMeta, Outcome, Suspended};
+use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::SystemTime;
 
@@ -246,36 +247,59 @@ pub async fn serve(
     // The leader's origin failure, met by a follower as its own.
     let mut shared_failure = None;
     let leader = if collapsible {
-        match state.collapser.join(&key) {
-            Join::Leader(leader) => Some(leader),
-            Join::Follower(pending) => {
-                state.metrics.collapsed.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                let wait = state.config.cache.collapse_wait.0;
-                match pending.wait(wait).await {
-                    Some(Outcome::Filling { meta, fill }) if selects(&meta, &forward.client.headers) => {
-                        txn.code = ResultCode::Miss;
-                        let cs = CacheStatus { fwd: Some(miss_reason), collapsed: true, ..Default::default() };
-                        let (response, _) =
-                            respond::from_object(state, &forward.client, &meta, ObjectBody::Filling(fill), &cs, now);
-                        return Ok(response);
-                    }
-                    Some(Outcome::Stored(object)) if selects(&object.meta, &forward.client.headers) => {
-                        return Ok(hit(
-                            state,
-                            txn,
-                            &forward.client,
-                            &object,
-                            state.clock.now(),
-                            ResultCode::MemHit,
-                            Some(true),
-                        ));
-                    }
-                    Some(Outcome::OriginFailed { status, reason }) => {
-                        shared_failure = Some(shared_origin_failure(status, &reason));
-                        None
-                    }
-                    // Not shareable, failed, another variant, or too slow: fetch on our own.
-                    _ => None,
+        // The URL's slot first; when the fetch there brings another variant, this request's
+        // own variant's slot, where requests for it wait on one fetch of it.
+        let mut slot = Cow::Borrowed(key.as_str());
+        loop {
+            match state.collapser.join(&slot) {
+                Join::Leader(leader) => break Some(leader),
+                Join::Follower(pending) => {
+                    state.metrics.collapsed.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    let wait = state.config.cache.collapse_wait.0;
+                    break match pending.wait(wait).await {
+                        Some(Outcome::Filling { meta, fill }) if selects(&meta, &forward.client.headers) => {
+                            txn.code = ResultCode::Miss;
+                            let cs = CacheStatus { fwd: Some(miss_reason), collapsed: true, ..Default::default() };
+                            let (response, _) = respond::from_object(
+                                state,
+                                &forward.client,
+                                &meta,
+                                ObjectBody::Filling(fill),
+                                &cs,
+                                now,
+                            );
+                            return Ok(response);
+                        }
+                        Some(Outcome::Stored(object)) if selects(&object.meta, &forward.client.headers) => {
+                            return Ok(hit(
+                                state,
+                                txn,
+                                &forward.client,
+                                &object,
+                                state.clock.now(),
+                                ResultCode::MemHit,
+                                Some(true),
+                            ));
+                        }
+                        Some(Outcome::OriginFailed { status, reason }) => {
+                            shared_failure = Some(shared_origin_failure(status, &reason));
+                            None
+                        }
+                        Some(Outcome::Filling { meta, .. })
+                            if matches!(slot, Cow::Borrowed(_)) && !meta.vary.is_empty() =>
+                        {
+                            slot = Cow::Owned(variant_slot(&key, &meta, &forward.client.headers));
+                            continue;
+                        }
+                        Some(Outcome::Stored(object))
+                            if matches!(slot, Cow::Borrowed(_)) && !object.meta.vary.is_empty() =>
+                        {
+                            slot = Cow::Owned(variant_slot(&key, &object.meta, &forward.client.headers));
+                            continue;
+                        }
+                        // Not shareable, failed, another variant again, or too slow: fetch on our own.
+                        _ => None,
+                    };
                 }
             }
         }
@@ -567,6 +591,22 @@ const CLIENT_ONLY: [header::HeaderName; 6] = [
     header::IF_RANGE,
     header::RANGE,
 ];
+
+/// The collapse slot of the variant of `key` that `request` selects, given a response of
+/// another variant (`meta`, which names the fields it varies on): the key, then each
+/// field's normalised value (`vary::vary_key`, whose values never hold control bytes),
+/// separated by control bytes.
+fn variant_slot(key: &str, meta: &ObjectMeta, request: &HeaderMap) -> String {
+    let mut slot = key.to_owned();
+    for value in vary::vary_key(&meta.vary, request) {
+        slot.push('\u{0}');
+        match value {
+            Some(value) => slot.push_str(&value),
+            None => slot.push('\u{1}'),
+        }
+    }
+    slot
+}
 
 /// The error a follower answers with when its leader's origin failed ([`Outcome::OriginFailed`]):
 /// the leader's own, as the follower's fetch would have met it. Followers that hold a stale

@@ -156,6 +156,33 @@ async fn concurrent_misses_collapse_onto_one_origin_fetch() {
 }
 
 #[tokio::test]
+async fn concurrent_misses_for_other_variants_collapse_onto_one_fetch_per_variant() {
+    let h = Harness::forward().await;
+    h.origin.on(
+        "/localised",
+        Reply::ok("page")
+            .header("Cache-Control", "max-age=60")
+            .header("Vary", "Accept-Language")
+            .delay(Duration::from_millis(300)),
+    );
+    let target = h.target("/localised");
+    let tasks: Vec<_> = ["en", "fr", "en", "fr", "de", "fr", "en", "de"]
+        .into_iter()
+        .map(|language| {
+            let (addr, target) = (h.addr(), target.clone());
+            tokio::spawn(async move { client::get(addr, &target, &[("Accept-Language", language)]).await })
+        })
+        .collect();
+    for task in tasks {
+        assert_eq!(task.await.unwrap().text(), "page");
+    }
+    let mut asked: Vec<String> =
+        h.origin.requests("/localised").iter().map(|r| r.header("accept-language").unwrap_or("").to_owned()).collect();
+    asked.sort();
+    assert_eq!(asked, ["de", "en", "fr"], "one fetch per variant, the first response's variant included");
+}
+
+#[tokio::test]
 async fn requests_for_ranges_of_an_object_being_fetched_get_their_ranges() {
     let h = Harness::forward().await;
     let body: String = (0..200_000).map(|i| char::from(b'a' + (i % 26) as u8)).collect();
