@@ -179,9 +179,22 @@ pub fn text(state: &State, status: StatusCode, body: impl Into<Bytes>) -> Respon
 /// The response for an error: its status and a one-line explanation. Malformed requests also
 /// close the connection, since the rest of the stream cannot be trusted.
 pub fn error(state: &State, err: &ProxyError) -> Response<ProxyBody> {
+    error_explained(state, err, true)
+}
+
+/// [`error`], explaining an origin's failure only when `explain_origin`: the explanation
+/// names the origin's address, its certificate's names and what it did wrong, which the
+/// clients of a reverse proxy (the public) have no business learning. The proxy's log has
+/// it either way.
+pub fn error_explained(state: &State, err: &ProxyError, explain_origin: bool) -> Response<ProxyBody> {
     let status = err.status();
     let reason = status.canonical_reason().unwrap_or("");
-    let mut response = text(state, status, format!("{} {reason}: {err}\n", status.as_u16()));
+    let body = if explain_origin || err.side != crate::error::Side::Origin {
+        format!("{} {reason}: {err}\n", status.as_u16())
+    } else {
+        format!("{} {reason}: the origin gave no usable answer\n", status.as_u16())
+    };
+    let mut response = text(state, status, body);
     // The rest of the request may still be on its way (a body not read): not worth reading.
     if matches!(err.kind, Kind::BadRequest | Kind::TooLarge | Kind::RequestTimeout) {
         response.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));

@@ -249,7 +249,9 @@ pub async fn handle(
             if err.side != Side::Client {
                 tracing::info!(txn = txn.info.id, "{}: {err}", txn.url);
             }
-            respond::error(&state, &err)
+            // A forward proxy's client asked for that origin and may learn what went wrong
+            // there (as Squid's error pages say); a reverse proxy's may not.
+            respond::error_explained(&state, &err, !txn.reverse)
         }
     };
     let mut response = respond::finalize(&state, txn, response, &method).await;
@@ -339,6 +341,7 @@ async fn route(
     let Resolved { target, uri, reverse, host, esi, caching, max_body_size, headers } =
         resolve_target(state, conn, &parts)?;
     txn.route_headers.clone_from(&headers);
+    txn.reverse = reverse;
     if reverse && is_server_wide_options(&parts) {
         parts.extensions.insert(AsteriskForm);
     }

@@ -33,6 +33,9 @@ pub struct Txn {
     pub user: Option<Arc<str>>,
     /// The header rules of the route the request took, for its response.
     pub route_headers: Option<Arc<crate::header_rules::RouteHeaders>>,
+    /// The request took a reverse route: its errors do not explain the origin's failure to
+    /// the client ([`crate::respond::error_explained`]).
+    pub reverse: bool,
     status: u16,
     content_type: Option<HeaderValue>,
     head_bytes: u64,
@@ -101,6 +104,7 @@ impl Txn {
             user_agent: if logged { headers.get(header::USER_AGENT).cloned() } else { None },
             user: None,
             route_headers: None,
+            reverse: false,
             state: Arc::clone(state),
             info,
         })

@@ -101,6 +101,12 @@ async fn unreachable_origin_gives_502() {
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let reply = client::get(h.addr(), &format!("http://127.0.0.1:{port}/x"), &[]).await;
     assert_eq!(reply.status, 502);
+    assert!(reply.text().contains(&format!("cannot connect to 127.0.0.1:{port}")), "a forward proxy's client is told");
+    // A reverse proxy's client is not told where its origin is, nor what failed there.
+    let reverse = Harness::build(Mode::Reverse, |c| c.route[0].origin = Some(format!("http://127.0.0.1:{port}"))).await;
+    let reply = reverse.get("/x").await;
+    assert_eq!(reply.status, 502);
+    assert_eq!(reply.text(), "502 Bad Gateway: the origin gave no usable answer\n");
 }
 
 #[tokio::test]
