@@ -67,6 +67,15 @@ pub struct CertificateFile {
     pub not_after: Option<SystemTime>,
 }
 
+impl CertificateFile {
+    /// `"<path> has expired"` or `"<path> expires in N hours"` when it ends within
+    /// [`EXPIRY_WARNING`] of `now` (as a reload logs it; `--check-config` prints it).
+    pub fn expiry_warning(&self, now: SystemTime) -> Option<String> {
+        let warning = expiry_warning(self.not_after?, now)?;
+        Some(format!("{} {warning}", self.path.display()))
+    }
+}
+
 /// A certificate this close to its end is warned about when it is loaded.
 pub const EXPIRY_WARNING: Duration = Duration::from_secs(14 * 24 * 3600);
 
@@ -91,7 +100,7 @@ pub fn listener(config: &TlsConfig, carried: Option<Resumption>) -> Result<Liste
     };
     let certified = |cert: &Path, key: &Path| -> Result<Arc<CertifiedKey>, String> {
         let certified = CertifiedKey::from_der(load_certs(cert)?, load_key(key)?, &provider)
-            .map_err(|e| format!("{}: certificate and key do not match: {e}", cert.display()))?;
+            .map_err(|e| format!("{}: cannot be used with {}: {e}", key.display(), cert.display()))?;
         Ok(Arc::new(certified))
     };
     let file =

@@ -57,6 +57,25 @@ fn check_config_accepts_a_valid_file_and_names_the_problem_in_a_bad_one() {
     assert!(!out.status.success(), "an access log that cannot be created is caught before start");
     assert!(String::from_utf8_lossy(&out.stderr).contains("its directory /nonexistent/dir does not exist"));
 
+    // A certificate ending within 14 days: valid, with a warning.
+    let (cert, key) = (dir.path().join("soon.pem"), dir.path().join("soon.key"));
+    let made = std::process::Command::new("openssl")
+        .args(["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-days", "5"])
+        .args(["-subj", "/CN=soon.test", "-keyout"])
+        .arg(&key)
+        .arg("-out")
+        .arg(&cert)
+        .output()
+        .unwrap();
+    assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
+    let tls = dir.path().join("tls.toml");
+    let listener = format!("[[listener]]\naddr = \"127.0.0.1:0\"\ntls = {{ cert = {cert:?}, key = {key:?} }}\n");
+    std::fs::write(&tls, listener).unwrap();
+    let out = sluice().args(["serve", "--check-config"]).arg(&tls).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("warning: TLS for 127.0.0.1:0:") && err.contains("soon.pem expires in"), "{err}");
+
     let unused = dir.path().join("unused.toml");
     std::fs::write(&unused, "[[route]]\norigin = \"http://127.0.0.1:9\"\n").unwrap();
     let out = sluice().args(["serve", "--check-config"]).arg(&unused).output().unwrap();

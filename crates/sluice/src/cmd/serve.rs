@@ -1,7 +1,7 @@
 //! `sluice serve`: run the proxy.
 
 use anyhow::Context;
-use sluice_proxy::clock::SystemClock;
+use sluice_proxy::clock::{Clock, SystemClock};
 use sluice_proxy::config::Config;
 use sluice_proxy::module_manager::check_entries;
 use std::path::PathBuf;
@@ -85,8 +85,13 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         }
         for listener in &config.listener {
             if let Some(tls) = &listener.tls {
-                sluice_proxy::tls::listener(tls, None)
+                let built = sluice_proxy::tls::listener(tls, None)
                     .map_err(|e| anyhow::anyhow!("{}: TLS for {}: {e}", path.display(), listener.addr))?;
+                for certificate in &built.certificates {
+                    if let Some(warning) = certificate.expiry_warning(SystemClock.now()) {
+                        eprintln!("{}: warning: TLS for {}: {warning}", path.display(), listener.addr);
+                    }
+                }
             }
         }
         sluice_proxy::origin_tls::connector(&config.upstream.tls)
