@@ -105,7 +105,7 @@ fn split_host_port(s: &str) -> (&str, Option<&str>) {
 
 /// Uppercases the hex digits of percent-encodings and decodes those of unreserved
 /// characters (`ALPHA / DIGIT / "-" / "." / "_" / "~"`), which are equivalent either way.
-fn normalise_percent(s: &str) -> String {
+pub(crate) fn normalise_percent(s: &str) -> String {
     let bytes = s.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;

@@ -26,47 +26,10 @@ pub fn normalize_path(path_and_query: &str) -> Option<String> {
         return None;
     }
     let (path, query) = path_and_query.split_at(end);
-    let decoded = decode_unreserved(path);
+    let decoded = if path.contains('%') { crate::key::normalise_percent(path) } else { path.to_owned() };
     let has_dot_segment = decoded.split('/').any(|s| s == "." || s == "..");
     let normal = if has_dot_segment { crate::uri_ref::remove_dot_segments(&decoded) } else { decoded };
     (normal != path).then(|| normal + query)
-}
-
-/// `%XX` of an unreserved character (ALPHA, DIGIT, `-`, `.`, `_`, `~`) decoded, other valid
-/// `%XX` with upper-case hex digits, the rest as it is.
-fn decode_unreserved(path: &str) -> String {
-    let bytes = path.as_bytes();
-    let mut out = String::with_capacity(path.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        let escaped = match bytes.get(i..i + 3) {
-            Some([b'%', hi, lo]) => hex(*hi).zip(hex(*lo)).map(|(hi, lo)| hi << 4 | lo),
-            _ => None,
-        };
-        match escaped {
-            Some(byte) if byte.is_ascii_alphanumeric() || b"-._~".contains(&byte) => {
-                out.push(char::from(byte));
-                i += 3;
-            }
-            Some(_) => {
-                out.push('%');
-                out.push(char::from(bytes[i + 1].to_ascii_uppercase()));
-                out.push(char::from(bytes[i + 2].to_ascii_uppercase()));
-                i += 3;
-            }
-            None => {
-                // Everything else in a parsed path is ASCII: copy the run up to the next `%`.
-                let end = bytes[i + 1..].iter().position(|&b| b == b'%').map_or(bytes.len(), |p| i + 1 + p);
-                out.push_str(&path[i..end]);
-                i = end;
-            }
-        }
-    }
-    out
-}
-
-fn hex(digit: u8) -> Option<u8> {
-    char::from(digit).to_digit(16).map(|d| d as u8)
 }
 
 /// True when `value` is a valid `Host` field value (RFC 9110 §7.2): `uri-host [ ":" port ]`,

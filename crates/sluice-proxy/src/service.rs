@@ -466,15 +466,27 @@ fn whole_for_module_edits(txn: &mut Txn, headers: &mut HeaderMap, stored: bool) 
 /// The URL a client asked for, as it named it: its scheme, `Host` (or the request
 /// target's authority), path and query. Relative ESI includes resolve against it.
 fn client_url(conn: &ConnInfo, parts: &request::Parts) -> Uri {
-    let scheme = if conn.tls { "https" } else { "http" };
-    let authority = parts
-        .uri
-        .authority()
-        .map(|a| a.as_str())
-        .or_else(|| parts.headers.get(header::HOST).and_then(|h| h.to_str().ok()))
-        .unwrap_or("localhost");
-    let path = parts.uri.path_and_query().map_or("/", |p| p.as_str());
-    format!("{scheme}://{authority}{path}").parse().unwrap_or_else(|_| Uri::from_static("http://localhost/"))
+    let authority = named_authority(&parts.uri, &parts.headers).unwrap_or("localhost");
+    absolute_url(conn.tls, authority, &parts.uri).parse().unwrap_or_else(|_| Uri::from_static("http://localhost/"))
+}
+
+/// The authority a request names: its target's, else its `Host` when that is a valid
+/// authority without userinfo; `None` without either.
+pub(crate) fn named_authority<'a>(uri: &'a Uri, headers: &'a HeaderMap) -> Option<&'a str> {
+    match uri.authority() {
+        Some(authority) => Some(authority.as_str()),
+        None => headers
+            .get(header::HOST)
+            .and_then(|h| h.to_str().ok())
+            .filter(|h| !h.contains('@') && h.parse::<http::uri::Authority>().is_ok()),
+    }
+}
+
+/// `uri`'s path and query under `authority`, `https` over TLS, else `http`.
+pub(crate) fn absolute_url(tls: bool, authority: &str, uri: &Uri) -> String {
+    let scheme = if tls { "https" } else { "http" };
+    let path = uri.path_and_query().map_or("/", |p| p.as_str());
+    format!("{scheme}://{authority}{path}")
 }
 
 /// Bounds work that waits on an origin by `client.transaction_timeout` (504 past it), on a

@@ -341,24 +341,20 @@ impl Txn {
     }
 }
 
-/// `uri` as text without its userinfo (`user:password@`), which is refused
-/// (`service::check_target`) and must not reach the log on its way out.
 /// The URL a request is logged under until routing resolves it (and when it never does: a
 /// module's local answer, a refused client): its absolute form, the origin form completed
-/// with the `Host` it names, as Squid logs an accelerated request. A `Host` that is not a
-/// valid authority is left out (it could break the log line), and so is userinfo.
+/// with the `Host` it names, as Squid logs an accelerated request
+/// ([`crate::service::named_authority`]: a `Host` that is not a valid authority, which could
+/// break the log line, is left out, and so is userinfo).
 fn logged_url(uri: &http::Uri, headers: &http::HeaderMap, tls: bool) -> String {
-    let host = headers.get(header::HOST).and_then(|h| h.to_str().ok()).filter(|h| !h.contains('@'));
-    match host.filter(|_| uri.scheme().is_none() && uri.path().starts_with('/')) {
-        Some(host) if host.parse::<http::uri::Authority>().is_ok() => {
-            let scheme = if tls { "https" } else { "http" };
-            let path = uri.path_and_query().map_or("/", |p| p.as_str());
-            format!("{scheme}://{host}{path}")
-        }
+    match crate::service::named_authority(uri, headers).filter(|_| uri.scheme().is_none()) {
+        Some(authority) if uri.path().starts_with('/') => crate::service::absolute_url(tls, authority, uri),
         _ => without_userinfo(uri),
     }
 }
 
+/// `uri` as text without its userinfo (`user:password@`), which is refused
+/// (`service::check_target`) and must not reach the log on its way out.
 fn without_userinfo(uri: &http::Uri) -> String {
     let text = uri.to_string();
     match uri.authority().map(|a| a.as_str()).and_then(|a| a.rfind('@').map(|at| &a[..=at])) {
