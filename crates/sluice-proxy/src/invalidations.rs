@@ -1,5 +1,6 @@
 //! Removals (by key, prefix or tag: purges, content deletes, RFC 9111 §4.4 invalidations)
-//! recorded for the fetches in flight. A body still arriving when its URL is removed is the
+//! recorded for the work in flight on a key: fetches, and the tiers' disk writes and
+//! promotions ([`Invalidations::removed_since`]). A body still arriving when its URL is removed is the
 //! answer to a request sent before the removal: stored when it completes, it would bring the
 //! removed content back. A fetch therefore takes a [`Mark`] before its request goes out, and
 //! its body is stored only if nothing recorded since covers it
@@ -67,22 +68,29 @@ impl Invalidations {
         store: impl FnOnce() -> T,
     ) -> Option<T> {
         let log = self.log.lock();
-        if log.next > since.0 {
-            let oldest = log.entries.front().map_or(log.next, |(seq, _)| *seq);
-            if oldest > since.0 {
-                return None;
-            }
-            let tags = tags();
-            let covered = log.entries.iter().filter(|(seq, _)| *seq >= since.0).any(|(_, removed)| match removed {
-                Removed::Key(k) => k == key,
-                Removed::Prefix(p) => key.starts_with(p.as_str()),
-                Removed::Tag(t) => tags.iter().any(|tag| tag == t),
-            });
-            if covered {
-                return None;
-            }
+        (!Self::covers(&log, since, key, tags)).then(store)
+    }
+
+    /// Whether a removal recorded since `since` covers `key` or one of `tags`: work on the
+    /// key that started at `since` (a disk write, a promotion) must be undone.
+    pub fn removed_since(&self, since: Mark, key: &str, tags: impl FnOnce() -> Vec<String>) -> bool {
+        Self::covers(&self.log.lock(), since, key, tags)
+    }
+
+    fn covers(log: &Log, since: Mark, key: &str, tags: impl FnOnce() -> Vec<String>) -> bool {
+        if log.next == since.0 {
+            return false;
         }
-        Some(store())
+        let oldest = log.entries.front().map_or(log.next, |(seq, _)| *seq);
+        if oldest > since.0 {
+            return true;
+        }
+        let tags = tags();
+        log.entries.iter().filter(|(seq, _)| *seq >= since.0).any(|(_, removed)| match removed {
+            Removed::Key(k) => k == key,
+            Removed::Prefix(p) => key.starts_with(p.as_str()),
+            Removed::Tag(t) => tags.iter().any(|tag| tag == t),
+        })
     }
 }
 

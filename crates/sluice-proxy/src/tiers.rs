@@ -20,7 +20,6 @@ use bytes::Bytes;
 use parking_lot::Mutex;
 use sluice_store::disk::{DiskBody, DiskLookup, DiskStats, DiskTier, ReadError};
 use sluice_store::{Admit, Lookup, MemoryStore, Object, ObjectMeta, StoreStats, StoredBody, Suspended, SweepReport};
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 
@@ -91,8 +90,8 @@ pub struct TierCounters {
     pub disk_writes_not_stored: AtomicU64,
 }
 
-/// Background disk work in flight, and the keys it concerns, so a removal can undo a write
-/// or promotion that started before it.
+/// Background disk work in flight (writes, file deletions), to wait for. (A removal undoes
+/// a write or promotion that started before it through `crate::invalidations`.)
 #[derive(Default)]
 struct Jobs {
     state: Mutex<JobState>,
@@ -108,10 +107,6 @@ struct JobState {
     purges: std::collections::BTreeSet<u64>,
     /// The number the next purge gets.
     next_purge: u64,
-    /// Increases at every guard and every invalidation.
-    seq: u64,
-    /// Keys with writes or promotions in flight: how many, and when last invalidated.
-    guarded: HashMap<String, (usize, u64)>,
 }
 
 impl Jobs {
@@ -142,39 +137,6 @@ impl Jobs {
         self.ended();
         self.purge_done.notify_waiters();
     }
-
-    /// Registers work on `key`; returns its start mark for [`Jobs::unguard`].
-    fn guard(&self, key: &str) -> u64 {
-        let mut state = self.state.lock();
-        state.seq += 1;
-        let seq = state.seq;
-        state.guarded.entry(key.to_owned()).or_insert((0, 0)).0 += 1;
-        seq
-    }
-
-    /// Ends work on `key` started at `mark`; true when `key` was invalidated since.
-    fn unguard(&self, key: &str, mark: u64) -> bool {
-        let mut state = self.state.lock();
-        let Some(slot) = state.guarded.get_mut(key) else { return false };
-        let invalidated = slot.1 > mark;
-        slot.0 -= 1;
-        if slot.0 == 0 {
-            state.guarded.remove(key);
-        }
-        invalidated
-    }
-
-    /// Marks the guarded keys for which `matches` holds as invalidated now.
-    fn invalidate(&self, matches: impl Fn(&str) -> bool) {
-        let mut state = self.state.lock();
-        state.seq += 1;
-        let seq = state.seq;
-        for (key, slot) in state.guarded.iter_mut() {
-            if matches(key) {
-                slot.1 = seq;
-            }
-        }
-    }
 }
 
 /// The memory tier and, when configured, the disk tier. Safe to share between threads.
@@ -188,8 +150,9 @@ pub struct Tiers {
     promote_min_hits: u64,
     jobs: Arc<Jobs>,
     counters: Arc<TierCounters>,
-    /// Removals, for the fetches in flight ([`Tiers::insert_fetched`]).
-    invalidations: crate::invalidations::Invalidations,
+    /// Removals, for the work in flight: fetches ([`Tiers::insert_fetched`]), disk writes and
+    /// promotions.
+    invalidations: Arc<crate::invalidations::Invalidations>,
 }
 
 impl std::fmt::Debug for Tiers {
@@ -282,9 +245,14 @@ impl Tiers {
     /// left to stream ([`DiskHit::Open`]).
     pub async fn lookup_disk(&self, key: &str, selects: impl Fn(&ObjectMeta) -> bool) -> DiskHit {
         let Some(disk) = &self.disk else { return DiskHit::Miss };
-        let mark = self.jobs.guard(key);
+        let mark = self.invalidations.mark();
         let hit = self.open_from_disk(disk, key, selects).await;
-        if self.jobs.unguard(key, mark) {
+        let tags = || match &hit {
+            DiskHit::Loaded(object) => sluice_http::tags::tags(&object.meta.headers),
+            DiskHit::Open { meta, .. } => sluice_http::tags::tags(&meta.headers),
+            DiskHit::VaryMiss | DiskHit::Miss => Vec::new(),
+        };
+        if self.invalidations.removed_since(mark, key, tags) {
             // Purged while we read it: what we promoted must not outlive the purge (an
             // object stored after the purge stays).
             if let DiskHit::Loaded(promoted) = &hit {
@@ -389,13 +357,14 @@ impl Tiers {
 
     fn write_through(&self, disk: &DiskTier, object: Arc<Object>) {
         let key = object.meta.key.clone();
-        let mark = self.jobs.guard(&key);
+        let mark = self.invalidations.mark();
         // Taken here, in the order objects enter memory: a later copy of the key wins on disk
         // too, whichever of the background writes ends last.
         let ticket = disk.ticket();
         self.jobs.started();
         self.counters.disk_writes.fetch_add(1, Relaxed);
         let (disk, jobs, counters) = (disk.clone(), Arc::clone(&self.jobs), Arc::clone(&self.counters));
+        let invalidations = Arc::clone(&self.invalidations);
         let memory = Arc::clone(&self.memory);
         let promote_max = self.promote_max;
         run_blocking(move || {
@@ -417,7 +386,8 @@ impl Tiers {
                     None
                 }
             };
-            if let (true, Some(entry)) = (jobs.unguard(&key, mark), written) {
+            let removed = || invalidations.removed_since(mark, &key, || sluice_http::tags::tags(&object.meta.headers));
+            if let Some(entry) = written.filter(|_| removed()) {
                 // Removed while being written: the removal did not see this copy. Only this
                 // copy goes: a copy stored after the removal may have replaced it already.
                 disk.remove_entry(&entry);
@@ -462,7 +432,6 @@ impl Tiers {
         self.invalidations.record(crate::invalidations::Removed::Key(key.to_owned()));
         let memory = self.memory.remove(key);
         let Some(disk) = &self.disk else { return memory };
-        self.jobs.invalidate(|k| k == key);
         memory.max(self.purge(disk.forget(key)))
     }
 
@@ -471,7 +440,6 @@ impl Tiers {
         self.invalidations.record(crate::invalidations::Removed::Prefix(prefix.to_owned()));
         let memory = self.memory.remove_prefix(prefix);
         let Some(disk) = &self.disk else { return memory };
-        self.jobs.invalidate(|k| k.starts_with(prefix));
         memory.max(self.purge(disk.forget_prefix(prefix)))
     }
 
@@ -480,8 +448,6 @@ impl Tiers {
         self.invalidations.record(crate::invalidations::Removed::Tag(tag.to_owned()));
         let memory = self.memory.remove_tag(tag);
         let Some(disk) = &self.disk else { return memory };
-        // Tags of writes in flight are not indexed: undo them all (a miss at worst).
-        self.jobs.invalidate(|_| true);
         memory.max(self.purge(disk.forget_tag(tag)))
     }
 
@@ -643,49 +609,6 @@ mod tests {
         let policy = crate::policy::build("lru", 1 << 24).unwrap();
         let (disk, _) = DiskTier::open(dir, 1 << 24, 1000, policy, WaterMarks::default()).unwrap();
         Tiers::new(memory, Some(disk), 1 << 20)
-    }
-
-    #[test]
-    fn a_removal_undoes_work_that_started_before_it_only() {
-        let jobs = Jobs::default();
-        let before = jobs.guard("k");
-        let other = jobs.guard("other");
-        jobs.invalidate(|k| k == "k");
-        let after = jobs.guard("k");
-        assert!(jobs.unguard("k", before), "started before the removal");
-        assert!(!jobs.unguard("k", after), "started after it");
-        assert!(!jobs.unguard("other", other), "another key");
-        assert!(jobs.state.lock().guarded.is_empty());
-    }
-
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn a_removal_can_be_waited_for_until_its_files_are_gone_for_good() {
-        let dir = tempfile::tempdir().unwrap();
-        let tiers = tiers(dir.path());
-        for i in 0..20 {
-            tiers.insert(object(&format!("p/{i}"), b"body"));
-        }
-        tiers.flush().await;
-        let files =
-            |dir: &std::path::Path| walk(dir).into_iter().filter(|p| p.extension() == Some("obj".as_ref())).count();
-        assert_eq!(files(dir.path()), 20);
-        assert_eq!(tiers.remove_prefix("p/"), 20);
-        tiers.purges_settled().await;
-        assert_eq!(files(dir.path()), 0, "unlinked (and their directories synced) before it returns");
-        tiers.purges_settled().await;
-    }
-
-    fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
-        let mut out = Vec::new();
-        for entry in std::fs::read_dir(dir).unwrap().flatten() {
-            let path = entry.path();
-            if path.is_dir() {
-                out.extend(walk(&path));
-            } else {
-                out.push(path);
-            }
-        }
-        out
     }
 
     #[test]
