@@ -59,16 +59,19 @@ impl Invalidations {
     }
 
     /// Runs `store` unless a removal recorded since `since` covers `key` or one of `tags`
-    /// (`None` then), under the log's lock, so no removal is recorded in between.
+    /// (`None` then), under the log's lock, so no removal is recorded in between. `store`
+    /// gets the mark of now, for work it leaves to be done after the lock is released; it
+    /// must not call back into this log (the lock is not reentrant).
     pub fn unless_removed_since<T>(
         &self,
         since: Mark,
         key: &str,
         tags: impl FnOnce() -> Vec<String>,
-        store: impl FnOnce() -> T,
+        store: impl FnOnce(Mark) -> T,
     ) -> Option<T> {
         let log = self.log.lock();
-        (!Self::covers(&log, since, key, tags)).then(store)
+        let now = Mark(log.next);
+        (!Self::covers(&log, since, key, tags)).then(|| store(now))
     }
 
     /// Whether a removal recorded since `since` covers `key` or one of `tags`: work on the
@@ -100,7 +103,7 @@ mod tests {
 
     fn stored(log: &Invalidations, since: Mark, key: &str, tags: &[&str]) -> bool {
         let tags = || tags.iter().map(|t| t.to_string()).collect();
-        log.unless_removed_since(since, key, tags, || ()).is_some()
+        log.unless_removed_since(since, key, tags, |_| ()).is_some()
     }
 
     #[test]

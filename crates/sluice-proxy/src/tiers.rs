@@ -18,7 +18,7 @@
 
 use bytes::Bytes;
 use parking_lot::Mutex;
-use sluice_store::disk::{DiskBody, DiskLookup, DiskStats, DiskTier, ReadError};
+use sluice_store::disk::{DiskBody, DiskLookup, DiskStats, DiskTier, ReadError, WriteTicket};
 use sluice_store::{Admit, Lookup, MemoryStore, Object, ObjectMeta, StoreStats, StoredBody, Suspended, SweepReport};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
@@ -137,6 +137,13 @@ impl Jobs {
         self.ended();
         self.purge_done.notify_waiters();
     }
+}
+
+/// A copy of an object to write to the disk tier, with its place in the order of writes.
+struct DiskWrite {
+    disk: DiskTier,
+    object: Arc<Object>,
+    ticket: WriteTicket,
 }
 
 /// The memory tier and, when configured, the disk tier. Safe to share between threads.
@@ -324,9 +331,16 @@ impl Tiers {
     /// (`crate::invalidations`).
     pub fn insert_fetched(&self, object: Object, since: crate::invalidations::Mark) -> Option<Arc<Object>> {
         let meta = Arc::clone(&object.meta);
-        self.invalidations
-            .unless_removed_since(since, &meta.key, || sluice_http::tags::tags(&meta.headers), || self.insert(object))
-            .flatten()
+        let tags = || sluice_http::tags::tags(&meta.headers);
+        let ((stored, write), now) = self
+            .invalidations
+            .unless_removed_since(since, &meta.key, tags, |now| (self.insert_in_memory(object, Admit::Judge), now))?;
+        // Outside the log's lock (the write may run inline, and checks the log when done):
+        // a removal recorded from `now` on undoes it.
+        if let Some(write) = write {
+            self.write_through(write, now);
+        }
+        stored
     }
 
     /// Reads a streamed disk body into an object (not promoted), e.g. to validate it.
@@ -345,25 +359,37 @@ impl Tiers {
     /// [`Tiers::insert`], asking the memory tier's admission rule or not (`Admit::Bypass`
     /// for content an operator pushes). The disk tier stores what it accepts either way.
     pub fn insert_with(&self, object: Object, admit: Admit) -> Option<Arc<Object>> {
-        let Some(disk) = &self.disk else { return self.memory.insert_with(object, admit) };
+        let (stored, write) = self.insert_in_memory(object, admit);
+        if let Some(write) = write {
+            self.write_through(write, self.invalidations.mark());
+        }
+        stored
+    }
+
+    /// Stores `object` in memory; returns what was stored and, when the disk tier accepts
+    /// its size, the write to make there. Its ticket is taken here, in the order objects
+    /// enter memory: a later copy of the key wins on disk too, whichever of the background
+    /// writes ends last.
+    fn insert_in_memory(&self, object: Object, admit: Admit) -> (Option<Arc<Object>>, Option<DiskWrite>) {
+        let Some(disk) = &self.disk else { return (self.memory.insert_with(object, admit), None) };
         if object.body.len() > disk.max_object() {
-            return self.memory.insert_with(object, admit);
+            return (self.memory.insert_with(object, admit), None);
         }
         let spare = object.with_meta(Arc::clone(&object.meta));
         let stored = self.memory.insert_with(object, admit).unwrap_or_else(|| Arc::new(spare));
-        self.write_through(disk, Arc::clone(&stored));
-        Some(stored)
+        let write = DiskWrite { disk: disk.clone(), object: Arc::clone(&stored), ticket: disk.ticket() };
+        (Some(stored), Some(write))
     }
 
-    fn write_through(&self, disk: &DiskTier, object: Arc<Object>) {
+    /// Writes to disk in the background; undone when a removal recorded since `mark`
+    /// covers the object (`crate::invalidations`). Not to be called under the removals'
+    /// lock: without a runtime the write runs inline.
+    fn write_through(&self, write: DiskWrite, mark: crate::invalidations::Mark) {
+        let DiskWrite { disk, object, ticket } = write;
         let key = object.meta.key.clone();
-        let mark = self.invalidations.mark();
-        // Taken here, in the order objects enter memory: a later copy of the key wins on disk
-        // too, whichever of the background writes ends last.
-        let ticket = disk.ticket();
         self.jobs.started();
         self.counters.disk_writes.fetch_add(1, Relaxed);
-        let (disk, jobs, counters) = (disk.clone(), Arc::clone(&self.jobs), Arc::clone(&self.counters));
+        let (jobs, counters) = (Arc::clone(&self.jobs), Arc::clone(&self.counters));
         let invalidations = Arc::clone(&self.invalidations);
         let memory = Arc::clone(&self.memory);
         let promote_max = self.promote_max;
@@ -511,7 +537,9 @@ impl Tiers {
         let objects = self.load_disk_only(key, |_| true);
         for object in &objects {
             let meta = Arc::new(change(&object.meta));
-            self.write_through(disk, Arc::new(object.with_meta(meta)));
+            let write =
+                DiskWrite { disk: disk.clone(), object: Arc::new(object.with_meta(meta)), ticket: disk.ticket() };
+            self.write_through(write, self.invalidations.mark());
         }
         objects.len()
     }
@@ -609,6 +637,50 @@ mod tests {
         let policy = crate::policy::build("lru", 1 << 24).unwrap();
         let (disk, _) = DiskTier::open(dir, 1 << 24, 1000, policy, WaterMarks::default()).unwrap();
         Tiers::new(memory, Some(disk), 1 << 20)
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_removal_can_be_waited_for_until_its_files_are_gone_for_good() {
+        let dir = tempfile::tempdir().unwrap();
+        let tiers = tiers(dir.path());
+        for i in 0..20 {
+            tiers.insert(object(&format!("p/{i}"), b"body"));
+        }
+        tiers.flush().await;
+        let files =
+            |dir: &std::path::Path| walk(dir).into_iter().filter(|p| p.extension() == Some("obj".as_ref())).count();
+        assert_eq!(files(dir.path()), 20);
+        assert_eq!(tiers.remove_prefix("p/"), 20);
+        tiers.purges_settled().await;
+        assert_eq!(files(dir.path()), 0, "unlinked (and their directories synced) before it returns");
+        tiers.purges_settled().await;
+    }
+
+    fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+        let mut out = Vec::new();
+        for entry in std::fs::read_dir(dir).unwrap().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                out.extend(walk(&path));
+            } else {
+                out.push(path);
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn a_fetched_object_is_written_through_unless_removed_since_its_fetch_began() {
+        // No runtime: the disk write runs inline, right after the check under the log's lock.
+        let dir = tempfile::tempdir().unwrap();
+        let tiers = tiers(dir.path());
+        let before = tiers.invalidation_mark();
+        assert!(tiers.insert_fetched(object("f/kept", b"body"), before).is_some());
+        assert!(tiers.disk_stats().is_some_and(|s| s.objects == 1), "written through");
+        let before = tiers.invalidation_mark();
+        tiers.remove("f/gone");
+        assert!(tiers.insert_fetched(object("f/gone", b"body"), before).is_none(), "removed meanwhile");
+        assert!(tiers.disk_stats().is_some_and(|s| s.objects == 1), "not written");
     }
 
     #[test]
