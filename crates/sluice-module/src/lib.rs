@@ -101,8 +101,11 @@ pub enum Flow {
     /// end of the transaction as usual).
     Done,
     /// Answer the client with this response instead. Honoured in request phases
-    /// (`req_headers`, `req_body`, `cache_lookup`, `resolve`, `req_out`; `req_body` only when
-    /// buffered); elsewhere it is logged and treated as `Continue`.
+    /// (`req_headers`, `req_body`, `cache_lookup`, `resolve`, `req_out`; in a streaming
+    /// `req_body` the request already on its way to the origin is abandoned, and the client
+    /// gets this answer unless the origin answered first); elsewhere it is logged and treated
+    /// as `Continue`. The host frames it: its `Content-Length` and hop-by-hop fields are
+    /// dropped, and a status outside 200-599 goes out as 500.
     Respond(LocalResponse),
     /// Hold the message (from a headers phase, `req_headers` or `client_resp_headers`:
     /// headers included) until its whole body has arrived, at most `max` bytes, then call

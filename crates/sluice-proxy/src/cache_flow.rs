@@ -16,6 +16,7 @@
 use crate::body::{OutBody, ProxyBody};
 use crate::deadline::TimerSlot;
 use crate::error::{Kind, ProxyError, Side};
+use crate::head_framing::HeadFraming;
 use crate::meta::{Directives, Received};
 use crate::outcome::ResultCode;
 use crate::resolve::{Connect, Resolved};
@@ -692,8 +693,10 @@ async fn fetch(
     let response_time = state.clock.now();
     let (mut parts, body) = origin.response.into_parts();
     sluice_http::hop::remove_hop_by_hop(&mut parts.headers);
-    if let Some(txn) = txn.as_mut() {
+    if let Some(txn) = txn.as_mut().filter(|txn| !txn.modules.is_empty()) {
+        let framing = HeadFraming::of(&parts);
         module_phase!(txn, Nothing, Subject::Response(&mut parts), |m, info| m.origin_resp_headers(info, &mut parts))?;
+        framing.restore(&mut parts)?;
     }
     if let Some(validated) = validating {
         if parts.status == StatusCode::NOT_MODIFIED {
@@ -858,8 +861,9 @@ struct Pumped {
 /// `editors` is given (every piece, the last with `is_end()`), and stores the object when it
 /// is complete. A body that fails (truncated, reset, silent, or a module failing closed, or
 /// changing its length undeclared) fails the fill and is never stored; one that grows past
-/// the object limit is streamed to its readers but not stored; one whose URL was removed
-/// while it was fetched (purged, deleted, invalidated) is not stored either.
+/// the object limit, or that a module failed open part-way through (edited up to there,
+/// not after), is streamed to its readers but not stored; one whose URL was removed while
+/// it was fetched (purged, deleted, invalidated) is not stored either.
 async fn pump(
     state: Arc<State>,
     mut body: SourceBody,
@@ -869,13 +873,16 @@ async fn pump(
 ) {
     let Pumped { fill, meta, mark } = pumped;
     let max = state.store.max_object();
-    let mut too_large = false;
+    // False once the body will not be stored: no one else joins, and it streams to its
+    // readers in a bounded window instead of being held whole (`Fill::stop_keeping`).
+    let mut storing = true;
     let mut modules_saw_end = false;
     let editing = editors.is_some();
-    let mut edit = |data: Bytes, end: bool| -> Result<Bytes, String> {
+    // The piece as the modules left it, and whether one of them failed open on the body.
+    let mut edit = |data: Bytes, end: bool| -> Result<(Bytes, bool), String> {
         match &mut editors {
-            Some(phase) => phase.run(data, end),
-            None => Ok(data),
+            Some(phase) => phase.run(data, end).map(|data| (data, phase.failed_open())),
+            None => Ok((data, false)),
         }
     };
     while let Some(frame) = body.frame().await {
@@ -893,39 +900,49 @@ async fn pump(
         state.metrics.origin_body_bytes.fetch_add(data.len() as u64, std::sync::atomic::Ordering::Relaxed);
         let end = http_body::Body::is_end_stream(&body);
         modules_saw_end |= end;
-        match edit(data, end) {
-            Ok(data) => fill.push(data),
+        let failed_open = match edit(data, end) {
+            Ok((data, failed_open)) => {
+                fill.push(data);
+                failed_open
+            }
             Err(e) => {
                 fill.fail(e);
                 return;
             }
+        };
+        if storing && failed_open {
+            storing = false;
+            drop(leader.take());
+            fill.stop_keeping();
+            tracing::info!("not storing {}: a module failed open part-way through its body", meta.key);
         }
-        if !too_large && fill.len() > max {
-            // It will not be stored: no one else joins, and it streams to its readers in a
-            // bounded window instead of being held whole (`Fill::stop_keeping`); the URL is
-            // passed by for a while, as other responses too large to store are.
-            too_large = true;
+        if storing && fill.len() > max {
+            // The URL is passed by for a while, as other responses too large to store are.
+            storing = false;
             drop(leader.take());
             fill.stop_keeping();
             state.hit_for_pass.remember(&meta.key, meta.status, "too-large", state.clock.now());
             tracing::debug!("not storing {}: its body passed cache.max_object", meta.key);
         }
-        if too_large && !std::future::poll_fn(|cx| fill.poll_room(cx)).await {
+        if !storing && !std::future::poll_fn(|cx| fill.poll_room(cx)).await {
             // Every reader is gone: nobody wants the rest.
-            fill.fail("no reader left for a body too large to store");
+            fill.fail("no reader left for a body not to be stored");
             return;
         }
     }
     if editing && !modules_saw_end {
         match edit(Bytes::new(), true) {
-            Ok(data) => fill.push(data),
+            Ok((data, failed_open)) => {
+                fill.push(data);
+                storing &= !failed_open;
+            }
             Err(e) => {
                 fill.fail(e);
                 return;
             }
         }
     }
-    if !too_large {
+    if storing {
         let stored = fill.body();
         let mut stored_meta = (*meta).clone();
         stored_meta.headers.insert(header::CONTENT_LENGTH, HeaderValue::from(stored.len()));

@@ -58,7 +58,7 @@ struct Slot {
 pub enum Honours {
     /// Nothing more (`origin_resp_headers`).
     Nothing,
-    /// `Respond`: a request phase (`cache_lookup`, `resolve`, `req_out`, a buffered `req_body`).
+    /// `Respond`: a request phase (`cache_lookup`, `resolve`, `req_out`, `req_body`).
     Respond,
     /// `Respond`, and `Buffer` of the request body (`req_headers`).
     RespondOrBufferRequest,
@@ -111,6 +111,9 @@ type Slots = SmallVec<[Slot; 2]>;
 #[derive(Default)]
 pub struct ModuleChain {
     slots: Slots,
+    /// A module failed open in a body phase: the body it was editing went on unedited from
+    /// there, so a fill must not store it ([`SharedChain::failed_open_in_a_body`]).
+    failed_open_in_a_body: bool,
 }
 
 impl std::fmt::Debug for ModuleChain {
@@ -207,7 +210,7 @@ impl ModuleChain {
                 }
             }
         }
-        (Self { slots }, failure)
+        (Self { slots, failed_open_in_a_body: false }, failure)
     }
 
     /// True when no module takes part (the common fast path).
@@ -271,14 +274,17 @@ impl ModuleChain {
         Progress::Finished
     }
 
-    /// Runs a body phase on `chunk`: each active module sees the previous one's output.
-    /// Inlined into [`SharedChain::body_phase`]: a body phase is one call deep.
+    /// Runs a body phase on `chunk`: each active module sees the previous one's output. A
+    /// module's local answer ends the phase when it `honours` one (`Honours::Respond`: the
+    /// streaming `req_body`, whose request the host then abandons); elsewhere it is logged
+    /// and ignored. Inlined into [`SharedChain::body_phase`]: a body phase is one call deep.
     #[inline(always)]
     pub fn body_phase(
         &mut self,
         chunk: &mut BodyChunk,
+        honours: Honours,
         mut call: impl FnMut(&mut dyn ModuleTxn, &mut BodyChunk) -> Flow,
-    ) -> Result<(), ModuleFailure> {
+    ) -> Result<Option<Box<LocalResponse>>, ModuleFailure> {
         for slot in self.slots.iter_mut() {
             if !slot.active {
                 continue;
@@ -287,12 +293,17 @@ impl ModuleChain {
                 Verdict::Continue => {}
                 Verdict::Done => slot.active = false,
                 Verdict::Other(flow) => {
-                    slot.step(*flow, Honours::Nothing);
+                    if let Step::Respond(answer) = slot.step(*flow, honours) {
+                        return Ok(Some(Box::new(answer)));
+                    }
                 }
-                Verdict::Panicked => slot.fail("panicked in a body phase")?,
+                Verdict::Panicked => {
+                    slot.fail("panicked in a body phase")?;
+                    self.failed_open_in_a_body = true;
+                }
             }
         }
-        Ok(())
+        Ok(None)
     }
 
     /// Runs a notification (no verdict) on every active module; panics are contained.
@@ -431,6 +442,12 @@ impl SharedChain {
         }
     }
 
+    /// Whether a module failed open in a body phase of this transaction: what it had edited
+    /// went on, the rest unedited (fit for the client that fails open, not for the cache).
+    pub fn failed_open_in_a_body(&mut self) -> bool {
+        self.with(|chain| chain.failed_open_in_a_body).unwrap_or(false)
+    }
+
     /// Which bodies the active modules may change; `None` when no module is active any
     /// more (each answered `Done` or failed open), so no body phase needs to run. Each
     /// module is asked once, the first time (see [`sluice_module::Txn::edits_body`]).
@@ -544,12 +561,13 @@ impl SharedChain {
     pub fn body_phase(
         &mut self,
         chunk: &mut BodyChunk,
+        honours: Honours,
         call: impl FnMut(&mut dyn ModuleTxn, &mut BodyChunk) -> Flow,
-    ) -> Result<(), ModuleFailure> {
+    ) -> Result<Option<Box<LocalResponse>>, ModuleFailure> {
         match &mut self.chain {
-            Holder::Empty => Ok(()),
-            Holder::Own(chain) => chain.body_phase(chunk, call),
-            Holder::Shared(shared) => body_phase_locked(shared, chunk, call),
+            Holder::Empty => Ok(None),
+            Holder::Own(chain) => chain.body_phase(chunk, honours, call),
+            Holder::Shared(shared) => body_phase_locked(shared, chunk, honours, call),
         }
     }
 
@@ -636,9 +654,10 @@ fn edits_locked(shared: &parking_lot::Mutex<SharedCell>) -> Option<BodyEdits> {
 fn body_phase_locked(
     shared: &parking_lot::Mutex<SharedCell>,
     chunk: &mut BodyChunk,
+    honours: Honours,
     call: impl FnMut(&mut dyn ModuleTxn, &mut BodyChunk) -> Flow,
-) -> Result<(), ModuleFailure> {
-    shared.lock().chain.body_phase(chunk, call)
+) -> Result<Option<Box<LocalResponse>>, ModuleFailure> {
+    shared.lock().chain.body_phase(chunk, honours, call)
 }
 
 impl Slot {

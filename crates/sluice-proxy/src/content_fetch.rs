@@ -84,6 +84,7 @@ pub async fn fetch_as(state: &Arc<State>, request: Request<()>, mode: Mode) -> F
         {
             return Ok(respond::local(state, *local));
         }
+        crate::service::check_method_edit(txn.sent_method(), &parts.method)?;
         let conn = ConnInfo {
             client: INTERNAL,
             client_ip: crate::service::client_ip_value(INTERNAL.ip()),
@@ -95,6 +96,7 @@ pub async fn fetch_as(state: &Arc<State>, request: Request<()>, mode: Mode) -> F
             zero_copy: None,
             activity: None,
             options_forms: None,
+            switches: None,
             timers: Default::default(),
             client_cert: None,
         };

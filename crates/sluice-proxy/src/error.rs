@@ -60,6 +60,20 @@ impl ProxyError {
     }
 
     /// Attaches the underlying error.
+    /// The local answer a module gave while the request body streamed to the origin
+    /// (`req_body.rs`), which the client gets instead of an error: found anywhere in the
+    /// chain of causes (an HTTP/2 origin's client wraps the body's error in its own).
+    pub fn module_answer(&self) -> Option<&sluice_module::LocalResponse> {
+        let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(self.cause.as_deref()?);
+        while let Some(error) = cause {
+            if let Some(ended) = error.downcast_ref::<crate::req_body::ModuleBodyError>() {
+                return ended.answer.as_deref();
+            }
+            cause = error.source();
+        }
+        None
+    }
+
     pub fn with_cause(mut self, cause: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> Self {
         self.cause = Some(cause.into());
         self

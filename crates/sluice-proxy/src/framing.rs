@@ -16,12 +16,14 @@
 //!   unchanged (hyper answers 400 or 431 with the same parser and limit) and nothing after them.
 //! * The connection is held to the protocols it may speak ([`Speaks`]: the listener's `h2c`,
 //!   TLS's ALPN), which hyper would otherwise guess from the first bytes.
-//! * The HTTP/2 preface at the start of the connection turns inspection off for good. So do
-//!   bytes that are not HTTP/1 after a request that may have switched protocols (`CONNECT`, or
-//!   `Upgrade` in HTTP/1.1): a tunnel, a WebSocket. If what follows such a request is another
-//!   HTTP/1 request (the switch was refused, and hyper carries on with HTTP/1.1 on that
-//!   connection), it is checked like any other, so a refused `CONNECT` or an ignored `Upgrade`
-//!   does not switch the checks off.
+//! * The HTTP/2 preface at the start of the connection turns inspection off for good. So does
+//!   a request that switched protocols (a `2xx` to `CONNECT`, a `101` to `Upgrade` in
+//!   HTTP/1.1): what the client sends after such a request is held until the service tells
+//!   the guard how it was answered ([`SwitchOutcome`], [`StrictHttp1::noting_switches`]);
+//!   then it is a tunnel or another protocol, passed through untouched whatever it looks
+//!   like, or, when the switch was refused, HTTP/1 checked like any other request. (Without
+//!   an outcome to wait for, bytes that are not HTTP/1 after such a request turn the checks
+//!   off, and HTTP/1 is checked.)
 //!
 //! Cost in the common case (a head arriving whole, no body): one `httparse` parse with the
 //! headers on the stack, reading straight into hyper's buffer; nothing is copied or allocated.
@@ -30,6 +32,7 @@
 //! Writes go straight to the wrapped stream.
 
 use crate::options_form::OptionsForms;
+use crate::switch_outcome::SwitchOutcome;
 use std::future::Future;
 use std::io;
 use std::mem::MaybeUninit;
@@ -119,6 +122,13 @@ impl<IO> StrictHttp1<IO> {
         self
     }
 
+    /// Learns from `outcome` whether each request that may switch protocols did, and holds
+    /// what follows such a request until it knows (see the module documentation).
+    pub fn noting_switches(mut self, outcome: Arc<SwitchOutcome>) -> Self {
+        self.scan.switches = Some(outcome);
+        self
+    }
+
     /// Holds the connection to `speaks` ([`Speaks::Either`] unless set).
     pub fn speaking(mut self, speaks: Speaks) -> Self {
         self.scan.speaks = speaks;
@@ -189,9 +199,18 @@ impl<IO: AsyncRead + Unpin> AsyncRead for StrictHttp1<IO> {
                 this.released(n);
                 return Poll::Ready(Ok(()));
             }
-            // An incomplete head is held: read the rest of it next to it.
+            // An incomplete head is held: read the rest of it next to it. What follows a
+            // request that may switch protocols waits for its outcome instead.
             if this.ok < this.hi {
-                if ready!(this.poll_fill(cx))? == 0 {
+                // Once known, what is held is looked at again before anything more is read.
+                let waited = match this.scan.switch_awaited() {
+                    Some(outcome) => {
+                        ready!(outcome.poll_decided(cx));
+                        true
+                    }
+                    None => false,
+                };
+                if !waited && ready!(this.poll_fill(cx))? == 0 {
                     // The client closed mid-head: hyper gets what there is, then the end.
                     this.ok = this.hi;
                     this.scan.framing = Framing::Closed;
@@ -335,6 +354,8 @@ struct Scanner {
     checked: usize,
     /// Where the forms of `OPTIONS` requests are noted, if anywhere.
     options: Option<Arc<OptionsForms>>,
+    /// Where the service tells whether a request that may switch protocols did, if anywhere.
+    switches: Option<Arc<SwitchOutcome>>,
 }
 
 impl Scanner {
@@ -347,7 +368,14 @@ impl Scanner {
             after_switch: false,
             checked: 0,
             options: None,
+            switches: None,
         }
+    }
+
+    /// The outcome to learn before anything after a request that may switch protocols is
+    /// looked at (known already or not).
+    fn switch_awaited(&self) -> Option<Arc<SwitchOutcome>> {
+        self.switches.as_ref().filter(|_| self.after_switch && self.framing == Framing::Head).cloned()
     }
 
     /// Scans `data`, the next bytes from the client: how many of them hyper may have, and
@@ -418,6 +446,19 @@ impl Scanner {
             }
             self.at_start = false;
         }
+        if let Some(outcome) = self.switches.as_ref().filter(|_| self.after_switch) {
+            match outcome.decided() {
+                None => return Step::Hold,
+                Some(true) => {
+                    // A tunnel or another protocol from here on: never looked at again.
+                    self.after_switch = false;
+                    self.framing = Framing::PassThrough;
+                    return Step::Pass(data.len());
+                }
+                // Refused: HTTP/1 goes on, checked like any other request.
+                Some(false) => self.after_switch = false,
+            }
+        }
         // A head ends with a line feed: if none arrived since it was last found incomplete,
         // it still is (this keeps a head trickling in from costing one parse per read).
         // Not after a protocol switch, where bytes that are not HTTP/1 must flow at once.
@@ -458,6 +499,9 @@ impl Scanner {
                     Ok((framing, switch)) => {
                         self.framing = framing;
                         self.after_switch = switch;
+                        if let Some(outcome) = self.switches.as_ref().filter(|_| switch) {
+                            outcome.expect();
+                        }
                         if let (Some(forms), Some("OPTIONS")) = (&self.options, req.method) {
                             forms.note(req.path.unwrap_or(""));
                         }

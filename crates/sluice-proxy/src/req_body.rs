@@ -17,9 +17,12 @@ use std::task::{Context, Poll};
 
 /// A client's request body streamed to an origin through the modules' `req_body` phase.
 /// Each data frame is one call (`chunk.is_end()` on the last; an empty last call when the
-/// end is only known after the last data). Verdicts other than `Continue` and `Done` cannot
-/// apply once the request is on its way: a `Respond` is logged and ignored (a module that
-/// needs the whole body first asks for it with `Buffer` at `req_headers`).
+/// end is only known after the last data). A `Respond` abandons the request on its way (the
+/// origin sees its body cut short, and the connection is not reused) and the client gets the
+/// module's answer instead of the origin's ([`ModuleBodyError::answer`]); if the origin
+/// answered already, the client has that answer. `Buffer` and `Defer` cannot apply once the
+/// request is on its way (a module that needs the whole body first asks for it with `Buffer`
+/// at `req_headers`).
 pub struct PhasedRequestBody {
     /// The client's body ([`OutBody::Client`]), or the part of it a buffering module that
     /// failed open had read, then the rest ([`OutBody::Prefixed`]).
@@ -63,10 +66,16 @@ impl PhasedRequestBody {
         let announced = data.len();
         let mut chunk = BodyChunk::new(data, end);
         let info = &self.info;
-        self.chain.body_phase(&mut chunk, |m, c| m.req_body(info, c)).map_err(|e| ModuleBodyError(e.to_string()))?;
+        let answer = self
+            .chain
+            .body_phase(&mut chunk, crate::chain::Honours::Respond, |m, c| m.req_body(info, c))
+            .map_err(|e| ModuleBodyError::failed(e.to_string()))?;
+        if let Some(answer) = answer {
+            return Err(ModuleBodyError { what: "a module answered the request itself".into(), answer: Some(answer) });
+        }
         if !self.may_change && !self.length.keeps(announced, chunk.data().len(), end) {
-            return Err(ModuleBodyError(
-                "a module changed a request body's length without declaring it in edits_body".into(),
+            return Err(ModuleBodyError::failed(
+                "a module changed a request body's length without declaring it in edits_body",
             ));
         }
         self.ended = end;
@@ -120,11 +129,22 @@ impl Body for PhasedRequestBody {
     }
 }
 
-/// A module failed a streaming request body (a closed failure, or a length change it did
-/// not declare): the request fails with 500, as a module's fault, not the client's.
+/// A module ended a streaming request body: a closed failure, or a length change it did not
+/// declare (the request fails with 500, as a module's fault, not the client's), or a local
+/// answer, which the client gets instead.
 #[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub struct ModuleBodyError(String);
+#[error("{what}")]
+pub struct ModuleBodyError {
+    what: String,
+    /// The module's local answer, if that is what ended the body.
+    pub answer: Option<Box<LocalResponse>>,
+}
+
+impl ModuleBodyError {
+    fn failed(what: impl Into<String>) -> Self {
+        Self { what: what.into(), answer: None }
+    }
+}
 
 /// What buffering a request body for the modules produced.
 pub enum Buffered {

@@ -4,6 +4,7 @@
 use crate::body::{BodyPhases, ProxyBody};
 use crate::chain::BufferSide;
 use crate::error::{Kind, ProxyError};
+use crate::head_framing::HeadFraming;
 use crate::source::SourceBody;
 use crate::state::State;
 use crate::txn::{module_phase, Txn};
@@ -42,8 +43,10 @@ pub async fn finalize(
     }
     let mut phases = BodyPhases::default();
     if !txn.modules.is_empty() {
+        let framing = HeadFraming::of(&parts);
         match module_phase!(txn, BufferResponse, Subject::Response(&mut parts), |m, info| m
             .client_resp_headers(info, &mut parts))
+        .and_then(|outcome| framing.restore(&mut parts).map(|()| outcome))
         {
             Ok(outcome) => {
                 let status_has_body = !parts.status.is_informational()
@@ -187,6 +190,9 @@ pub fn error(state: &State, err: &ProxyError) -> Response<ProxyBody> {
 /// clients of a reverse proxy (the public) have no business learning. The proxy's log has
 /// it either way.
 pub fn error_explained(state: &State, err: &ProxyError, explain_origin: bool) -> Response<ProxyBody> {
+    if let Some(answer) = err.module_answer() {
+        return local(state, answer.clone());
+    }
     let status = err.status();
     let reason = status.canonical_reason().unwrap_or("");
     let body = if explain_origin || err.side != crate::error::Side::Origin {
@@ -215,9 +221,21 @@ pub fn error_explained(state: &State, err: &ProxyError, explain_origin: bool) ->
 
 /// A module's local answer.
 pub fn local(state: &State, local: LocalResponse) -> Response<ProxyBody> {
-    let mut response = Response::new(ProxyBody::full(local.body));
-    *response.status_mut() = local.status;
-    *response.headers_mut() = local.headers;
+    let LocalResponse { mut status, mut headers, mut body } = local;
+    // Framed by the host, as every response (head_framing.rs): hyper sets the length of the
+    // body given; a module's own `Content-Length` or hop-by-hop fields do not go out.
+    sluice_http::hop::remove_hop_by_hop(&mut headers);
+    headers.remove(header::CONTENT_LENGTH);
+    if !(200..=599).contains(&status.as_u16()) {
+        tracing::warn!("a module answered with status {}; sent as 500", status.as_u16());
+        status = StatusCode::INTERNAL_SERVER_ERROR;
+    }
+    if status == StatusCode::NO_CONTENT || status == StatusCode::NOT_MODIFIED {
+        body = Bytes::new();
+    }
+    let mut response = Response::new(ProxyBody::full(body));
+    *response.status_mut() = status;
+    *response.headers_mut() = headers;
     response.headers_mut().entry(header::DATE).or_insert_with(|| state.dates.value());
     response
 }

@@ -316,6 +316,7 @@ impl ConnSetup {
         let state = &self.state;
         let queue = self.zero_copy.then(SendfileQueue::default);
         let options_forms = Arc::new(OptionsForms::default());
+        let switches = Arc::new(crate::switch_outcome::SwitchOutcome::default());
         let mut conn = ConnInfo {
             client,
             client_ip: service::client_ip_value(client.ip()),
@@ -327,6 +328,7 @@ impl ConnSetup {
             zero_copy: queue.clone(),
             activity: Some(Activity::new()),
             options_forms: Some(Arc::clone(&options_forms)),
+            switches: Some(Arc::clone(&switches)),
             timers: Default::default(),
             client_cert: None,
         };
@@ -335,7 +337,10 @@ impl ConnSetup {
                 let conn = Arc::new(conn);
                 let stream = ZeroCopyStream::new(stream, queue.unwrap_or_default());
                 let speaks = if self.lc.h2c { Speaks::Either } else { Speaks::Http1 };
-                let guarded = StrictHttp1::new(stream, self.max_head).noting_options(options_forms).speaking(speaks);
+                let guarded = StrictHttp1::new(stream, self.max_head)
+                    .noting_options(options_forms)
+                    .noting_switches(switches)
+                    .speaking(speaks);
                 serve(&self, conn, guarded).await
             }
             Some(acceptor) => {
@@ -354,8 +359,10 @@ impl ConnSetup {
                         let verified = session.peer_certificates().and_then(|chain| chain.first());
                         conn.client_cert = verified.and_then(crate::client_cert::forwarded_value).map(Arc::new);
                         let conn = Arc::new(conn);
-                        let guarded =
-                            StrictHttp1::new(tls, self.max_head).noting_options(options_forms).speaking(speaks);
+                        let guarded = StrictHttp1::new(tls, self.max_head)
+                            .noting_options(options_forms)
+                            .noting_switches(switches)
+                            .speaking(speaks);
                         return serve(&self, conn, guarded).await;
                     }
                     Ok(Err(e)) => e.to_string(),

@@ -6,6 +6,7 @@ use crate::client_body::ClientBody;
 use crate::config::Mode;
 use crate::deadline::{Elapsed, TimerSlot};
 use crate::error::{Kind, ProxyError, Side};
+use crate::head_framing::HeadFraming;
 use crate::options_form::{AsteriskForm, OptionsForms};
 use crate::outcome::ResultCode;
 use crate::respond;
@@ -54,6 +55,9 @@ pub struct ConnInfo {
     /// The forms of its `OPTIONS` requests, noted by its framing guard (HTTP/1 connections;
     /// see [`crate::options_form`]).
     pub options_forms: Option<Arc<OptionsForms>>,
+    /// Where the service tells its framing guard whether a request that may switch
+    /// protocols did (HTTP/1 connections; see [`crate::switch_outcome`]).
+    pub switches: Option<Arc<crate::switch_outcome::SwitchOutcome>>,
     /// The timers of its transaction deadlines ([`within_deadline`]), reused request after
     /// request.
     pub timers: TimerSlot,
@@ -84,6 +88,7 @@ impl ConnInfo {
             zero_copy: self.zero_copy.clone(),
             activity: self.activity.clone(),
             options_forms: self.options_forms.clone(),
+            switches: self.switches.clone(),
             timers: TimerSlot::default(),
             client_cert: self.client_cert.clone(),
         }
@@ -233,6 +238,14 @@ pub async fn handle(
     OptionsForms::mark(conn.options_forms.as_deref(), &mut req);
     let mut txn = Txn::start(&state, conn.client, &req, conn.tls);
     let method = req.method().clone();
+    // The guard holds what the client sends after this request until told how it went.
+    let switches = conn.switches.as_ref().filter(|_| {
+        crate::switch_outcome::SwitchOutcome::may_switch(
+            &method,
+            req.version(),
+            req.headers().contains_key(http::header::UPGRADE),
+        )
+    });
     // hyper writes no body for HEAD: nothing to send with `sendfile`.
     let zero_copy =
         conn.zero_copy.as_ref().filter(|_| req.version() <= Version::HTTP_11 && req.method() != Method::HEAD);
@@ -241,6 +254,9 @@ pub async fn handle(
         Ok(Routed::Response(response)) => response,
         Ok(Routed::Tunnel(response, tunnel)) => {
             let (parts, body) = response.into_parts();
+            if let Some(switches) = switches {
+                switches.decide(parts.status == StatusCode::SWITCHING_PROTOCOLS || parts.status.is_success());
+            }
             txn.responding(&parts);
             tokio::spawn(tunnel.run(Arc::clone(&state), txn));
             return Ok(Response::from_parts(parts, body));
@@ -255,6 +271,11 @@ pub async fn handle(
         }
     };
     let mut response = respond::finalize(&state, txn, response, &method).await;
+    if let Some(switches) = switches {
+        let status = response.status();
+        let switched = status == StatusCode::SWITCHING_PROTOCOLS || (method == Method::CONNECT && status.is_success());
+        switches.decide(switched);
+    }
     if let Some(queue) = zero_copy {
         if response.body_mut().prefer_zero_copy(queue) {
             state.store.counters().zero_copy_hits.fetch_add(1, Relaxed);
@@ -317,6 +338,7 @@ async fn route(
     if let Some(local) = requested.respond {
         return Ok(Routed::Response(respond::local(state, *local)));
     }
+    check_method_edit(txn.sent_method(), &parts.method)?;
     if parts.method == Method::CONNECT && !crate::upgrade::is_extended_connect(&parts) {
         if !conn.mode.forwards() {
             return Err(ProxyError::new(
@@ -517,6 +539,20 @@ impl<T> crate::deadline::Then<Result<Result<T, ProxyError>, Elapsed>> for Gatewa
             Err(ProxyError::gateway_timeout(format!("transaction took longer than {deadline:?}")))
         })
     }
+}
+
+/// Refuses a module's change of a request's method to `HEAD` (500, the module's failure): the
+/// response is framed for the method the client sent, and a `HEAD`'s answer has no body for
+/// a client that asked for one. Other changes of method are the module's to make.
+pub(crate) fn check_method_edit(sent: &Method, now: &Method) -> Result<(), ProxyError> {
+    if *now == Method::HEAD && *sent != Method::HEAD {
+        return Err(ProxyError::new(
+            Kind::Internal,
+            Side::Module,
+            format!("a module changed the request's method from {sent} to HEAD, whose answer has no body"),
+        ));
+    }
+    Ok(())
 }
 
 /// Refuses what a request target and `Host` may not be (400), before anything is routed,
@@ -843,7 +879,26 @@ pub fn origin_request(uri: &Uri, method: Method, headers: HeaderMap) -> Result<r
     parts.uri = target;
     parts.version = Version::HTTP_11;
     parts.headers = headers;
+    join_cookies(&mut parts.headers);
     Ok(parts)
+}
+
+/// Joins `Cookie` fields into one, with `"; "` (RFC 9113 §8.2.3): an HTTP/2 client may send
+/// each cookie in a field of its own, and an HTTP/1.1 origin reads one `Cookie` field (RFC
+/// 6265 §5.4); one that reads the first would lose the others.
+fn join_cookies(headers: &mut HeaderMap) {
+    let mut values = headers.get_all(header::COOKIE).iter();
+    if values.next().is_none() || values.next().is_none() {
+        return;
+    }
+    let joined: Vec<u8> =
+        headers.get_all(header::COOKIE).iter().map(HeaderValue::as_bytes).collect::<Vec<_>>().join(&b"; "[..]);
+    match HeaderValue::from_bytes(&joined) {
+        Ok(value) => {
+            headers.insert(header::COOKIE, value);
+        }
+        Err(_) => tracing::debug!("cookie fields left as they are: joined, they are not a field value"),
+    }
 }
 
 /// Why the cache leaves a request to [`pass`], as `Cache-Status` tells it.
@@ -926,7 +981,11 @@ pub async fn pass(
     txn.code = ResultCode::Miss;
     let (mut parts, body) = origin.response.into_parts();
     sluice_http::hop::remove_hop_by_hop(&mut parts.headers);
-    module_phase!(txn, Nothing, Subject::Response(&mut parts), |m, info| m.origin_resp_headers(info, &mut parts))?;
+    if !txn.modules.is_empty() {
+        let framing = HeadFraming::of(&parts);
+        module_phase!(txn, Nothing, Subject::Response(&mut parts), |m, info| m.origin_resp_headers(info, &mut parts))?;
+        framing.restore(&mut parts)?;
+    }
     invalidate(state, &forward, parts.status, &parts.headers);
     if state.config.headers.cache_status {
         let status = sluice_http::cache_status::CacheStatus {
@@ -990,6 +1049,21 @@ mod tests {
             assert_eq!(parts.uri.authority(), None);
             assert_eq!(parts.version, Version::HTTP_11);
         }
+    }
+
+    #[test]
+    fn rfc9113_8_2_3_cookie_fields_are_joined_for_the_origin() {
+        let mut headers = HeaderMap::new();
+        headers.append(header::COOKIE, HeaderValue::from_static("a=1"));
+        headers.append(header::COOKIE, HeaderValue::from_static("b=2"));
+        headers.append(header::COOKIE, HeaderValue::from_static("c=3"));
+        let parts = origin_request(&"http://h/".parse().unwrap(), Method::GET, headers).unwrap();
+        let cookies: Vec<_> = parts.headers.get_all(header::COOKIE).iter().collect();
+        assert_eq!(cookies, ["a=1; b=2; c=3"]);
+        let mut one = HeaderMap::new();
+        one.insert(header::COOKIE, HeaderValue::from_static("a=1; b=2"));
+        let parts = origin_request(&"http://h/".parse().unwrap(), Method::GET, one).unwrap();
+        assert_eq!(parts.headers.get(header::COOKIE).unwrap(), "a=1; b=2");
     }
 
     #[test]

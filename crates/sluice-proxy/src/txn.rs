@@ -110,6 +110,11 @@ impl Txn {
         })
     }
 
+    /// The method the client sent, before any module changed it.
+    pub fn sent_method(&self) -> &Method {
+        &self.method
+    }
+
     /// Records the response head being sent.
     pub fn responding(&mut self, parts: &http::response::Parts) {
         self.status = parts.status.as_u16();
@@ -206,14 +211,15 @@ impl Txn {
         })
     }
 
-    /// Runs a body phase of the modules taking part on `chunk`.
+    /// Runs a response body phase of the modules taking part on `chunk` (a local answer
+    /// cannot apply there: the head is sent).
     pub fn body_phase(
         &mut self,
         chunk: &mut sluice_module::BodyChunk,
         mut call: impl FnMut(&mut dyn ModuleTxn, &TxnInfo, &mut sluice_module::BodyChunk) -> Flow,
     ) -> Result<(), ModuleFailure> {
         let Self { modules, info, .. } = self;
-        modules.body_phase(chunk, |m, c| call(m, info, c))
+        modules.body_phase(chunk, crate::chain::Honours::Nothing, |m, c| call(m, info, c)).map(drop)
     }
 }
 
@@ -235,11 +241,19 @@ impl OriginBodyPhase {
         let announced = data.len();
         let mut chunk = sluice_module::BodyChunk::new(data, end);
         let info = &self.info;
-        self.chain.body_phase(&mut chunk, |m, c| m.origin_resp_body(info, c)).map_err(|e| e.to_string())?;
+        self.chain
+            .body_phase(&mut chunk, crate::chain::Honours::Nothing, |m, c| m.origin_resp_body(info, c))
+            .map_err(|e| e.to_string())?;
         if !self.may_change && !self.length.keeps(announced, chunk.data().len(), end) {
             return Err("a module changed a stored body's length without declaring it in edits_body".into());
         }
         Ok(chunk.into_data())
+    }
+
+    /// Whether a module failed open in this phase: the body went on, part edited and part
+    /// not, and is not to be stored.
+    pub fn failed_open(&mut self) -> bool {
+        self.chain.failed_open_in_a_body()
     }
 }
 

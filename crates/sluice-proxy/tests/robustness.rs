@@ -755,3 +755,53 @@ async fn a_client_that_stalls_its_upload_gets_408_and_the_origin_is_not_blamed()
     let whole = h.send("POST", "/upload", &[], Some("all of it")).await;
     assert_eq!(whole.text(), "stored");
 }
+
+/// An echo server on 127.0.0.1: every connection gets back what it sends.
+async fn echo_server() -> std::net::SocketAddr {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let (mut read, mut write) = stream.into_split();
+                let _ = tokio::io::copy(&mut read, &mut write).await;
+            });
+        }
+    });
+    addr
+}
+
+#[tokio::test]
+async fn rfc9110_9_3_6_a_tunnel_is_blind_to_what_looks_like_http_in_it() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let echo = echo_server().await;
+    let h = Harness::build(Mode::Forward, |c| c.access.connect_ports = vec![echo.port()]).await;
+    let mut stream = tokio::net::TcpStream::connect(h.addr()).await.unwrap();
+    // Early data right behind the CONNECT: a head with ambiguous framing, which the framing
+    // guard refuses in a request stream, then bytes that are not HTTP.
+    let smuggled = b"POST / HTTP/1.1\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\nMORE\x00\xff";
+    let mut sent = format!("CONNECT {echo} HTTP/1.1\r\nHost: {echo}\r\n\r\n").into_bytes();
+    sent.extend_from_slice(smuggled);
+    stream.write_all(&sent).await.unwrap();
+    let mut seen = Vec::new();
+    let mut buf = [0u8; 4096];
+    let head_end = loop {
+        let n = stream.read(&mut buf).await.unwrap();
+        assert!(n > 0, "closed early: {}", String::from_utf8_lossy(&seen));
+        seen.extend_from_slice(&buf[..n]);
+        if let Some(at) = seen.windows(4).position(|w| w == b"\r\n\r\n") {
+            break at + 4;
+        }
+    };
+    assert!(seen.starts_with(b"HTTP/1.1 200"), "{}", String::from_utf8_lossy(&seen));
+    // More of the same after the 200, in a later write.
+    stream.write_all(b"GET / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\nEND").await.unwrap();
+    let mut expected = smuggled.to_vec();
+    expected.extend_from_slice(b"GET / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\nEND");
+    while seen.len() - head_end < expected.len() {
+        let n = stream.read(&mut buf).await.unwrap();
+        assert!(n > 0, "the tunnel lost bytes: {:?}", String::from_utf8_lossy(&seen[head_end..]));
+        seen.extend_from_slice(&buf[..n]);
+    }
+    assert_eq!(&seen[head_end..], &expected[..], "every byte through, unchanged");
+}

@@ -60,8 +60,9 @@ use std::cell::Cell;
 use std::sync::Arc;
 use std::time::Duration;
 
-/// The payload a transaction unwinds with when a plugin fails it closed in a response phase
-/// (`std::panic::resume_unwind`, so no panic message is printed).
+/// The payload a transaction unwinds with when a plugin fails it closed in a response phase,
+/// or at all in a response body callback (`std::panic::resume_unwind`, so no panic message
+/// is printed).
 #[derive(Debug, Clone)]
 pub struct PluginFailure {
     /// The module's name.
@@ -246,6 +247,21 @@ impl WasmTxn {
         }
     }
 
+    /// [`Self::fail`] in a body callback. On the response side the failure unwinds to the
+    /// host's module chain whatever the policy: the chain applies it (open: the plugin sits
+    /// out the rest, the body goes on) and so knows that the body went on part edited, which
+    /// a fill then does not store (`attach = "origin"`).
+    fn fail_in_body(&mut self, side: Side, reason: &str) -> Flow {
+        if side == Side::Response {
+            self.note_failure(reason);
+            std::panic::resume_unwind(Box::new(PluginFailure {
+                module: self.core.shared().name.clone(),
+                reason: reason.into(),
+            }));
+        }
+        self.fail(side, reason)
+    }
+
     fn note_failure(&mut self, reason: &str) {
         self.state = State::Failed;
         let shared = self.core.shared();
@@ -404,7 +420,7 @@ impl WasmTxn {
                 if let Some(unchanged) = unchanged {
                     chunk.replace(unchanged);
                 }
-                return self.fail(side, &Self::failure_reason(fault));
+                return self.fail_in_body(side, &Self::failure_reason(fault));
             }
         };
         let BodyBuf { data: body, changed, .. } = body;
@@ -414,7 +430,10 @@ impl WasmTxn {
             let max = self.core.config().limits.max_buffer_bytes;
             if body.len() > max {
                 chunk.replace(body);
-                return self.fail(side, &format!("the plugin paused on more than {max} body bytes (max_buffer_bytes)"));
+                return self.fail_in_body(
+                    side,
+                    &format!("the plugin paused on more than {max} body bytes (max_buffer_bytes)"),
+                );
             }
             let held = Some(body.to_vec());
             match kind {

@@ -422,7 +422,8 @@ impl Upstream {
         use crate::error::{Kind, Side};
         let err = match err {
             ExchangeError::RequestBody(cause) if cause.is::<crate::req_body::ModuleBodyError>() => {
-                return ProxyError::new(Kind::Internal, Side::Module, cause.to_string());
+                // Kept as the cause: a module's local answer in it goes to the client.
+                return ProxyError::new(Kind::Internal, Side::Module, cause.to_string()).with_cause(cause);
             }
             ExchangeError::RequestBody(cause) => return crate::client_body::failed(cause),
             err => err,
