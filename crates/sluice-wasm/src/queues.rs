@@ -12,9 +12,15 @@
 //! is empty by then (a plugin that drains the queue on the first notice gets no more notices
 //! for the items it took).
 //!
+//! The queues of a VM id belong to the plugin of that name: unloading it frees them
+//! ([`SharedQueues::remove_vm`]; their ids are not given out again, so a plugin still
+//! holding one gets `NotFound`).
+//!
 //! A queue holds at most [`QUEUE_ITEMS`] items and [`QUEUE_BYTES`] bytes; past either, the
-//! oldest items are dropped (counted in the enqueuing plugin's `queue_items_dropped`). The
-//! process has at most [`QUEUES`] queues.
+//! oldest items are dropped (counted in the enqueuing plugin's `queue_items_dropped`). An
+//! item over [`QUEUE_BYTES`] is refused (`BadArgument`), as is a queue name over
+//! [`QUEUE_NAME_BYTES`]. The process has at most [`QUEUES`] queues, one VM id at most
+//! [`VM_QUEUES`] (past either, registering is `InternalFailure`).
 
 use crate::abi::Status;
 use crate::delivery::Delivery;
@@ -25,9 +31,13 @@ use std::sync::{LazyLock, Weak};
 
 /// Most queues in the process.
 pub(crate) const QUEUES: usize = 4096;
+/// Most queues of one VM id (one plugin), so that one plugin cannot take them all.
+pub(crate) const VM_QUEUES: usize = 1024;
+/// Longest queue name.
+pub(crate) const QUEUE_NAME_BYTES: usize = 1 << 10;
 /// Most items one queue holds.
 pub(crate) const QUEUE_ITEMS: usize = 10_000;
-/// Most bytes one queue holds.
+/// Most bytes one queue holds (and so the largest item).
 pub(crate) const QUEUE_BYTES: usize = 16 << 20;
 
 /// The process's queues.
@@ -70,9 +80,25 @@ struct Queue {
 
 #[derive(Default)]
 struct Registry {
-    /// Queue ids by VM id and name; a queue's id is its index in `queues` plus one.
+    /// Queue ids by VM id and name.
     ids: HashMap<(Vec<u8>, Vec<u8>), u32>,
-    queues: Vec<Queue>,
+    queues: HashMap<u32, Queue>,
+    /// How many queues each VM id has.
+    per_vm: HashMap<Vec<u8>, usize>,
+    /// The last id given out (ids are not reused while the counter does not wrap).
+    last_id: u32,
+}
+
+impl Registry {
+    /// An id no queue has (never `0`).
+    fn fresh_id(&mut self) -> u32 {
+        loop {
+            self.last_id = self.last_id.wrapping_add(1);
+            if self.last_id != 0 && !self.queues.contains_key(&self.last_id) {
+                return self.last_id;
+            }
+        }
+    }
 }
 
 /// What an enqueue asks of the delivery: nothing (a notice of this queue is already on its
@@ -92,21 +118,46 @@ pub(crate) struct SharedQueues {
 impl SharedQueues {
     /// `proxy_register_shared_queue`: the id of queue `name` of `vm_id` (made if new), now
     /// owned by `owner`, and whether notices are owed to it (items that came while the last
-    /// owner's plugin version was gone). `InternalFailure` past [`QUEUES`].
+    /// owner's plugin version was gone). `BadArgument` for a name over
+    /// [`QUEUE_NAME_BYTES`]; `InternalFailure` for a new queue past [`QUEUES`] or, for
+    /// `vm_id`, [`VM_QUEUES`].
     pub(crate) fn register(&self, vm_id: &[u8], name: &[u8], owner: QueueOwner) -> Result<(u32, bool), Status> {
+        if name.len() > QUEUE_NAME_BYTES {
+            return Err(Status::BadArgument);
+        }
         let mut registry = self.registry.lock();
-        if let Some(&id) = registry.ids.get(&(vm_id.to_vec(), name.to_vec())) {
-            let queue = &mut registry.queues[id as usize - 1];
+        let key = (vm_id.to_vec(), name.to_vec());
+        if let Some(&id) = registry.ids.get(&key) {
+            let queue = queue_mut(&mut registry, id)?;
             queue.owner = owner;
             return Ok((id, queue.unnoticed > 0 && !queue.items.is_empty()));
         }
-        if registry.queues.len() >= QUEUES {
+        let of_vm = registry.per_vm.get(vm_id).copied().unwrap_or(0);
+        if registry.queues.len() >= QUEUES || of_vm >= VM_QUEUES {
             return Err(Status::InternalFailure);
         }
-        registry.queues.push(Queue { items: VecDeque::new(), bytes: 0, owner, unnoticed: 0 });
-        let id = registry.queues.len() as u32;
-        registry.ids.insert((vm_id.to_vec(), name.to_vec()), id);
+        let id = registry.fresh_id();
+        registry.queues.insert(id, Queue { items: VecDeque::new(), bytes: 0, owner, unnoticed: 0 });
+        registry.ids.insert(key, id);
+        *registry.per_vm.entry(vm_id.to_vec()).or_default() += 1;
         Ok((id, false))
+    }
+
+    /// Frees every queue of `vm_id` (its plugin was unloaded), items and all; returns how
+    /// many.
+    pub(crate) fn remove_vm(&self, vm_id: &[u8]) -> usize {
+        let mut registry = self.registry.lock();
+        let Registry { ids, queues, per_vm, .. } = &mut *registry;
+        let before = queues.len();
+        ids.retain(|(vm, _), id| {
+            let keep = vm.as_slice() != vm_id;
+            if !keep {
+                queues.remove(id);
+            }
+            keep
+        });
+        per_vm.remove(vm_id);
+        before - queues.len()
     }
 
     /// `proxy_resolve_shared_queue`: the id of queue `name` of `vm_id`, if registered.
@@ -116,8 +167,12 @@ impl SharedQueues {
 
     /// `proxy_enqueue_shared_queue`: appends `value` to queue `id` (dropping the oldest items
     /// past the limits: how many is returned too); a notice owed goes to the owner's
-    /// delivery. `NotFound` for no such queue.
+    /// delivery. `NotFound` for no such queue, `BadArgument` for an item over
+    /// [`QUEUE_BYTES`].
     pub(crate) fn enqueue(&self, id: u32, value: &[u8]) -> Result<(Enqueued, usize), Status> {
+        if value.len() > QUEUE_BYTES {
+            return Err(Status::BadArgument);
+        }
         let mut registry = self.registry.lock();
         let queue = queue_mut(&mut registry, id)?;
         queue.bytes += value.len();
@@ -165,8 +220,7 @@ impl SharedQueues {
 }
 
 fn queue_mut(registry: &mut Registry, id: u32) -> Result<&mut Queue, Status> {
-    let index = (id as usize).checked_sub(1).ok_or(Status::NotFound)?;
-    registry.queues.get_mut(index).ok_or(Status::NotFound)
+    registry.queues.get_mut(&id).ok_or(Status::NotFound)
 }
 
 #[cfg(test)]
@@ -247,15 +301,56 @@ mod tests {
         let big = vec![0u8; QUEUE_BYTES];
         assert_eq!(queues.enqueue(id, &big).unwrap().1, QUEUE_ITEMS - 1, "all but the big one dropped");
         assert_eq!(queues.dequeue(id).unwrap().map(|item| item.len()), Some(QUEUE_BYTES));
+        // An item over the queue's bound is refused, and nothing is dropped for it.
+        queues.enqueue(id, b"kept").unwrap();
+        assert_eq!(
+            queues.enqueue(id, &vec![0u8; QUEUE_BYTES + 1]).map(|(_, dropped)| dropped),
+            Err(Status::BadArgument)
+        );
+        assert_eq!(queues.dequeue(id).unwrap().as_deref(), Some(&b"kept"[..]));
     }
 
     #[test]
-    fn the_number_of_queues_is_bounded() {
+    fn the_number_of_queues_is_bounded_per_plugin_and_in_all() {
         let (queues, delivery) = (SharedQueues::default(), Arc::new(Delivery::default()));
-        for i in 0..QUEUES {
-            queues.register(b"vm", i.to_string().as_bytes(), owner(1, &delivery)).unwrap();
+        for i in 0..VM_QUEUES {
+            queues.register(b"greedy", i.to_string().as_bytes(), owner(1, &delivery)).unwrap();
         }
-        assert_eq!(queues.register(b"vm", b"one more", owner(1, &delivery)), Err(Status::InternalFailure));
-        assert!(queues.register(b"vm", b"7", owner(1, &delivery)).is_ok(), "existing names still register");
+        assert_eq!(queues.register(b"greedy", b"one more", owner(1, &delivery)), Err(Status::InternalFailure));
+        assert!(queues.register(b"greedy", b"7", owner(1, &delivery)).is_ok(), "existing names still register");
+        for vm in 1..QUEUES / VM_QUEUES {
+            for i in 0..VM_QUEUES {
+                queues.register(vm.to_string().as_bytes(), i.to_string().as_bytes(), owner(1, &delivery)).unwrap();
+            }
+        }
+        assert_eq!(queues.register(b"other", b"q", owner(1, &delivery)), Err(Status::InternalFailure));
+        // Unloading the greedy plugin frees its share for the others.
+        assert_eq!(queues.remove_vm(b"greedy"), VM_QUEUES);
+        assert!(queues.register(b"other", b"q", owner(1, &delivery)).is_ok());
+    }
+
+    #[test]
+    fn removing_a_plugins_queues_frees_them_and_their_ids() {
+        let (queues, delivery) = (SharedQueues::default(), Arc::new(Delivery::default()));
+        let (gone, _) = queues.register(b"evil", b"q", owner(1, &delivery)).unwrap();
+        let (kept, _) = queues.register(b"good", b"q", owner(2, &delivery)).unwrap();
+        queues.enqueue(gone, b"x").unwrap();
+        assert_eq!(queues.remove_vm(b"evil"), 1);
+        assert_eq!((queues.resolve(b"evil", b"q"), queues.resolve(b"good", b"q")), (None, Some(kept)));
+        assert_eq!(queues.enqueue(gone, b"y").map(|(_, dropped)| dropped), Err(Status::NotFound));
+        assert!(matches!(queues.next_notice(gone, &Arc::downgrade(&delivery)), NextNotice::Done));
+        // Registered again, the name is a new, empty queue under a new id.
+        let (again, _) = queues.register(b"evil", b"q", owner(1, &delivery)).unwrap();
+        assert_ne!(again, gone);
+        assert_eq!(queues.dequeue(again), Ok(None));
+    }
+
+    #[test]
+    fn long_queue_names_are_refused() {
+        let (queues, delivery) = (SharedQueues::default(), Arc::new(Delivery::default()));
+        assert!(queues.register(b"vm", &vec![b'q'; QUEUE_NAME_BYTES], owner(1, &delivery)).is_ok());
+        let long = vec![b'q'; QUEUE_NAME_BYTES + 1];
+        assert_eq!(queues.register(b"vm", &long, owner(1, &delivery)), Err(Status::BadArgument));
+        assert_eq!(queues.resolve(b"vm", &long), None);
     }
 }

@@ -196,7 +196,16 @@ impl WasmRegistry {
         };
         let existing = self.get(name);
         let version = existing.as_ref().map_or(0, |handle| handle.versions.load(Ordering::Relaxed)) + 1;
-        let module = WasmModule::start(name, compiled, config, version, &self.env)?;
+        let module = match WasmModule::start(name, compiled, config, version, &self.env) {
+            Ok(module) => module,
+            Err(err) => {
+                // A name not loaded owns no queues: free any its failed start registered.
+                if existing.as_ref().is_none_or(|handle| !handle.is_loaded()) {
+                    crate::queues::registry().remove_vm(name.as_bytes());
+                }
+                return Err(err);
+            }
+        };
         let handle = existing.unwrap_or_else(|| {
             let handle = Arc::new(WasmHandle::new(name));
             self.plugins.lock().insert(name.to_string(), Arc::clone(&handle));
@@ -209,13 +218,17 @@ impl WasmRegistry {
     }
 
     /// Unloads plugin `name`: its handle sits out new transactions from now on; running
-    /// ones finish on the version they started with.
+    /// ones finish on the version they started with. The shared queues registered under
+    /// its VM id (`name`) are freed with their items (a reload keeps them; an unload does
+    /// not): other plugins resolving them get `NotFound`, and they count no more against
+    /// the process's queue limit.
     pub fn unload(&self, name: &str) -> Result<(), WasmError> {
         let _changes = self.changes.lock();
         let not_loaded = || WasmError::NotLoaded(name.to_string());
         let handle = self.get(name).ok_or_else(not_loaded)?;
         handle.current.write().take().ok_or_else(not_loaded)?;
-        tracing::info!(plugin = name, "wasm plugin unloaded");
+        let queues = crate::queues::registry().remove_vm(name.as_bytes());
+        tracing::info!(plugin = name, queues, "wasm plugin unloaded");
         Ok(())
     }
 

@@ -18,12 +18,14 @@ use std::time::SystemTime;
 /// Lines kept by [`Shared::log`] for the admin API and tests.
 pub const LOG_LINES: usize = 256;
 
-/// Most shared-data entries per plugin, and most bytes per value.
+/// Most shared-data entries per plugin, most bytes per key and most bytes per value.
 const SHARED_DATA_ENTRIES: usize = 4096;
+pub(crate) const SHARED_DATA_KEY_BYTES: usize = 4 << 10;
 const SHARED_DATA_VALUE_BYTES: usize = 64 << 10;
 
-/// Most metrics one plugin may define.
+/// Most metrics one plugin may define, and most bytes per metric name.
 const METRICS: usize = 1024;
+pub(crate) const METRIC_NAME_BYTES: usize = 1 << 10;
 
 /// Per-plugin-version state shared by its instances (behind an `Arc`).
 pub(crate) struct Shared {
@@ -168,8 +170,10 @@ impl Shared {
     }
 
     /// `proxy_set_shared_data`: stores `value` if `cas` is `0` or matches the current token.
+    /// `BadArgument` for a key over [`SHARED_DATA_KEY_BYTES`] or a value over 64 KiB;
+    /// `InternalFailure` for a new key past 4,096 entries.
     pub(crate) fn set_data(&self, key: &[u8], value: &[u8], cas: u32) -> Status {
-        if value.len() > SHARED_DATA_VALUE_BYTES {
+        if key.len() > SHARED_DATA_KEY_BYTES || value.len() > SHARED_DATA_VALUE_BYTES {
             return Status::BadArgument;
         }
         let mut data = self.data.lock();
@@ -186,7 +190,12 @@ impl Shared {
     }
 
     /// `proxy_define_metric`: the metric's id (defining a name twice gives the same id).
+    /// `BadArgument` for an unknown kind or a name over [`METRIC_NAME_BYTES`];
+    /// `InternalFailure` for a new name past 1,024 metrics.
     pub(crate) fn define_metric(&self, kind: i32, name: &[u8]) -> Result<u32, Status> {
+        if name.len() > METRIC_NAME_BYTES {
+            return Err(Status::BadArgument);
+        }
         let kind = match kind {
             0 => "counter",
             1 => "gauge",
@@ -261,6 +270,21 @@ mod tests {
     }
 
     #[test]
+    fn shared_data_keys_and_values_are_bounded() {
+        let shared = shared();
+        let key = vec![b'k'; SHARED_DATA_KEY_BYTES];
+        assert_eq!(shared.set_data(&key, b"v", 0), Status::Ok);
+        let long = vec![b'k'; SHARED_DATA_KEY_BYTES + 1];
+        assert_eq!(shared.set_data(&long, b"v", 0), Status::BadArgument);
+        assert_eq!(shared.get_data(&long), None, "nothing kept");
+        assert_eq!(shared.set_data(b"k", &vec![0; SHARED_DATA_VALUE_BYTES + 1], 0), Status::BadArgument);
+        for n in 1..SHARED_DATA_ENTRIES {
+            assert_eq!(shared.set_data(n.to_string().as_bytes(), b"v", 0), Status::Ok);
+        }
+        assert_eq!(shared.set_data(b"one more", b"v", 0), Status::InternalFailure);
+    }
+
+    #[test]
     fn log_ring_keeps_the_newest_lines_above_the_level() {
         let shared = shared();
         shared.log(LogLevel::Debug, "hidden");
@@ -281,5 +305,13 @@ mod tests {
         assert_eq!(shared.metric(id), Some(2));
         assert_eq!(shared.update_metric(99, |v| *v += 1), Status::NotFound);
         assert_eq!(shared.define_metric(7, b"x"), Err(Status::BadArgument));
+    }
+
+    #[test]
+    fn metric_names_are_bounded() {
+        let shared = shared();
+        assert!(shared.define_metric(0, &vec![b'm'; METRIC_NAME_BYTES]).is_ok());
+        assert_eq!(shared.define_metric(0, &vec![b'm'; METRIC_NAME_BYTES + 1]), Err(Status::BadArgument));
+        assert_eq!(shared.metrics().len(), 1, "the long name is not kept");
     }
 }

@@ -322,6 +322,7 @@ impl PluginVm {
         let Self { store, exports, deadline, .. } = self;
         store.data_mut().call.context_id = context;
         let ends = matches!(callback, Callback::Delete | Callback::End);
+        store.data_mut().call.ending = ends || matches!(callback, Callback::Done);
         store.set_epoch_deadline(callback.count() * *deadline);
         let mut lending = Lending::new(store, lend);
         let result = call(exports, lending.store(), context as i32, callback);

@@ -251,6 +251,9 @@ impl<'a> RequestView<'a> {
 pub(crate) struct Call {
     /// The context the callback runs for (the root context for start-up and ticks).
     pub context_id: u32,
+    /// The callback ends the context (`proxy_on_done`, `proxy_on_log`, `proxy_on_delete`):
+    /// the response is under way or sent, so it cannot be answered locally any more.
+    pub ending: bool,
     /// Set only by a live [`Lending`] (see the module docs).
     lent: Option<NonNull<Lend<'static>>>,
 }

@@ -37,6 +37,12 @@ pub(super) fn add(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
 /// `proxy_send_local_response`: the transaction is answered with this response when the
 /// callback returns (in request phases; see `txn.rs`). A body comes with `content-type:
 /// text/plain` unless the plugin gives one, as from Envoy.
+///
+/// `BadArgument` for a status outside 200–599 (the host frames the response itself: an
+/// interim or out-of-range status cannot be one), for bad header names or values, and
+/// outside a transaction's callbacks or in the callbacks that end its context
+/// (`proxy_on_done`, `proxy_on_log`, `proxy_on_delete`: the response is already on its way).
+/// A second call in the same callback replaces the first: the last one is the answer.
 #[allow(clippy::too_many_arguments)]
 fn send_local_response(
     mut caller: Caller<'_, HostState>,
@@ -51,11 +57,11 @@ fn send_local_response(
 ) -> i32 {
     let Some((mem, state)) = memory_and_state(&mut caller) else { return Status::InternalFailure.code() };
     status((|| {
-        if state.call.lend().is_none() {
+        if state.call.ending || state.call.lend().is_none() {
             return Err(Status::BadArgument);
         }
-        let status = u16::try_from(status_code).ok().and_then(|code| StatusCode::from_u16(code).ok());
-        let status = status.ok_or(Status::BadArgument)?;
+        let status = u16::try_from(status_code).ok().filter(|code| (200..=599).contains(code));
+        let status = status.and_then(|code| StatusCode::from_u16(code).ok()).ok_or(Status::BadArgument)?;
         let body = Bytes::copy_from_slice(memory::slice(mem, body_ptr, body_len)?);
         let pairs = headermap::deserialize(memory::slice(mem, headers_ptr, headers_len)?)?;
         let mut headers = HeaderMap::with_capacity(pairs.len());

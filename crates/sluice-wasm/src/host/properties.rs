@@ -16,7 +16,8 @@
 //! | `sluice.cache_lookup` | `hit`, `stale` or `miss` once the cache was consulted |
 //!
 //! Anything else is `NotFound`, unless the plugin set it for this context with
-//! `proxy_set_property` (at most [`MAX_SET`] per context, each at most [`MAX_VALUE`] bytes).
+//! `proxy_set_property` (at most [`MAX_SET`] per context, each path at most [`MAX_PATH`]
+//! bytes and each value at most [`MAX_VALUE`]; past any, `BadArgument`).
 
 use super::{memory_and_state, status, HostState};
 use crate::abi::Status;
@@ -32,6 +33,8 @@ use wasmtime::{Caller, Linker};
 pub const MAX_SET: usize = 64;
 /// Largest value of a set property.
 pub const MAX_VALUE: usize = 16 << 10;
+/// Longest path of a set property.
+pub const MAX_PATH: usize = 4 << 10;
 
 pub(super) fn add(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
     linker.func_wrap(
@@ -57,7 +60,7 @@ pub(super) fn add(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
             status((|| {
                 let path = memory::slice(mem, path_ptr, path_len)?;
                 let value = memory::slice(mem, value_ptr, value_len)?;
-                if value.len() > MAX_VALUE {
+                if path.len() > MAX_PATH || value.len() > MAX_VALUE {
                     return Err(Status::BadArgument);
                 }
                 let set = state.properties.entry(state.call.context_id).or_default();

@@ -6,12 +6,14 @@
 //!
 //! Statuses are those the Rust SDK expects: resolving a queue that is not registered is
 //! `NotFound`; so are enqueuing and dequeuing with an unknown id; dequeuing from an empty
-//! queue is `Empty`. Registering past the process's queue limit is `InternalFailure`.
+//! queue is `Empty`. Registering past the process's or the plugin's queue limit is
+//! `InternalFailure`; a queue name or an item over its bound is `BadArgument` (an item's
+//! length is checked before its bytes are read).
 
 use super::{memory_and_state, status, HostState};
 use crate::abi::Status;
 use crate::memory;
-use crate::queues::{registry, Enqueued, QueueOwner};
+use crate::queues::{registry, Enqueued, QueueOwner, QUEUE_BYTES};
 use crate::stats::Stats;
 use std::sync::Arc;
 use wasmtime::{Caller, Linker};
@@ -64,6 +66,9 @@ fn enqueue(mut caller: Caller<'_, HostState>, id: i32, value_ptr: i32, value_len
     let Some((mem, state)) = memory_and_state(&mut caller) else { return Status::InternalFailure.code() };
     status((|| {
         let shared = &state.shared;
+        if value_len as u32 as usize > QUEUE_BYTES {
+            return Err(Status::BadArgument);
+        }
         let (enqueued, dropped) = registry().enqueue(id as u32, memory::slice(mem, value_ptr, value_len)?)?;
         if dropped > 0 {
             Stats::add(&shared.stats.queue_items_dropped, dropped as u64);

@@ -264,6 +264,17 @@ fn bad_pointers_and_arguments_get_error_statuses_and_the_instance_carries_on() {
     let lines: Vec<&String> = logs.iter().filter(|line| line.starts_with("info hostile")).collect();
     assert_eq!(lines.len(), 2, "{logs:?}");
     assert_eq!(lines[0].strip_prefix("info "), Some(expected));
+    // Past the host's size limits: statuses outside 200-599, long keys, names and paths, an
+    // item larger than a queue holds; all refused with BadArgument, nothing kept.
+    let bounds = "bounds local_response_101=2 local_response_600=2 shared_key_long=2 metric_name_long=2 \
+                  queue_name_long=2 queue_register=0 queue_item_long=2 property_path_long=2";
+    let lines: Vec<&String> = logs.iter().filter(|line| line.starts_with("info bounds")).collect();
+    assert_eq!(lines.len(), 2, "{logs:?}");
+    assert_eq!(lines[0].strip_prefix("info "), Some(bounds));
+    assert!(module.metrics().is_empty(), "{:?}", module.metrics());
+    // A local response where the response is on its way is refused too.
+    let late: Vec<&String> = logs.iter().filter(|line| line.starts_with("info late")).collect();
+    assert_eq!(late, ["info late done=2", "info late log=2", "info late done=2", "info late log=2"], "{logs:?}");
     let stats = module.stats();
     assert_eq!((stats.crashes, stats.instances_started, stats.contexts_deleted), (0, 1, 2));
 }

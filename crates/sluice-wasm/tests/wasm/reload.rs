@@ -138,3 +138,32 @@ fn loading_and_unloading_under_load_loses_no_transaction() {
     assert!(completed.load(Ordering::Relaxed) > 100, "too few transactions ran");
     assert_eq!(handle.stats().unwrap().failed_transactions, 0);
 }
+
+/// The status of the local response the `queue` plugin gives `headers`.
+fn queue_answer(module: &dyn Module, headers: &[(&str, &str)]) -> Option<u16> {
+    let run = play(module, &info(1, Arc::new(MemCache::default())), Exchange::get("/", headers, &[]));
+    run.responded.map(|response| response.status.as_u16())
+}
+
+#[test]
+fn unloading_a_plugin_frees_its_shared_queues() {
+    let registry = WasmRegistry::new();
+    let owner = registry.load("queue-owner", compiled("queue"), WasmConfig::default()).unwrap();
+    let feeder = registry.load("queue-feeder", compiled("queue"), WasmConfig::default()).unwrap();
+    let to_owner = [("x-vm", "queue-owner"), ("x-enqueue-to", "parked"), ("x-plugin", "queue-feeder")];
+    assert_eq!(queue_answer(feeder.as_ref(), &to_owner), Some(200), "the owner's queue takes items");
+    // A reload keeps the queues (and their items) ...
+    registry.load("queue-owner", compiled("queue"), WasmConfig::default()).unwrap();
+    assert_eq!(queue_answer(owner.as_ref(), &[("x-unpark", "1")]), Some(200));
+    // ... an unload frees them: they are gone for everyone.
+    registry.unload("queue-owner").unwrap();
+    assert_eq!(queue_answer(feeder.as_ref(), &to_owner), Some(404));
+    // Another plugin registers its queues as before, and they work.
+    let other = registry.load("queue-other", compiled("queue"), WasmConfig::default()).unwrap();
+    let to_other = [("x-vm", "queue-other"), ("x-enqueue-to", "parked"), ("x-plugin", "queue-feeder")];
+    assert_eq!(queue_answer(feeder.as_ref(), &to_other), Some(200));
+    assert_eq!(queue_answer(other.as_ref(), &[("x-unpark", "1")]), Some(200));
+    // Loaded again, the name starts with new, empty queues.
+    registry.load("queue-owner", compiled("queue"), WasmConfig::default()).unwrap();
+    assert_eq!(queue_answer(owner.as_ref(), &[("x-unpark", "1")]), Some(204));
+}

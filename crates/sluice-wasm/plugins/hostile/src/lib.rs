@@ -1,7 +1,11 @@
 //! Calls host functions with bad arguments, as a hostile plugin would: pointers past the end
 //! of memory, negative lengths, malformed maps, unknown enum values. On every request it logs
 //! `hostile NAME=STATUS ...` with the status each call returned, so a test can check the host
-//! refused each one cleanly (and kept running).
+//! refused each one cleanly (and kept running). It also logs `bounds NAME=STATUS ...` for
+//! calls past the host's size limits (local responses with statuses outside 200-599, long
+//! shared-data keys, metric, queue and property names, an item larger than a queue), and
+//! `late CALLBACK=STATUS` for a local response asked for in `proxy_on_done` and
+//! `proxy_on_log`.
 
 use proxy_wasm::traits::{Context, HttpContext, RootContext};
 use proxy_wasm::types::{Action, ContextType, LogLevel};
@@ -14,8 +18,20 @@ proxy_wasm::main! {{
 #[link(wasm_import_module = "env")]
 extern "C" {
     fn proxy_log(level: u32, data: *const u8, size: usize) -> u32;
-    fn proxy_get_header_map_value(map: u32, key: *const u8, key_size: usize, ret: *mut *mut u8, ret_size: *mut usize) -> u32;
-    fn proxy_add_header_map_value(map: u32, key: *const u8, key_size: usize, value: *const u8, value_size: usize) -> u32;
+    fn proxy_get_header_map_value(
+        map: u32,
+        key: *const u8,
+        key_size: usize,
+        ret: *mut *mut u8,
+        ret_size: *mut usize,
+    ) -> u32;
+    fn proxy_add_header_map_value(
+        map: u32,
+        key: *const u8,
+        key_size: usize,
+        value: *const u8,
+        value_size: usize,
+    ) -> u32;
     fn proxy_set_header_map_pairs(map: u32, data: *const u8, size: usize) -> u32;
     fn proxy_get_buffer_bytes(kind: u32, start: usize, max: usize, ret: *mut *mut u8, ret_size: *mut usize) -> u32;
     fn proxy_set_buffer_bytes(kind: u32, start: usize, size: usize, data: *const u8, data_size: usize) -> u32;
@@ -39,6 +55,20 @@ extern "C" {
         ret_size: *mut usize,
     ) -> u32;
     fn proxy_get_current_time_nanoseconds(ret: *mut u64) -> u32;
+    fn proxy_set_shared_data(key: *const u8, key_size: usize, value: *const u8, value_size: usize, cas: u32) -> u32;
+    fn proxy_define_metric(kind: u32, name: *const u8, name_size: usize, ret_id: *mut u32) -> u32;
+    fn proxy_register_shared_queue(name: *const u8, name_size: usize, ret_id: *mut u32) -> u32;
+    fn proxy_enqueue_shared_queue(id: u32, value: *const u8, value_size: usize) -> u32;
+    fn proxy_set_property(path: *const u8, path_size: usize, value: *const u8, value_size: usize) -> u32;
+}
+
+/// Longer than any key, name or path the host takes; and one byte more than a queue holds.
+const LONG: usize = 5000;
+const PAST_A_QUEUE: usize = (16 << 20) + 1;
+
+/// `proxy_send_local_response` with `status` and nothing else.
+fn local_response(status: u32) -> u32 {
+    unsafe { proxy_send_local_response(status, far(), 0, far(), 0, far(), 0, 0) }
 }
 
 #[link(wasm_import_module = "wasi_snapshot_preview1")]
@@ -64,8 +94,6 @@ impl RootContext for Root {
 }
 
 struct Hostile;
-
-impl Context for Hostile {}
 
 fn far<T>() -> *mut T {
     FAR as *mut T
@@ -102,6 +130,38 @@ impl HttpContext for Hostile {
         };
         let line: Vec<String> = results.iter().map(|(name, status)| format!("{name}={status}")).collect();
         log::info!("hostile {}", line.join(" "));
+        log::info!("bounds {}", bounds());
         Action::Continue
     }
+
+    fn on_log(&mut self) {
+        log::info!("late log={}", local_response(200));
+    }
+}
+
+impl Context for Hostile {
+    fn on_done(&mut self) -> bool {
+        log::info!("late done={}", local_response(200));
+        true
+    }
+}
+
+/// The calls past the host's size limits, and their statuses.
+fn bounds() -> String {
+    let long = vec![b'x'; LONG];
+    let mut id = 0u32;
+    let results = unsafe {
+        [
+            ("local_response_101", local_response(101)),
+            ("local_response_600", local_response(600)),
+            ("shared_key_long", proxy_set_shared_data(long.as_ptr(), long.len(), b"v".as_ptr(), 1, 0)),
+            ("metric_name_long", proxy_define_metric(0, long.as_ptr(), long.len(), &mut id)),
+            ("queue_name_long", proxy_register_shared_queue(long.as_ptr(), long.len(), &mut id)),
+            ("queue_register", proxy_register_shared_queue(b"hostile".as_ptr(), 7, &mut id)),
+            ("queue_item_long", proxy_enqueue_shared_queue(id, far(), PAST_A_QUEUE)),
+            ("property_path_long", proxy_set_property(long.as_ptr(), long.len(), b"v".as_ptr(), 1)),
+        ]
+    };
+    let line: Vec<String> = results.iter().map(|(name, status)| format!("{name}={status}")).collect();
+    line.join(" ")
 }
