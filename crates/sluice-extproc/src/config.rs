@@ -105,14 +105,25 @@ pub struct ExtProcConfig {
     pub response_body: BodyMode,
     /// The largest body held for the helper in `buffered` mode; a larger one fails the
     /// module as its `on_error` says (open: the body goes on unchanged, unseen by the helper).
+    /// Sluice's gRPC client accepts messages up to this plus [`MESSAGE_HEADROOM`]; the
+    /// helper's server must accept as much (see [`ExtProcConfig::max_message_bytes`]).
     #[serde(default = "default_max_body_bytes")]
     pub max_body_bytes: usize,
-    /// When the helper replaces a response in the response phase (an immediate response, or
-    /// a failure with `on_unavailable = "fail"`), the original body is buffered (at most this
-    /// many bytes) and dropped; see `docs/modules-extproc.md`.
+    /// Kept for existing configurations; has no effect on what a client gets. When the
+    /// helper replaces a response in the response phase (an immediate response, or a
+    /// failure with `on_unavailable = "fail"`), the original body is dropped as it streams,
+    /// never held, so no size of it can let it through (only a body known to be empty is
+    /// "held", against this limit); see `docs/modules-extproc.md`.
     #[serde(default = "default_replace_buffer_max")]
     pub replace_buffer_max: usize,
 }
+
+/// Room for everything in a message besides a body (headers, framing), added to
+/// `max_body_bytes` for the gRPC message size limit.
+pub const MESSAGE_HEADROOM: usize = 1 << 20;
+
+/// tonic's and grpc's default limit on a received message (4 MiB), the least Sluice allows.
+const GRPC_DEFAULT_MAX_MESSAGE: usize = 4 << 20;
 
 fn default_name() -> String {
     "extproc".into()
@@ -207,7 +218,22 @@ impl ExtProcConfig {
         if self.name.is_empty() || self.name.contains('/') {
             return Err(format!("invalid module name {:?}", self.name));
         }
+        // The helper could never bind its socket (and `--check-config` should say so).
+        let dir = match self.socket.parent() {
+            Some(dir) if !dir.as_os_str().is_empty() => dir,
+            _ => std::path::Path::new("."),
+        };
+        if !dir.is_dir() {
+            return Err(format!("`socket` {}: its directory {} does not exist", self.socket.display(), dir.display()));
+        }
         Ok(())
+    }
+
+    /// The largest gRPC message Sluice sends or accepts on the helper's streams: a whole
+    /// body (`max_body_bytes`) and room for the rest, never below gRPC's default 4 MiB. Also
+    /// given to the helper as `SLUICE_EXTPROC_MAX_MESSAGE_BYTES`, for its server's limits.
+    pub fn max_message_bytes(&self) -> usize {
+        self.max_body_bytes.saturating_add(MESSAGE_HEADROOM).max(GRPC_DEFAULT_MAX_MESSAGE)
     }
 
     pub(crate) fn message_timeout(&self) -> Duration {
@@ -247,6 +273,17 @@ mod tests {
         )
         .unwrap();
         assert!(ExtProcConfig::from_settings(&table).unwrap_err().contains("response_body"));
+        let table: toml::Table = toml::from_str("command = \"x\"\nsocket = \"/nonexistent-dir/h.sock\"").unwrap();
+        let error = ExtProcConfig::from_settings(&table).unwrap_err();
+        assert!(error.contains("/nonexistent-dir does not exist"), "{error}");
+    }
+
+    #[test]
+    fn the_message_limit_covers_the_largest_body() {
+        let mut config = ExtProcConfig::new("x", "/s");
+        assert_eq!(config.max_message_bytes(), (8 << 20) + MESSAGE_HEADROOM);
+        config.max_body_bytes = 1000;
+        assert_eq!(config.max_message_bytes(), 4 << 20);
     }
 
     #[test]

@@ -200,11 +200,13 @@ impl Module for ExtProcModule {
             stream: Arc::new(tokio::sync::Mutex::new(Stream::NotOpen)),
             buffering: [false; 2],
             replacement: None,
+            dropping: false,
         }))
     }
 
     /// `GET status`: the helper's state, history and counters as JSON. `POST restart`: kill
-    /// the helper (it is restarted as after a crash).
+    /// the helper and start it again at once (not counted as a failure: no backoff); other
+    /// methods on these paths get 405 with `Allow`.
     fn admin(&self, method: &Method, path: &str, _body: &[u8]) -> Option<LocalResponse> {
         let shared = self.inner.shared();
         match (method, path) {
@@ -214,12 +216,21 @@ impl Module for ExtProcModule {
                 Some(response)
             }
             (&Method::POST, "/restart") => {
-                shared.kill_helper();
+                shared.restart_helper();
                 Some(LocalResponse::text(StatusCode::ACCEPTED, "restarting\n"))
             }
+            (_, "/status") => Some(method_not_allowed("GET")),
+            (_, "/restart") => Some(method_not_allowed("POST")),
             _ => None,
         }
     }
+}
+
+/// 405 for an admin path that exists but not for this method.
+fn method_not_allowed(allow: &'static str) -> LocalResponse {
+    let mut response = LocalResponse::text(StatusCode::METHOD_NOT_ALLOWED, format!("use {allow}\n"));
+    response.headers.insert(http::header::ALLOW, http::HeaderValue::from_static(allow));
+    response
 }
 
 /// Cancels the spawned exchange when the host drops the deferred work (deadline, client gone).
@@ -239,9 +250,12 @@ struct ExtProcTxn {
     /// mode): the body phase then gets the whole body, once.
     buffering: [bool; 2],
     /// The body of a response that replaces the origin's after its headers (an immediate
-    /// response, or a failure with `on_unavailable = "fail"`): put in by `client_resp_body`,
-    /// once the original body was held and can be dropped.
+    /// response, or a failure with `on_unavailable = "fail"`): put in place of the first
+    /// piece of the original body by `client_resp_body` (see
+    /// [`ExtProcTxn::replace_response`]).
     replacement: Option<Bytes>,
+    /// The replacement body was sent: every further piece of the original body is dropped.
+    dropping: bool,
 }
 
 impl Pending {
@@ -296,6 +310,7 @@ async fn exchange(
     stream: Arc<tokio::sync::Mutex<Stream>>,
     message: ProcessingRequest,
     timeout: Duration,
+    max_message: usize,
 ) -> Result<Option<ProcessingResponse>, Failure> {
     let mut guard = stream.lock().await;
     // Taken out, so a cancelled or failed exchange leaves the stream closed: its answer
@@ -312,11 +327,15 @@ async fn exchange(
             Stream::NotOpen => {
                 let (tx, requests) = tokio::sync::mpsc::channel(4);
                 tx.send(message).await.map_err(|_| Failure::Broken("stream closed".into()))?;
-                let mut client = ExternalProcessorClient::new(channel);
+                // tonic's default limit (4 MiB) would refuse bodies that the configuration
+                // allows (`max_body_bytes`, 8 MiB by default), and answers as large.
+                let mut client = ExternalProcessorClient::new(channel)
+                    .max_decoding_message_size(max_message)
+                    .max_encoding_message_size(max_message);
                 let rx = client
                     .process(ReceiverStream::new(requests))
                     .await
-                    .map_err(|status| Failure::Broken(format!("open: {}", status.code())))?
+                    .map_err(|status| Failure::Broken(format!("open: {}", describe(&status))))?
                     .into_inner();
                 (tx, rx)
             }
@@ -324,7 +343,7 @@ async fn exchange(
         match rx.message().await {
             Ok(Some(answer)) => Ok(Some((answer, Stream::Open(Box::new(OpenStream { tx, rx }))))),
             Ok(None) => Ok(None),
-            Err(status) => Err(Failure::Broken(format!("stream: {}", status.code()))),
+            Err(status) => Err(Failure::Broken(format!("stream: {}", describe(&status)))),
         }
     };
     match tokio::time::timeout(timeout, work).await {
@@ -335,6 +354,53 @@ async fn exchange(
             *guard = open;
             Ok(Some(answer))
         }
+    }
+}
+
+/// A gRPC status for the log: its code and, when it has one, its message (what the helper or
+/// tonic said went wrong).
+fn describe(status: &tonic::Status) -> String {
+    match status.message() {
+        "" => format!("{:?}", status.code()),
+        message => format!("{:?}: {message}", status.code()),
+    }
+}
+
+/// The name of an answer's kind, as in the protocol (`response_headers`), for the log.
+fn answer_kind(answer: &processing_response::Response) -> &'static str {
+    use processing_response::Response;
+    match answer {
+        Response::RequestHeaders(_) => "request_headers",
+        Response::ResponseHeaders(_) => "response_headers",
+        Response::RequestBody(_) => "request_body",
+        Response::ResponseBody(_) => "response_body",
+        Response::RequestTrailers(_) => "request_trailers",
+        Response::ResponseTrailers(_) => "response_trailers",
+        Response::ImmediateResponse(_) => "immediate_response",
+    }
+}
+
+impl Part {
+    /// The answer this message expects, as named in the protocol.
+    fn expected(self) -> &'static str {
+        match self {
+            Part::RequestHeaders => "request_headers",
+            Part::RequestBody => "request_body",
+            Part::ResponseHeaders => "response_headers",
+            Part::ResponseBody => "response_body",
+        }
+    }
+}
+
+/// Why an answer does not fit the message it answers, for the log.
+fn mismatch(part: Part, answer: Option<&processing_response::Response>) -> String {
+    match answer {
+        None => format!("an empty answer (expected {} or immediate_response)", part.expected()),
+        Some(answer) => format!(
+            "an answer for another phase: expected {} (or immediate_response), got {}",
+            part.expected(),
+            answer_kind(answer)
+        ),
     }
 }
 
@@ -366,8 +432,7 @@ fn answered(shared: &Shared, slot: &Slot, part: Part, answer: ProcessingResponse
         }
         (_, other) => {
             Counters::bump(&shared.counters.errors);
-            let what = other.map_or("an empty answer", |_| "an answer for another phase");
-            tracing::warn!("extproc {}: helper sent {what}", shared.config.name);
+            tracing::warn!("extproc {}: helper sent {}", shared.config.name, mismatch(part, other.as_ref()));
             slot.lock().finished = true;
             return unavailable(shared, slot, part, "protocol");
         }
@@ -453,11 +518,12 @@ impl ExtProcTxn {
             return unavailable(&shared, &self.slot, part, "queue full");
         };
         let timeout = shared.config.message_timeout();
+        let max_message = shared.config.max_message_bytes();
         let message = ProcessingRequest { request: Some(message), observability_mode: false };
         let (stream, slot) = (Arc::clone(&self.stream), Arc::clone(&self.slot));
         let handle = shared.handle.clone();
         let task = handle.spawn(async move {
-            let result = exchange(channel, stream, message, timeout).await;
+            let result = exchange(channel, stream, message, timeout, max_message).await;
             drop(permit);
             match result {
                 Ok(Some(answer)) => answered(&shared, &slot, part, answer),
@@ -546,13 +612,16 @@ impl ExtProcTxn {
 
 impl Txn for ExtProcTxn {
     /// The bodies sent in `buffered` mode may change (the host frames them with their new
-    /// length).
+    /// length). So may the body towards the client whenever response headers are sent: the
+    /// helper (or `on_unavailable = "fail"`) may replace the response there, and its body
+    /// takes the original's place as it streams ([`ExtProcTxn::replace_response`]).
     fn edits_body(&self) -> BodyEdits {
         let config = self.inner.config();
         BodyEdits {
             request: config.request_body == BodyMode::Buffered,
             origin_response: false,
-            client_response: config.response_body == BodyMode::Buffered,
+            client_response: config.response_body == BodyMode::Buffered
+                || config.response_headers != ResponsePhase::None,
         }
     }
 
@@ -596,8 +665,15 @@ impl Txn for ExtProcTxn {
     }
 
     fn client_resp_body(&mut self, _: &TxnInfo, chunk: &mut BodyChunk) -> Flow {
+        // A replaced response (see `replace_response`): its body instead of the first piece
+        // of the original, nothing for the rest.
         if let Some(body) = self.replacement.take() {
             chunk.replace(body);
+            self.dropping = true;
+            return Flow::Continue;
+        }
+        if self.dropping {
+            chunk.clear();
             return Flow::Continue;
         }
         self.body_phase(Part::ResponseBody, chunk)
@@ -686,10 +762,44 @@ impl ExtProcTxn {
         }
     }
 
-    /// Puts `local` in place of the response head; its body follows in `client_resp_body`
-    /// once the original body was held (at most `replace_buffer_max`) and can be dropped.
+    /// Puts `local` in place of the response head (not sent yet); its body follows in
+    /// `client_resp_body`.
+    ///
+    /// The original body is never held for this: the replacement's body does not depend on
+    /// it. It streams through `client_resp_body`, whose first piece is replaced by `local`'s
+    /// body and the rest dropped (this state declared the client body as one it edits, so
+    /// the host frames it without the original's length). Holding it instead (`Buffer`)
+    /// would let a body over the limit fail this module open and go out whole, under the
+    /// replaced head: a blocked response's body delivered after all. Only a body known to be
+    /// empty (`Content-Length: 0`, `204`, `304`), which gives no piece to replace, is held,
+    /// so that the body phase runs once and `local`'s body is sent: nothing can overflow.
     fn replace_response(&mut self, local: LocalResponse, resp: &mut response::Parts) -> Flow {
+        let empty = resp.status == StatusCode::NO_CONTENT
+            || resp.status == StatusCode::NOT_MODIFIED
+            || resp.headers.get(http::header::CONTENT_LENGTH).is_some_and(|v| v.as_bytes() == b"0");
         self.replacement = Some(replace_head(local, resp));
-        Flow::Buffer { max: self.inner.config().replace_buffer_max }
+        if empty {
+            Flow::Buffer { max: self.inner.config().replace_buffer_max }
+        } else {
+            Flow::Continue
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn logged_failures_carry_the_status_message_and_name_both_phases() {
+        let status = tonic::Status::unknown("processor crashed: KeyError 'x-mode'");
+        assert_eq!(describe(&status), "Unknown: processor crashed: KeyError 'x-mode'");
+        assert_eq!(describe(&tonic::Status::cancelled("")), "Cancelled");
+        let other = processing_response::Response::RequestHeaders(Default::default());
+        assert_eq!(
+            mismatch(Part::ResponseHeaders, Some(&other)),
+            "an answer for another phase: expected response_headers (or immediate_response), got request_headers"
+        );
+        assert!(mismatch(Part::RequestBody, None).contains("expected request_body"));
     }
 }

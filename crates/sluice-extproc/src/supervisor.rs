@@ -12,7 +12,7 @@ use parking_lot::Mutex;
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::net::UnixStream;
@@ -88,6 +88,9 @@ pub struct Shared {
     pub permits: Arc<Semaphore>,
     pub counters: Counters,
     kill: Notify,
+    /// The latest kill was asked for as a restart (`POST /modules/<name>/restart`): not a
+    /// failure, so the helper starts again at once and the failure count starts over.
+    restart: AtomicBool,
     /// Device and inode of the socket file our helper serves on, once it was up: on drop the
     /// file is removed only if it is still that one, not a successor's (a reloaded entry
     /// starts a new supervisor on the same path while this one finishes its transactions).
@@ -113,6 +116,14 @@ impl Shared {
 
     /// Kills the running helper; it is restarted as after a crash.
     pub fn kill_helper(&self) {
+        self.kill.notify_one();
+    }
+
+    /// Restarts the helper: the running one is killed and a new one started at once, or,
+    /// while one waits out a restart delay, the wait ends. Not counted as a failure: the
+    /// failure count and the delay start over.
+    pub fn restart_helper(&self) {
+        self.restart.store(true, Ordering::SeqCst);
         self.kill.notify_one();
     }
 
@@ -152,6 +163,7 @@ impl Supervisor {
             channel: Mutex::new(None),
             counters: Counters::default(),
             kill: Notify::new(),
+            restart: AtomicBool::new(false),
             socket_file: Mutex::new(None),
             handle: runtime.handle().clone(),
         });
@@ -212,6 +224,7 @@ fn command(config: &ExtProcConfig) -> Command {
     cmd.args(args)
         .envs(&config.env)
         .env("SLUICE_EXTPROC_SOCKET", config.socket.as_os_str())
+        .env("SLUICE_EXTPROC_MAX_MESSAGE_BYTES", config.max_message_bytes().to_string())
         // A pipe Sluice never writes to: it closes when Sluice exits, however it exits, so a
         // helper that reads its stdin sees end-of-file then and can exit too.
         .stdin(Stdio::piped())
@@ -280,6 +293,8 @@ enum Run {
     Exited(Duration),
     /// The helper could not be started or never came up.
     Failed,
+    /// Killed for a restart asked for ([`Shared::restart_helper`]).
+    Restarted,
     /// Shutdown.
     Stop,
 }
@@ -352,8 +367,12 @@ async fn run_once(shared: &Shared, shutdown: &mut watch::Receiver<bool>) -> Run 
         }
     };
     *shared.channel.lock() = None;
+    shared.update(|s| s.last_exit = Some(exit.clone()));
+    if shared.restart.swap(false, Ordering::SeqCst) {
+        tracing::info!("extproc {}: helper restarted as asked ({exit})", config.name);
+        return Run::Restarted;
+    }
     tracing::warn!("extproc {}: helper exited ({exit})", config.name);
-    shared.update(|s| s.last_exit = Some(exit));
     Run::Exited(started.elapsed())
 }
 
@@ -363,10 +382,11 @@ async fn supervise(shared: Arc<Shared>, mut shutdown: watch::Receiver<bool>) {
     loop {
         match run_once(&shared, &mut shutdown).await {
             Run::Stop => break,
+            Run::Restarted => failures = 0,
             Run::Exited(ran) if ran >= Duration::from_millis(config.backoff_max_ms) => failures = 1,
             Run::Exited(_) | Run::Failed => failures = failures.saturating_add(1),
         }
-        let delay = config.backoff(failures);
+        let delay = if failures == 0 { Duration::ZERO } else { config.backoff(failures) };
         shared.update(|s| {
             s.state = HelperState::Backoff;
             s.pid = None;
@@ -375,6 +395,13 @@ async fn supervise(shared: Arc<Shared>, mut shutdown: watch::Receiver<bool>) {
         });
         tokio::select! {
             () = tokio::time::sleep(delay) => {}
+            // A restart asked for during the delay starts the helper now, failures forgotten.
+            () = shared.kill.notified(), if failures > 0 => {
+                if shared.restart.swap(false, Ordering::SeqCst) {
+                    failures = 0;
+                    shared.update(|s| { s.consecutive_failures = 0; s.backoff_ms = 0; });
+                }
+            }
             _ = shutdown.changed() => break,
         }
         shared.update(|s| s.restarts += 1);

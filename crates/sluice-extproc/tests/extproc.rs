@@ -35,11 +35,16 @@ fn demo_config(dir: &tempfile::TempDir) -> ExtProcConfig {
 
 impl Harness {
     async fn start(tweak: impl FnOnce(&mut ExtProcConfig)) -> Self {
+        Self::start_with(FailurePolicy::Closed, tweak).await
+    }
+
+    /// [`Harness::start`] with the module failing as `on_error` says.
+    async fn start_with(on_error: FailurePolicy, tweak: impl FnOnce(&mut ExtProcConfig)) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let mut config = demo_config(&dir);
         tweak(&mut config);
         let extproc = ExtProc::start(config).expect("extproc");
-        let modules = vec![LoadedModule { module: extproc.module(), on_error: FailurePolicy::Closed }];
+        let modules = vec![LoadedModule { module: extproc.module(), on_error }];
         let clock = ManualClock::default();
         let origin_clock = clock.clone();
         let origin = Origin::start(move || origin_clock.now()).await;
@@ -174,7 +179,6 @@ async fn immediate_responses_answer_locally_in_both_phases() {
     let reply = h.get("/r", &[]).await;
     assert_eq!(reply.status, 451);
     assert_eq!(reply.text(), "replaced by sluice-extproc-demo\n");
-    assert_eq!(reply.header("content-length"), "32");
     assert_eq!(reply.header("x-extproc-demo"), "replaced");
     assert_eq!(h.extproc.counters().immediate.load(std::sync::atomic::Ordering::Relaxed), 2);
 }
@@ -206,10 +210,72 @@ async fn a_crashed_helper_is_restarted_with_backoff_and_the_next_request_works()
     assert_eq!(reply.header("x-extproc-demo"), "response");
     assert_eq!(reply.header("x-extproc-demo-pid"), status.pid.unwrap().to_string());
 
-    // A kill through the admin endpoint is a crash like any other.
+    // A restart through the admin endpoint is not a crash: the failure count starts over
+    // and the helper starts again without a delay.
     assert_eq!(h.admin("POST", "/modules/extproc/restart").await.status, 202);
     h.up(2).await;
+    let status = h.extproc.status();
+    assert_eq!((status.consecutive_failures, status.backoff_ms), (0, 0));
     assert_eq!(h.get("/c", &[]).await.header("x-extproc-demo"), "response");
+    // The endpoint takes POST only.
+    let get = h.admin("GET", "/modules/extproc/restart").await;
+    assert_eq!(get.status, 405);
+    assert_eq!(get.header("allow"), "POST");
+}
+
+/// A response replaced at its headers (an immediate response, or `on_unavailable = "fail"`)
+/// never carries the original body, however large, with the module failing open.
+#[tokio::test]
+async fn a_replaced_response_never_carries_the_original_body() {
+    let original = "x".repeat(5000);
+    let h = Harness::start_with(FailurePolicy::Open, |c| c.replace_buffer_max = 100).await;
+    h.up(0).await;
+    h.origin.on("/big", Reply::ok(original.clone()).header("x-demo-replace", "1"));
+    let reply = h.get("/big", &[]).await;
+    assert_eq!(reply.status, 451);
+    assert_eq!(reply.text(), "replaced by sluice-extproc-demo\n");
+    assert_eq!(reply.header("cache-control"), "no-store");
+
+    // A response-phase timeout with `on_unavailable = "fail"`: a 503 and its own body.
+    let h = Harness::start_with(FailurePolicy::Open, |c| {
+        c.replace_buffer_max = 100;
+        c.message_timeout_ms = 300;
+    })
+    .await;
+    h.up(0).await;
+    let never = h._dir.path().join("never");
+    h.origin.on("/slow", Reply::ok(original).header("x-demo-hold", never.to_str().unwrap()));
+    let reply = h.get("/slow", &[]).await;
+    assert_eq!(reply.status, 503);
+    assert_eq!(reply.text(), "503 Service Unavailable: helper extproc unavailable (timeout)\n");
+    h.logged(" extproc=req:ok,resp:fail(timeout)").await;
+}
+
+/// Bodies over gRPC's default 4 MiB message limit go to the helper and come back (Sluice's
+/// client and the demo server take `max_body_bytes` and headroom); a helper that cannot read
+/// a message ends the stream with an error, which `on_unavailable = "fail"` fails.
+#[tokio::test]
+async fn bodies_over_four_mib_are_processed_and_an_unreadable_message_fails() {
+    let body = "a".repeat(5 << 20);
+    let h = Harness::start(buffered_bodies).await;
+    h.up(0).await;
+    h.origin.on("/large", Reply::ok(body.clone()));
+    let reply = h.get("/large", &[("x-demo-body", "upcase")]).await;
+    assert_eq!(reply.status, 200);
+    assert_eq!(reply.header("x-extproc-body-bytes"), (5 << 20).to_string());
+    assert!(reply.text() == body.to_ascii_uppercase(), "the body came back upcased");
+
+    // The demo told to read at most 1000 bytes a message.
+    let h = Harness::start(|c| {
+        buffered_bodies(c);
+        c.args.extend(["--max-message-bytes".into(), "1000".into()]);
+    })
+    .await;
+    h.up(0).await;
+    h.origin.on("/mid", Reply::ok("b".repeat(5000)));
+    let reply = h.get("/mid", &[("x-demo-body", "upcase")]).await;
+    assert_eq!(reply.status, 503, "not a clean end of the stream: the failure policy applies");
+    h.logged(" extproc=req:ok,resp:ok,resp-body:fail(broken)").await;
 }
 
 #[tokio::test]

@@ -167,3 +167,31 @@ async fn a_changed_helper_entry_replaces_the_helper_on_the_same_socket() {
     assert_eq!((reply.text().as_str(), reply.header("x-extproc-demo")), ("r", "response"));
     assert_eq!(origin.last_request("/r").unwrap().header("x-extproc-demo"), Some("request"));
 }
+
+/// Two ext_proc entries on one socket would talk to one helper: refused when checked
+/// (`--check-config`) and when configured, naming both entries.
+#[test]
+fn two_helper_entries_on_one_socket_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("shared.sock");
+    let entry = |name: &str| {
+        format!(
+            "[[module]]\nname = \"{name}\"\nkind = \"extproc\"\n[module.settings]\ncommand = {DEMO:?}\nsocket = {:?}\n",
+            socket.display().to_string()
+        )
+    };
+    let listener = "[[listener]]\naddr = \"127.0.0.1:0\"\n";
+    let config = Config::parse(&format!("{listener}{}{}", entry("one"), entry("two"))).expect("parses");
+    let error = sluice_proxy::module_manager::check_entries(&Factory::default(), &config.module).unwrap_err();
+    assert!(error.contains("[[module]] one") && error.contains("[[module]] two"), "{error}");
+    assert!(error.contains("shared.sock"), "{error}");
+    let mut state = State::new(config, Arc::new(ManualClock::default()), Vec::new()).expect("state");
+    let error = Factory::attach(&mut state).unwrap_err().to_string();
+    assert!(error.contains("[[module]] one") && error.contains("[[module]] two"), "{error}");
+
+    // A socket in a directory that does not exist is reported too.
+    let text = format!("{listener}{}", entry("one").replace("shared.sock", "missing/h.sock"));
+    let config = Config::parse(&text).expect("parses");
+    let error = sluice_proxy::module_manager::check_entries(&Factory::default(), &config.module).unwrap_err();
+    assert!(error.contains("does not exist"), "{error}");
+}

@@ -113,6 +113,22 @@ pub fn check_entries(factory: &dyn ModuleFactory, entries: &[ModuleConfig]) -> R
         }
         factory.check(entry).map_err(|e| format!("[[module]] {} ({}): {e}", entry.name, entry.kind.as_str()))?;
     }
+    check_sockets(entries.iter())
+}
+
+/// Two ext_proc entries on one `settings.socket` would end up talking to one helper (each
+/// supervisor removes the socket file before it starts its own): refused, naming both.
+fn check_sockets<'a>(entries: impl Iterator<Item = &'a ModuleConfig>) -> Result<(), String> {
+    let mut seen: std::collections::HashMap<&str, &str> = std::collections::HashMap::new();
+    for entry in entries.filter(|e| e.kind == crate::config::ModuleKind::Extproc) {
+        let Some(socket) = entry.settings.get("socket").and_then(|v| v.as_str()) else { continue };
+        if let Some(other) = seen.insert(socket, &entry.name) {
+            return Err(format!(
+                "[[module]] {other} and [[module]] {}: both use the socket {socket}; each helper needs its own",
+                entry.name
+            ));
+        }
+    }
     Ok(())
 }
 
@@ -152,6 +168,9 @@ impl ModuleManager {
                 return Err(ModuleError::Invalid(format!("two [[module]] entries are named {}", config.name)));
             }
             let changed = !entries.iter().any(|e| e.config == *config);
+            if changed && config.kind == crate::config::ModuleKind::Extproc {
+                check_sockets(configs.iter()).map_err(ModuleError::Invalid)?;
+            }
             if changed && config.kind != crate::config::ModuleKind::Wasm {
                 self.factory.check(config).map_err(|e| {
                     ModuleError::Invalid(format!("[[module]] {} ({}): {e}", config.name, config.kind.as_str()))
@@ -189,6 +208,8 @@ impl ModuleManager {
         let mut entries = self.entries.lock();
         let mut next = entries.clone();
         let existing = next.iter().position(|e| e.config.name == config.name);
+        check_sockets(next.iter().map(|e| &e.config).filter(|c| c.name != config.name).chain(std::iter::once(&config)))
+            .map_err(ModuleError::Invalid)?;
         let entry = match Self::reconfigured(&entries, &config)? {
             Some(entry) => entry,
             None => Entry { modules: self.build(&config)?, config },

@@ -2,7 +2,10 @@
 //! `envoy.service.ext_proc.v3.ExternalProcessor`) on a Unix socket, for trying Sluice's helper
 //! processes and for its tests. It works with Envoy too.
 //!
-//! Usage: `sluice-extproc-demo [--socket PATH]` (default: `$SLUICE_EXTPROC_SOCKET`).
+//! Usage: `sluice-extproc-demo [--socket PATH] [--max-message-bytes N]` (defaults:
+//! `$SLUICE_EXTPROC_SOCKET`, and `$SLUICE_EXTPROC_MAX_MESSAGE_BYTES`, which Sluice sets from
+//! its `max_body_bytes`, else 4 MiB). A message it cannot read (too large, malformed) ends
+//! the stream with an error status, never a clean end.
 //!
 //! Request headers:
 //! - sets `x-extproc-demo: request`, appends `x-extproc-trace: demo`, removes `x-demo-remove`;
@@ -14,7 +17,8 @@
 //! Response headers:
 //! - sets `x-extproc-demo: response` and `x-extproc-demo-pid: <pid>`, removes
 //!   `x-origin-secret`;
-//! - a response with `x-demo-replace` is replaced by an immediate 451.
+//! - a response with `x-demo-replace` is replaced by an immediate 451;
+//! - a response with `x-demo-hold: FILE` is answered once FILE exists (at most 30 s).
 //!
 //! Bodies (sent when Sluice's body modes ask for them), as the request header `x-demo-body`
 //! says:
@@ -93,10 +97,7 @@ async fn on_request(headers: &HttpHeaders) -> processing_response::Response {
         std::process::exit(3);
     }
     if let Some(file) = header(headers, "x-demo-hold") {
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while !std::path::Path::new(file).exists() && Instant::now() < deadline {
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
+        hold(file).await;
     }
     if header(headers, ":path").is_some_and(|p| p.starts_with("/blocked")) {
         return immediate(403, "immediate", "blocked by sluice-extproc-demo\n", "demo-blocked");
@@ -114,7 +115,17 @@ async fn on_request(headers: &HttpHeaders) -> processing_response::Response {
     processing_response::Response::RequestHeaders(headers_answer(mutation))
 }
 
-fn on_response(headers: &HttpHeaders, body: Option<&str>) -> processing_response::Response {
+async fn hold(file: &str) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !std::path::Path::new(file).exists() && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+async fn on_response(headers: &HttpHeaders, body: Option<&str>) -> processing_response::Response {
+    if let Some(file) = header(headers, "x-demo-hold") {
+        hold(file).await;
+    }
     if header(headers, "x-demo-replace").is_some() {
         return immediate(451, "replaced", "replaced by sluice-extproc-demo\n", "demo-replaced");
     }
@@ -187,7 +198,19 @@ impl ExternalProcessor for Demo {
         tokio::spawn(async move {
             // The request's `x-demo-body`, for the bodies of the same transaction.
             let mut body: Option<String> = None;
-            while let Ok(Some(message)) = inbound.message().await {
+            loop {
+                let message = match inbound.message().await {
+                    Ok(Some(message)) => message,
+                    Ok(None) => break,
+                    // A failed read (a message over the size limit, a broken stream) ends the
+                    // stream with an error: a clean end would tell Sluice to go on without
+                    // this processor, whatever its `on_unavailable` says.
+                    Err(status) => {
+                        eprintln!("sluice-extproc-demo: reading a message failed: {status}");
+                        let _ = tx.send(Err(status)).await;
+                        break;
+                    }
+                };
                 if message.observability_mode {
                     continue;
                 }
@@ -196,7 +219,7 @@ impl ExternalProcessor for Demo {
                         body = header(&h, "x-demo-body").map(str::to_owned);
                         on_request(&h).await
                     }
-                    Some(processing_request::Request::ResponseHeaders(h)) => on_response(&h, body.as_deref()),
+                    Some(processing_request::Request::ResponseHeaders(h)) => on_response(&h, body.as_deref()).await,
                     Some(processing_request::Request::RequestBody(b)) => on_request_body(&b, body.as_deref()),
                     Some(processing_request::Request::ResponseBody(_)) if body.as_deref() == Some("stall") => {
                         // Never answered: this stream waits for Sluice to give up on it.
@@ -226,11 +249,20 @@ impl ExternalProcessor for Demo {
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut args = std::env::args().skip(1);
     let mut socket = std::env::var_os("SLUICE_EXTPROC_SOCKET").map(std::path::PathBuf::from);
+    // gRPC's default limit is 4 MiB; Sluice sends bodies up to its `max_body_bytes`.
+    let mut max_message: usize =
+        std::env::var("SLUICE_EXTPROC_MAX_MESSAGE_BYTES").ok().and_then(|v| v.parse().ok()).unwrap_or(4 << 20);
     while let Some(arg) = args.next() {
         match arg.as_str() {
             "--socket" => socket = args.next().map(Into::into),
+            "--max-message-bytes" => {
+                max_message = args.next().and_then(|v| v.parse().ok()).ok_or("--max-message-bytes needs a number")?;
+            }
             "-h" | "--help" => {
-                println!("usage: sluice-extproc-demo [--socket PATH]   (default: $SLUICE_EXTPROC_SOCKET)");
+                println!(
+                    "usage: sluice-extproc-demo [--socket PATH] [--max-message-bytes N]   \
+                     (defaults: $SLUICE_EXTPROC_SOCKET, $SLUICE_EXTPROC_MAX_MESSAGE_BYTES or 4 MiB)"
+                );
                 return Ok(());
             }
             other => return Err(format!("unknown argument {other:?}").into()),
@@ -242,7 +274,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let listener = tokio::net::UnixListener::bind(&socket)?;
     eprintln!("sluice-extproc-demo: pid {} serving on {}", std::process::id(), socket.display());
     tonic::transport::Server::builder()
-        .add_service(ExternalProcessorServer::new(Demo))
+        .add_service(
+            ExternalProcessorServer::new(Demo)
+                .max_decoding_message_size(max_message)
+                .max_encoding_message_size(max_message),
+        )
         .serve_with_incoming(UnixListenerStream::new(listener))
         .await?;
     Ok(())
