@@ -206,11 +206,12 @@ fn request_bodies_are_transformed_too() {
 fn a_length_change_without_edits_declared_is_refused() {
     // Upper-casing keeps the length and works; the end-of-stream append is refused, which the
     // Rust SDK turns into a panic: the instance traps and the transaction fails open with the
-    // last chunk passed on unchanged.
+    // last chunk passed on unchanged (the failure unwinds to the host's chain, which fails
+    // the plugin open: the driver plays it so).
     let module = module("body_transform", one_instance());
     let run = play(&module, &info(1, Arc::new(MemCache::default())), Exchange::get("/", &[], &["hello ", "world"]));
     assert_eq!(run.resp_chunks, [Bytes::from_static(b"HELLO "), Bytes::from_static(b"world")]);
-    assert_eq!(run.flows.last().unwrap(), "client_resp_body:Done");
+    assert_eq!(run.flows.last().unwrap(), "client_resp_body:Failed");
     assert!(module.recent_logs().iter().any(|l| l.contains("refused a response body change of length")));
     let stats = module.stats();
     assert_eq!((stats.traps, stats.failed_transactions), (1, 1));

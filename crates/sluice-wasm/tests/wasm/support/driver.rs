@@ -132,7 +132,20 @@ impl Player<'_> {
                 continue;
             }
             let mut chunk = BodyChunk::new(data, n + 1 == count);
-            let flow = call(self.txn.as_mut(), self.info, &mut chunk);
+            // A plugin failing in a response body callback unwinds (`PluginFailure`) for the
+            // host's chain to apply the policy; played as the chain does when it is open.
+            let txn = self.txn.as_mut();
+            let flow = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| call(txn, self.info, &mut chunk)))
+            {
+                Ok(flow) => flow,
+                Err(payload) if payload.is::<sluice_wasm::PluginFailure>() => {
+                    self.run.flows.push(format!("{phase}:Failed"));
+                    self.active = false;
+                    out.push(chunk.into_data());
+                    continue;
+                }
+                Err(payload) => std::panic::resume_unwind(payload),
+            };
             let verdict = self.verdict(phase, flow, request_phase);
             out.push(chunk.into_data());
             if matches!(verdict, Verdict::Respond) {
