@@ -34,7 +34,10 @@ pub fn normalize_path(path_and_query: &str) -> Option<String> {
 
 /// True when `value` is a valid `Host` field value (RFC 9110 §7.2): `uri-host [ ":" port ]`,
 /// the host a registered name (unreserved characters, percent-encodings, sub-delims), an
-/// IPv4 address (a registered name's syntax) or a bracketed IP literal, the port digits.
+/// IPv4 address (a registered name's syntax) or a bracketed IP literal, the port digits
+/// naming a port from 1 to 65535 (or none: `host:` is the default port, RFC 3986 §3.2.3).
+/// A port out of range is refused, not read as the default one (`:99999` would otherwise
+/// reach port 80), and so is port 0, which no origin listens on.
 /// Empty is valid (a target without an authority). No userinfo (`@`), no spaces.
 pub fn is_valid_host(value: &[u8]) -> bool {
     if value.first() == Some(&b'[') {
@@ -52,11 +55,15 @@ pub fn is_valid_host(value: &[u8]) -> bool {
     }
 }
 
-/// Nothing, or `:` and digits.
+/// Nothing, `:` alone, or `:` and the digits of a port from 1 to 65535 (leading zeros
+/// allowed, as `u16` parsing reads them).
 fn is_port(port: &[u8]) -> bool {
     match port.split_first() {
-        None => true,
-        Some((b':', digits)) => digits.iter().all(u8::is_ascii_digit),
+        None | Some((b':', [])) => true,
+        Some((b':', digits)) => {
+            digits.iter().all(u8::is_ascii_digit)
+                && std::str::from_utf8(digits).ok().and_then(|d| d.parse::<u16>().ok()).is_some_and(|p| p != 0)
+        }
         Some(_) => false,
     }
 }
@@ -107,14 +114,29 @@ mod tests {
 
     #[test]
     fn rfc9110_7_2_host_syntax() {
-        for good in
-            ["example.com", "example.com:8080", "EXAMPLE.com.", "[::1]", "[::1]:80", "192.0.2.1:", "", "a-b_c~d"]
-        {
+        for good in [
+            "example.com",
+            "example.com:8080",
+            "EXAMPLE.com.",
+            "[::1]",
+            "[::1]:80",
+            "192.0.2.1:",
+            "",
+            "a-b_c~d",
+            "h:65535",
+            "h:1",
+            "h:0080",
+        ] {
             assert!(is_valid_host(good.as_bytes()), "{good}");
         }
         for bad in
             ["a.test:@evil.test", "u@h", "h:abc", "h:-1", "h:+80", "a b", "h/x", "[::1", "[::1]x", "h:80:80", "[]"]
         {
+            assert!(!is_valid_host(bad.as_bytes()), "{bad}");
+        }
+        // Ports out of range would otherwise become the default port (`Uri::port_u16` is
+        // `None`), port 0 reaches no origin.
+        for bad in ["h:99999", "h:65536", "h:0", "h:00", "[::1]:99999", "[::1]:0", "h:184467440737095516160"] {
             assert!(!is_valid_host(bad.as_bytes()), "{bad}");
         }
     }

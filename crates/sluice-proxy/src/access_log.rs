@@ -166,10 +166,10 @@ pub fn format_record(r: &LogRecord, format: LogFormat, out: &mut String) {
                 r.status,
                 r.bytes,
                 r.method,
-                r.url,
+                squid_escape(r.url.as_bytes()),
                 user,
                 hier,
-                header_or_dash(r.content_type.as_ref()),
+                squid_or_dash(r.content_type.as_ref()),
             );
         }
         LogFormat::Combined => {
@@ -181,12 +181,12 @@ pub fn format_record(r: &LogRecord, format: LogFormat, out: &mut String) {
                 user,
                 clf_time(r.end),
                 r.method,
-                r.url,
+                apache_escape(r.url.as_bytes()),
                 version_str(r.version),
                 r.status,
                 r.bytes,
-                header_or_dash(r.referer.as_ref()),
-                header_or_dash(r.user_agent.as_ref()),
+                apache_or_dash(r.referer.as_ref()),
+                apache_or_dash(r.user_agent.as_ref()),
                 r.code.as_str(),
                 hier.split('/').next().unwrap_or("HIER_NONE"),
             );
@@ -275,9 +275,64 @@ fn log_safe(text: &str) -> String {
     out
 }
 
-fn header_or_dash(v: Option<&HeaderValue>) -> String {
-    match v.and_then(|v| v.to_str().ok()) {
-        Some(s) if !s.is_empty() => s.replace(['"', ' '], "%20"),
+/// The Squid format's escaping of a field (the URL, the content type): as Squid writes
+/// URLs, percent-encoded where a byte would split the line's space-separated fields or
+/// could not be read back as it was: spaces, control bytes, `"` and non-ASCII bytes.
+/// A URL parsed from a request line never has a space or a control byte; the rule is for
+/// what may still reach the log.
+fn squid_escape(text: &[u8]) -> std::borrow::Cow<'_, str> {
+    use std::fmt::Write as _;
+    let plain = |b: u8| b.is_ascii_graphic() && b != b'"';
+    if text.iter().all(|&b| plain(b)) {
+        return String::from_utf8_lossy(text);
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for &b in text {
+        if plain(b) {
+            out.push(char::from(b));
+        } else {
+            let _ = write!(out, "%{b:02X}");
+        }
+    }
+    out.into()
+}
+
+/// A header field in the Squid format: [`squid_escape`]d, `-` when absent or empty.
+fn squid_or_dash(v: Option<&HeaderValue>) -> String {
+    match v.map(HeaderValue::as_bytes) {
+        Some(bytes) if !bytes.is_empty() => squid_escape(bytes).into_owned(),
+        _ => "-".to_owned(),
+    }
+}
+
+/// The Combined format's escaping of a quoted field (the request line, `Referer`,
+/// `User-Agent`), as Apache httpd's `ap_escape_logitem`: `\"` for a quote, `\\` for a
+/// backslash, `\xhh` for a control byte or a byte outside printable ASCII, so that a
+/// field never ends early and every line parses with the usual Combined regular expression.
+fn apache_escape(text: &[u8]) -> std::borrow::Cow<'_, str> {
+    use std::fmt::Write as _;
+    let plain = |b: u8| (b' '..=b'~').contains(&b) && b != b'"' && b != b'\\';
+    if text.iter().all(|&b| plain(b)) {
+        return String::from_utf8_lossy(text);
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for &b in text {
+        match b {
+            b'"' => out.push_str("\\\""),
+            b'\\' => out.push_str("\\\\"),
+            _ if plain(b) => out.push(char::from(b)),
+            _ => {
+                let _ = write!(out, "\\x{b:02x}");
+            }
+        }
+    }
+    out.into()
+}
+
+/// A header field in the Combined format: [`apache_escape`]d, `-` when absent or empty.
+fn apache_or_dash(v: Option<&HeaderValue>) -> String {
+    match v.map(HeaderValue::as_bytes) {
+        Some(bytes) if !bytes.is_empty() => apache_escape(bytes).into_owned(),
         _ => "-".to_owned(),
     }
 }
@@ -437,6 +492,44 @@ mod tests {
                 "user_agent": "curl/8.0", "fields": { "ab": "b" },
             })
         );
+    }
+
+    #[test]
+    fn combined_fields_are_escaped_as_apache_does() {
+        let record = LogRecord {
+            method: Method::GET,
+            url: "http://h/a\"b\\c".into(),
+            referer: Some(HeaderValue::from_bytes(b"http://r/\"q\" x\t\xe9").unwrap()),
+            user_agent: Some(HeaderValue::from_static("tester \"quoted\" \\o/")),
+            ..record()
+        };
+        let mut line = String::new();
+        format_record(&record, LogFormat::Combined, &mut line);
+        assert!(line.contains(r#" "GET http://h/a\"b\\c HTTP/1.1" "#), "{line}");
+        assert!(line.contains(r#" "http://r/\"q\" x\x09\xe9" "#), "{line}");
+        assert!(line.contains(r#" "tester \"quoted\" \\o/" "#), "{line}");
+        // A quoted field holds no bare quote: the line splits as the Combined regex splits it.
+        let quoted: Vec<&str> = line.split(" \"").skip(1).collect();
+        assert_eq!(quoted.len(), 3, "{line}");
+        let record = LogRecord { referer: Some(HeaderValue::from_static("")), user_agent: None, ..record };
+        line.clear();
+        format_record(&record, LogFormat::Combined, &mut line);
+        assert!(line.contains(" \"-\" \"-\" "), "empty or absent: {line}");
+    }
+
+    #[test]
+    fn squid_fields_are_percent_encoded_where_they_would_split_the_line() {
+        let record = LogRecord {
+            method: Method::GET,
+            url: "http://h/a\"b c\x7f\u{e9}".into(),
+            content_type: Some(HeaderValue::from_static("text/html; charset=\"utf-8\"")),
+            ..record()
+        };
+        let mut line = String::new();
+        format_record(&record, LogFormat::Squid, &mut line);
+        assert!(line.contains(" GET http://h/a%22b%20c%7F%C3%A9 - "), "{line}");
+        assert!(line.ends_with(" text/html;%20charset=%22utf-8%22\n"), "{line}");
+        assert_eq!(line.split(' ').filter(|f| !f.is_empty()).count(), 10, "{line}");
     }
 
     #[test]

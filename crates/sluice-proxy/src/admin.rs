@@ -69,8 +69,10 @@ impl Admin {
         use http_body_util::Either;
         let state = &self.generations.current();
         // The proxy's own clients may reach the admin listener through its forward role (it
-        // is on loopback, like the proxy): a request that this proxy forwarded, as its own
-        // `Via` shows, is refused, the token-free `/metrics` and `/healthz` included.
+        // is on loopback, like the proxy). The proxy does not connect here
+        // (`Upstream::is_own_admin`, `Via` or not); a request that this proxy forwarded
+        // anyway, as its own `Via` shows (another hop in between), is refused too, the
+        // token-free `/metrics` and `/healthz` included.
         if state.config.headers.via && crate::service::via_has(req.headers(), &state.name) {
             return Ok(text(StatusCode::FORBIDDEN, "the admin API does not answer requests forwarded by this proxy\n")
                 .map(Either::Left));
@@ -155,9 +157,14 @@ impl Admin {
         }
     }
 
+    /// `Authorization: Bearer <token>`, the scheme in any case (RFC 9110 §11.1: auth
+    /// schemes are case-insensitive).
     fn authorized<B>(&self, req: &Request<B>) -> bool {
         let Some(given) = req.headers().get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()) else { return false };
-        let Some(given) = given.strip_prefix("Bearer ") else { return false };
+        let Some((scheme, given)) = given.trim_start().split_once(' ') else { return false };
+        if !scheme.eq_ignore_ascii_case("Bearer") {
+            return false;
+        }
         constant_time_eq(given.trim().as_bytes(), self.token.as_bytes())
     }
 }
@@ -176,12 +183,9 @@ async fn reopen_log(state: &State) -> AdminResponse {
 /// `GET /config`: what runs now (after reloads, with the settings kept for a restart at
 /// their running values, and the module entries as the admin API left them).
 fn running_config(state: &State) -> AdminResponse {
-    let mut config = state.config.clone();
+    let mut config = state.config.redacted();
     if let Some(manager) = &state.module_manager {
         config.module = manager.entries();
-    }
-    if config.admin.token.is_some() {
-        config.admin.token = Some("(redacted)".to_owned());
     }
     match toml::to_string_pretty(&config) {
         Ok(text) => reply(StatusCode::OK, "application/toml", text),

@@ -929,6 +929,9 @@ pub enum ConfigError {
     Invalid(String),
 }
 
+/// What [`Config::redacted`] shows for a secret.
+pub const REDACTED: &str = "(redacted)";
+
 impl Config {
     /// Reads and validates a configuration file.
     pub fn load(path: &Path) -> Result<Self, ConfigError> {
@@ -1049,6 +1052,16 @@ impl Config {
             return invalid("cache.name must be a non-empty token of letters, digits, '-', '.', '_'".into());
         }
         Ok(())
+    }
+
+    /// This configuration with its secrets replaced by `"(redacted)"`, for showing it
+    /// (`GET /config`, `sluice serve --print-config`): the admin token, when one is set.
+    pub fn redacted(&self) -> Config {
+        let mut config = self.clone();
+        if config.admin.token.is_some() {
+            config.admin.token = Some(REDACTED.to_owned());
+        }
+        config
     }
 
     /// What is valid but likely not what was meant, one sentence each (printed by

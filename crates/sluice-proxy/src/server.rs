@@ -93,6 +93,8 @@ pub async fn start(state: State) -> Result<Running, StartError> {
         let err = |error| ListenError::Bind { addr: config.admin.addr, error };
         let listener = crate::listeners::bind(config.admin.addr).map_err(err)?;
         let addr = listener.local_addr().map_err(err)?;
+        // Neither origin requests nor tunnels may reach it through the proxy.
+        state.upstream.set_own_admin(addr);
         Some((listener, addr))
     } else {
         None

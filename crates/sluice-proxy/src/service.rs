@@ -402,7 +402,7 @@ async fn route(
         headers,
     };
     if forward.client.method.as_str() == "PURGE" {
-        return purge(state, conn, &forward).await.map(Routed::Response);
+        return purge(state, conn, txn, &forward).await.map(Routed::Response);
     }
     let body_limit = max_body_size.unwrap_or(state.config.client.max_body_size.0);
     let body = ClientBody::new(body, Some(body_limit).filter(|&limit| limit > 0))?;
@@ -1016,8 +1016,14 @@ fn invalidate(state: &State, forward: &Forward, status: StatusCode, response: &H
 /// `PURGE`: removes every stored variant of the URI. 200 when something was removed (its
 /// disk files deleted for good: the answer waits for that), 404 otherwise; 403 for clients
 /// outside `access.purge_allow`.
-async fn purge(state: &State, conn: &ConnInfo, forward: &Forward) -> Result<Response<ProxyBody>, ProxyError> {
+async fn purge(
+    state: &State,
+    conn: &ConnInfo,
+    txn: &mut Txn,
+    forward: &Forward,
+) -> Result<Response<ProxyBody>, ProxyError> {
     if !state.purge_acl.allows(conn.client.ip()) {
+        txn.code = ResultCode::Denied;
         return Err(ProxyError::new(Kind::Forbidden, Side::Client, "PURGE is not allowed from this client"));
     }
     let key = sluice_http::key::primary_key(&forward.uri)

@@ -179,7 +179,9 @@ impl State {
             // Its TLS files are read again (a renewed client certificate or CA bundle).
             self.upstream.with_tls(crate::origin_tls::connector(&config.upstream.tls).map_err(StateError)?)
         } else {
-            Upstream::new(config.upstream.clone(), Arc::clone(&lasting.metrics)).map_err(StateError)?
+            Upstream::new(config.upstream.clone(), Arc::clone(&lasting.metrics))
+                .map_err(StateError)?
+                .sharing_own_admin(&self.upstream)
         };
         let listener_ids =
             crate::listeners::carry_ids(&self.config.listener, &self.listener_ids, &config.listener, || {

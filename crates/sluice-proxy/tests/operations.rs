@@ -234,8 +234,19 @@ async fn purge_removes_stored_variants_and_is_acl_restricted() {
     h.get("/purge-me").await;
     assert_eq!(h.origin.hits("/purge-me"), 2);
 
-    let locked = Harness::build(Mode::Forward, |c| c.access.purge_allow = vec!["10.0.0.0/8".parse().unwrap()]).await;
+    let log = LogFile::new();
+    let log_path = log.path.clone();
+    let locked = Harness::build(Mode::Forward, move |c| {
+        c.access.purge_allow = vec!["10.0.0.0/8".parse().unwrap()];
+        c.log.access_log = Some(log_path);
+    })
+    .await;
     assert_eq!(locked.send("PURGE", "/x", &[], None).await.status, 403);
+    // A refusal by the ACL, logged and counted as such.
+    let line = log.lines(&locked, 1).await.remove(0);
+    assert!(line.contains(" TCP_DENIED/403 ") && line.contains(" PURGE "), "{line}");
+    let metrics = client::get(locked.admin(), "/metrics", &[]).await.text();
+    assert!(metrics.contains("sluice_requests_total{result=\"TCP_DENIED\"} 1"), "{metrics}");
 }
 
 #[tokio::test]
@@ -257,6 +268,13 @@ async fn admin_api_serves_metrics_and_requires_a_token_for_the_rest() {
     assert!(text.contains("sluice_origin_response_seconds_count 1\n"), "one origin response, for the miss: {text}");
     assert_eq!(client::get(admin, "/stats", &[]).await.status, 401);
     assert_eq!(client::get(admin, "/stats", &[("Authorization", "Bearer wrong")]).await.status, 401);
+    assert_eq!(client::get(admin, "/stats", &[("Authorization", "Basic test-token")]).await.status, 401);
+    assert_eq!(client::get(admin, "/stats", &[("Authorization", "Bearertest-token")]).await.status, 401);
+    // Auth schemes are case-insensitive (RFC 9110 §11.1).
+    for scheme in ["bearer", "BEARER", "bEaReR"] {
+        let auth = format!("{scheme} test-token");
+        assert_eq!(client::get(admin, "/stats", &[("Authorization", &auth)]).await.status, 200, "{auth}");
+    }
     let stats = client::get(admin, "/stats", &[("Authorization", "Bearer test-token")]).await;
     let json: serde_json::Value = serde_json::from_slice(&stats.body).unwrap();
     assert_eq!(json["hits"], 1);
@@ -473,4 +491,89 @@ async fn uncacheable_urls_are_passed_straight_through_for_a_while() {
     h.get("/nostore").await;
     assert_eq!(h.get("/nostore").await.text(), "cacheable now");
     assert_eq!(h.origin.hits("/nostore"), 3);
+}
+
+/// A tunnel through a proxy with an access log, a GET sent through it and its answer read:
+/// the proxy, the log, the client stream and the bytes the client got through the tunnel.
+async fn tunnel_with_one_exchange(idle: Duration) -> (Harness, LogFile, tokio::net::TcpStream, usize) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let log = LogFile::new();
+    let log_path = log.path.clone();
+    let h = Harness::build_with_origin(Mode::Forward, move |c, origin| {
+        c.log.access_log = Some(log_path);
+        c.access.connect_ports = vec![origin.port()];
+        c.client.tunnel_idle_timeout = Dur(idle);
+    })
+    .await;
+    h.origin.on("/tunnelled", Reply::ok("through the tunnel"));
+    let mut stream = tokio::net::TcpStream::connect(h.addr()).await.unwrap();
+    let connect = format!("CONNECT {0} HTTP/1.1\r\nHost: {0}\r\n\r\n", h.origin.addr);
+    stream.write_all(connect.as_bytes()).await.unwrap();
+    let mut buf = [0u8; 4096];
+    let n = stream.read(&mut buf).await.unwrap();
+    let answer = String::from_utf8_lossy(&buf[..n]);
+    assert!(answer.starts_with("HTTP/1.1 200") && answer.ends_with("\r\n\r\n"), "the answer to CONNECT: {answer}");
+    stream.write_all(b"GET /tunnelled HTTP/1.1\r\nHost: o\r\n\r\n").await.unwrap();
+    let mut seen = Vec::new();
+    while !seen.ends_with(b"through the tunnel") {
+        let n = stream.read(&mut buf).await.unwrap();
+        assert!(n > 0, "{}", String::from_utf8_lossy(&seen));
+        seen.extend_from_slice(&buf[..n]);
+    }
+    (h, log, stream, seen.len())
+}
+
+/// The bytes field of a Squid access log line.
+fn logged_bytes(line: &str) -> u64 {
+    line.split_whitespace().nth(4).unwrap().parse().unwrap()
+}
+
+#[tokio::test]
+async fn a_tunnel_closed_for_idleness_logs_and_counts_the_bytes_it_copied() {
+    use tokio::io::AsyncReadExt;
+    let (h, log, mut stream, through) = tunnel_with_one_exchange(Duration::from_millis(200)).await;
+    let mut rest = Vec::new();
+    stream.read_to_end(&mut rest).await.expect("closed by the idle timeout");
+    assert!(rest.is_empty());
+    let line = log.lines(&h, 1).await.remove(0);
+    assert!(line.contains(" TCP_TUNNEL/200 ") && line.contains(" CONNECT "), "{line}");
+    // The bytes through the tunnel, plus the head of the 200.
+    let bytes = logged_bytes(&line);
+    assert!(bytes >= through as u64 && bytes < through as u64 + 100, "{through} through: {line}");
+    let body_bytes = h.proxy.state().metrics.client_body_bytes.load(std::sync::atomic::Ordering::Relaxed);
+    assert_eq!(body_bytes, through as u64, "sluice_client_body_bytes_total counts them");
+}
+
+#[tokio::test]
+async fn a_tunnel_that_ends_in_an_error_logs_the_bytes_it_copied() {
+    let (h, log, stream, through) = tunnel_with_one_exchange(Duration::from_secs(60)).await;
+    // The client resets the connection: the copy ends in an error, not a close.
+    stream.set_zero_linger().unwrap();
+    drop(stream);
+    let line = log.lines(&h, 1).await.remove(0);
+    assert!(line.contains(" TCP_TUNNEL/200 "), "{line}");
+    let bytes = logged_bytes(&line);
+    assert!(bytes >= through as u64 && bytes < through as u64 + 100, "{through} through: {line}");
+}
+
+#[tokio::test]
+async fn combined_log_escapes_quotes_in_the_request_line_and_headers() {
+    let log = LogFile::new();
+    let log_path = log.path.clone();
+    let h = Harness::build(Mode::Forward, move |c| {
+        c.log.access_log = Some(log_path);
+        c.log.format = sluice_proxy::config::LogFormat::Combined;
+    })
+    .await;
+    h.origin.on("/a\"b", Reply::ok("quoted"));
+    let request = format!(
+        "GET {} HTTP/1.1\r\nHost: a\r\nReferer: http://r/\"x\"\r\nUser-Agent: ua \"q\" \\o/\r\nConnection: close\r\n\r\n",
+        h.origin.url("/a\"b")
+    );
+    let reply = client::raw(h.addr(), request.as_bytes()).await;
+    assert!(reply.starts_with("HTTP/1.1 200"), "{reply}");
+    let line = log.lines(&h, 1).await.remove(0);
+    let url = h.origin.url("/a\\\"b");
+    assert!(line.contains(&format!(" \"GET {url} HTTP/1.1\" 200 ")), "{line}");
+    assert!(line.contains(r#" "http://r/\"x\"" "ua \"q\" \\o/" TCP_MISS:HIER_DIRECT"#), "{line}");
 }

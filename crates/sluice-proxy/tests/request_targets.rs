@@ -62,6 +62,30 @@ async fn rfc9110_7_2_a_host_that_is_not_host_and_port_is_400() {
 }
 
 #[tokio::test]
+async fn a_port_out_of_range_or_zero_is_400_not_the_default_port() {
+    // `http://127.0.0.1:99999/` once reached port 80 (`Uri::port_u16` is `None` for it).
+    let h = Harness::build(Mode::Both, |_| {}).await;
+    let ip = h.origin.addr.ip();
+    for request in [
+        format!("GET http://{ip}:99999/echo HTTP/1.1\r\nHost: a\r\n\r\n"),
+        format!("GET http://{ip}:65536/echo HTTP/1.1\r\nHost: a\r\n\r\n"),
+        format!("GET http://{ip}:0/echo HTTP/1.1\r\nHost: a\r\n\r\n"),
+        "GET http://[::1]:99999/echo HTTP/1.1\r\nHost: a\r\n\r\n".to_owned(),
+        format!("CONNECT {ip}:70000 HTTP/1.1\r\nHost: {ip}:70000\r\n\r\n"),
+        format!("CONNECT {ip}:0 HTTP/1.1\r\nHost: {ip}:0\r\n\r\n"),
+        format!("GET /echo HTTP/1.1\r\nHost: {ip}:99999\r\n\r\n"),
+        format!("GET /echo HTTP/1.1\r\nHost: {ip}:0\r\n\r\n"),
+    ] {
+        let reply = client::raw(h.addr(), request.as_bytes()).await;
+        assert_eq!(status_of(&reply), "400", "{request:?} got {reply}");
+    }
+    assert_eq!(h.origin.connections(), 0, "none reached the origin");
+    let within = format!("GET http://{}/echo HTTP/1.1\r\nHost: a\r\n\r\n", h.origin.addr);
+    let reply = client::raw(h.addr(), within.as_bytes()).await;
+    assert_ne!(status_of(&reply), "400", "a port in range is forwarded: {reply}");
+}
+
+#[tokio::test]
 async fn rfc9112_3_2_2_an_absolute_targets_host_replaces_the_field_on_a_preserving_route() {
     let h = preserving("host = \"a.test\"\n").await;
     h.origin.on("/x", Reply::ok("for a.test").header("Cache-Control", "max-age=60"));
@@ -173,4 +197,32 @@ async fn the_admin_api_does_not_answer_through_the_forward_proxy() {
     let through = client::get(h.addr(), &format!("http://{admin}/metrics"), &[]).await;
     assert_eq!(through.status, 403, "{}", through.text());
     assert!(through.text().contains("does not answer requests forwarded by this proxy"));
+}
+
+#[tokio::test]
+async fn the_admin_api_is_not_reached_through_the_forward_proxy_without_via() {
+    // Without `Via` the admin listener cannot tell a forwarded request: the proxy refuses to
+    // connect to its own admin listener, whatever name the target gives it.
+    let h = Harness::build(Mode::Forward, |c| {
+        c.headers.via = false;
+        c.access.connect_ports = (1..=u16::MAX).collect();
+    })
+    .await;
+    let admin = h.admin();
+    assert_eq!(client::get(admin, &format!("http://{admin}/healthz"), &[]).await.status, 200);
+    for target in [
+        format!("http://{admin}/metrics"),
+        format!("http://localhost:{}/metrics", admin.port()),
+        format!("http://127.0.0.1:{}/healthz", admin.port()),
+    ] {
+        let through = client::get(h.addr(), &target, &[("Authorization", "Bearer test-token")]).await;
+        assert_eq!(through.status, 403, "{target}: {}", through.text());
+        assert!(through.text().contains("does not answer requests forwarded by this proxy"), "{}", through.text());
+    }
+    let connect = format!("CONNECT {admin} HTTP/1.1\r\nHost: {admin}\r\n\r\n");
+    let reply = client::raw(h.addr(), connect.as_bytes()).await;
+    assert_eq!(status_of(&reply), "403", "a tunnel to the admin listener: {reply}");
+    // Other origins on the same host are still reached.
+    h.origin.on("/fine", Reply::ok("fine"));
+    assert_eq!(h.get("/fine").await.status, 200);
 }

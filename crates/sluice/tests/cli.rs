@@ -94,6 +94,18 @@ fn print_config_shows_the_embedded_defaults() {
 }
 
 #[test]
+fn print_config_redacts_the_admin_token() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("sluice.toml");
+    std::fs::write(&file, "[admin]\ntoken = \"s3cret-admin-token\"\n").unwrap();
+    let out = sluice().args(["serve", "--print-config", "--config"]).arg(&file).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(!text.contains("s3cret-admin-token"), "{text}");
+    assert!(text.contains("token = \"(redacted)\""), "as GET /config shows it: {text}");
+}
+
+#[test]
 fn every_subcommand_has_help() {
     for sub in ["serve", "sim"] {
         let out = sluice().args([sub, "--help"]).output().unwrap();

@@ -37,7 +37,7 @@ use pipe::{Pipe, Ticket};
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::AtomicBool;
 use std::sync::atomic::Ordering::Relaxed;
-use std::sync::{Arc, Weak};
+use std::sync::{Arc, OnceLock, Weak};
 use std::time::{Duration, Instant};
 use tokio::net::TcpStream;
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
@@ -151,6 +151,9 @@ pub struct Upstream {
     /// How new connections to `https://` origins are made (`crate::origin_tls`); each
     /// generation has its own, over the same pool ([`Upstream::with_tls`]).
     tls: crate::origin_tls::OriginTls,
+    /// The admin listener's bound address, once it listens: no connection is made to it
+    /// ([`Upstream::is_own_admin`]). Shared by every generation's client.
+    own_admin: Arc<OnceLock<SocketAddr>>,
 }
 
 impl std::fmt::Debug for Upstream {
@@ -194,13 +197,50 @@ impl Upstream {
             metrics,
             reaping: AtomicBool::new(false),
         };
-        Ok(Self { inner: Arc::new(inner), tls })
+        Ok(Self { inner: Arc::new(inner), tls, own_admin: Arc::default() })
+    }
+
+    /// This client, refusing to connect to the admin listener `other` refuses connections
+    /// to (a client built anew by a reload).
+    pub fn sharing_own_admin(self, other: &Upstream) -> Self {
+        Self { own_admin: Arc::clone(&other.own_admin), ..self }
+    }
+
+    /// Records the admin listener's bound address: from now on neither an origin request nor
+    /// a CONNECT tunnel connects there ([`Upstream::is_own_admin`]).
+    pub fn set_own_admin(&self, addr: SocketAddr) {
+        let _ = self.own_admin.set(addr);
+    }
+
+    /// Whether `stream` is connected to this proxy's own admin listener: to its address, or,
+    /// for an admin listener on an unspecified address (`0.0.0.0`, `::`), to its port on a
+    /// loopback address or on the address the stream leaves from (this host). Forward-proxy
+    /// clients could otherwise reach the admin API through the proxy, whatever name they
+    /// give it (`localhost`, a name that resolves to loopback), `Via` or not.
+    pub fn is_own_admin(&self, stream: &TcpStream) -> bool {
+        let (Some(admin), Ok(peer), Ok(local)) = (self.own_admin.get(), stream.peer_addr(), stream.local_addr()) else {
+            return false;
+        };
+        let canonical = |ip: IpAddr| ip.to_canonical();
+        let (admin_ip, peer_ip) = (canonical(admin.ip()), canonical(peer.ip()));
+        peer.port() == admin.port()
+            && (peer_ip == admin_ip
+                || (admin_ip.is_unspecified() && (peer_ip.is_loopback() || peer_ip == canonical(local.ip()))))
+    }
+
+    /// The error for a connection [`Upstream::is_own_admin`] refuses (403).
+    pub fn own_admin_refused() -> ProxyError {
+        ProxyError::new(
+            crate::error::Kind::Forbidden,
+            crate::error::Side::Client,
+            "the admin API does not answer requests forwarded by this proxy",
+        )
     }
 
     /// The same client (its pool and idle connections) making new TLS connections with
     /// `tls`: a reload's files read anew under an unchanged `[upstream]`.
     pub fn with_tls(&self, tls: crate::origin_tls::OriginTls) -> Self {
-        Self { inner: Arc::clone(&self.inner), tls }
+        Self { inner: Arc::clone(&self.inner), tls, own_admin: Arc::clone(&self.own_admin) }
     }
 
     /// When the client certificate it presents to origins (`upstream.tls.client_cert`), if
@@ -585,6 +625,9 @@ impl Upstream {
                 return Err(ProxyError::gateway_timeout(format!("connecting to {what} took longer than {timeout:?}")));
             }
         };
+        if self.is_own_admin(&stream) {
+            return Err(Self::own_admin_refused());
+        }
         self.inner.metrics.origin_connects.fetch_add(1, Relaxed);
         let peer = stream.peer_addr().map(|a| a.ip()).unwrap_or(IpAddr::from([0, 0, 0, 0]));
         let io = if target.https {

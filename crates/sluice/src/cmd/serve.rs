@@ -108,7 +108,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         None => Config::default(),
     };
     if args.print_config {
-        print!("{}", toml::to_string_pretty(&config).context("rendering the configuration")?);
+        // Secrets are not shown (as `GET /config` does not show them).
+        print!("{}", toml::to_string_pretty(&config.redacted()).context("rendering the configuration")?);
         return Ok(());
     }
     init_tracing();
