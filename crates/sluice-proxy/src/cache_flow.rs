@@ -861,9 +861,11 @@ struct Pumped {
 /// `editors` is given (every piece, the last with `is_end()`), and stores the object when it
 /// is complete. A body that fails (truncated, reset, silent, or a module failing closed, or
 /// changing its length undeclared) fails the fill and is never stored; one that grows past
-/// the object limit, or that a module failed open part-way through (edited up to there,
-/// not after), is streamed to its readers but not stored; one whose URL was removed while
-/// it was fetched (purged, deleted, invalidated) is not stored either.
+/// the object limit, or past what the fills storing may hold together
+/// (`cache.filling_memory`, [`crate::fill_budget`]), or that a module failed open part-way
+/// through (edited up to there, not after), is streamed to its readers but not stored; one
+/// whose URL was removed while it was fetched (purged, deleted, invalidated) is not stored
+/// either.
 async fn pump(
     state: Arc<State>,
     mut body: SourceBody,
@@ -876,6 +878,8 @@ async fn pump(
     // False once the body will not be stored: no one else joins, and it streams to its
     // readers in a bounded window instead of being held whole (`Fill::stop_keeping`).
     let mut storing = true;
+    // What this fill holds of the budget of all fills storing; given back when it ends.
+    let mut held = crate::fill_budget::Held::new(state.store.fill_budget());
     let mut modules_saw_end = false;
     let editing = editors.is_some();
     // The piece as the modules left it, and whether one of them failed open on the body.
@@ -923,6 +927,19 @@ async fn pump(
             fill.stop_keeping();
             state.hit_for_pass.remember(&meta.key, meta.status, "too-large", state.clock.now());
             tracing::debug!("not storing {}: its body passed cache.max_object", meta.key);
+        }
+        if storing && !held.take(fill.len().saturating_sub(held.bytes())) {
+            storing = false;
+            drop(leader.take());
+            fill.stop_keeping();
+            held.release();
+            state.metrics.fills_over_budget.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            tracing::info!(
+                "not storing {}: the responses being stored hold {} bytes (cache.filling_memory {})",
+                meta.key,
+                state.store.fill_budget().held(),
+                state.store.fill_budget().max()
+            );
         }
         if !storing && !std::future::poll_fn(|cx| fill.poll_room(cx)).await {
             // Every reader is gone: nobody wants the rest.

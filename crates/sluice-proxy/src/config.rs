@@ -497,6 +497,11 @@ pub struct CacheConfig {
     pub memory: Size,
     /// Largest object stored.
     pub max_object: Size,
+    /// Memory the responses being stored may hold together while they arrive
+    /// (`crate::fill_budget`); past it, a response is streamed and not stored. 0: the larger
+    /// of `memory` and the largest object a tier stores, so that one such object can always
+    /// be stored.
+    pub filling_memory: Size,
     /// A miss whose `Range` starts further into the object than this is forwarded with its
     /// `Range` and not stored, instead of fetching the whole object first (Squid's
     /// `range_offset_limit`).
@@ -605,6 +610,7 @@ impl Default for CacheConfig {
             enabled: true,
             memory: Size(256 << 20),
             max_object: Size(64 << 20),
+            filling_memory: Size(0),
             range_offset_limit: Size(4 << 20),
             policy: "lru".to_owned(),
             name: host_name(),

@@ -187,6 +187,7 @@ pub fn restart_only(running: &Config, next: &mut Config) -> Vec<String> {
     let (was, cache) = (&running.cache, &mut next.cache);
     keep("cache.memory", &was.memory, &mut cache.memory, &mut kept);
     keep("cache.max_object", &was.max_object, &mut cache.max_object, &mut kept);
+    keep("cache.filling_memory", &was.filling_memory, &mut cache.filling_memory, &mut kept);
     keep("cache.policy", &was.policy, &mut cache.policy, &mut kept);
     keep("cache.admission", &was.admission, &mut cache.admission, &mut kept);
     keep("cache.admission_window", &was.admission_window, &mut cache.admission_window, &mut kept);

@@ -35,6 +35,7 @@ pub mod disk_config;
 mod disk_metrics;
 pub mod error;
 mod esi;
+mod fill_budget;
 mod forwarded;
 mod framing;
 mod gated;

@@ -46,6 +46,8 @@ pub struct Metrics {
     pub esi_include_errors: AtomicU64,
     /// Objects removed by expiry sweeps from the disk tier.
     pub sweep_disk_removed: AtomicU64,
+    /// Fills that stopped storing because fills together held `cache.filling_memory`.
+    pub fills_over_budget: AtomicU64,
     /// Suspended entries the origin confirmed (304) for a conditional client.
     pub suspended_revalidations: AtomicU64,
     /// Conditional clients answered 304 from a fresh suspended entry, without the origin.
@@ -223,6 +225,12 @@ impl Metrics {
         metric("sluice_cache_insertions_total", "counter", "Objects stored.", &one(store.insertions));
         metric("sluice_cache_evictions_total", "counter", "Objects evicted by the policy.", &one(store.evictions));
         metric(
+            "sluice_cache_fills_over_budget_total",
+            "counter",
+            "Responses streamed but not stored because fills in flight held cache.filling_memory.",
+            &one(self.fills_over_budget.load(Relaxed)),
+        );
+        metric(
             "sluice_cache_rejected_admission_total",
             "counter",
             "New objects the admission rule did not store.",
@@ -310,6 +318,7 @@ impl Metrics {
                 "evictions": store.evictions,
                 "rejected_too_large": store.rejected_too_large,
                 "rejected_admission": store.rejected_admission,
+                "fills_over_budget": self.fills_over_budget.load(Relaxed),
                 "suspended": store.suspended,
                 "suspended_bytes": store.suspended_bytes,
                 "suspensions": store.suspensions,

@@ -122,7 +122,8 @@ impl State {
         let disk = crate::tiers_open::open_disk(&config.cache).map_err(StateError)?;
         let store = Arc::new(
             Tiers::new(memory, disk, config.cache.disk.promote_max.0)
-                .with_promote_min_hits(config.cache.disk.promote_min_hits),
+                .with_promote_min_hits(config.cache.disk.promote_min_hits)
+                .with_filling_memory(config.cache.filling_memory.0),
         );
         let hit_for_pass = Arc::new(crate::hit_for_pass::HitForPass::new(config.cache.hit_for_pass.0, 100_000));
         let content_impl = Arc::new(crate::content::Content::new(

@@ -160,6 +160,8 @@ pub struct Tiers {
     /// Removals, for the work in flight: fetches ([`Tiers::insert_fetched`]), disk writes and
     /// promotions.
     invalidations: Arc<crate::invalidations::Invalidations>,
+    /// What the responses being stored may hold together ([`crate::fill_budget`]).
+    fill_budget: Arc<crate::fill_budget::FillBudget>,
 }
 
 impl std::fmt::Debug for Tiers {
@@ -193,6 +195,8 @@ impl Tiers {
             }));
         }
         let promote_max = promote_max.min(memory.max_object());
+        // By default, room for the memory tier's worth, and for one largest object.
+        let filling = memory.stats().capacity.max(disk.as_ref().map_or(0, DiskTier::max_object));
         let memory = Arc::new(memory);
         Self {
             memory,
@@ -202,7 +206,22 @@ impl Tiers {
             jobs: Arc::default(),
             counters: Arc::default(),
             invalidations: Default::default(),
+            fill_budget: crate::fill_budget::FillBudget::new(filling),
         }
+    }
+
+    /// Lets the responses being stored hold at most `bytes` together (0 keeps the default:
+    /// the larger of the memory tier's capacity and the largest object a tier stores).
+    pub fn with_filling_memory(mut self, bytes: u64) -> Self {
+        if bytes > 0 {
+            self.fill_budget = crate::fill_budget::FillBudget::new(bytes);
+        }
+        self
+    }
+
+    /// What the responses being stored may hold together ([`crate::fill_budget`]).
+    pub fn fill_budget(&self) -> &Arc<crate::fill_budget::FillBudget> {
+        &self.fill_budget
     }
 
     /// Promotes a disk object only from its `hits`-th disk hit on (1, the default: on the

@@ -735,6 +735,29 @@ async fn a_chunked_body_that_outgrows_the_object_limit_streams_whole_to_every_re
 }
 
 #[tokio::test]
+async fn responses_being_stored_hold_no_more_than_filling_memory_together() {
+    // Past cache.filling_memory a fill stops storing and streams in a bounded window, as a
+    // response too large to store does: a client that asks for many large objects and
+    // reads none cannot make the proxy hold them all.
+    let h = Harness::build(Mode::Forward, |c| c.cache.filling_memory = sluice_proxy::units::Size(64 << 10)).await;
+    let body: String = (0..3_000_000u32).map(|i| char::from(b'a' + (i % 26) as u8)).collect();
+    h.origin.on("/big", Reply::ok(body.clone()).header("Cache-Control", "max-age=600"));
+    h.origin.on("/small", Reply::ok("fits").header("Cache-Control", "max-age=600"));
+    let (first, second) = tokio::join!(h.get("/big"), h.get("/big"));
+    for reply in [&first, &second] {
+        assert_eq!(reply.status, 200);
+        assert!(reply.text() == body, "{} bytes of {}", reply.text().len(), body.len());
+    }
+    let metrics = h.proxy.state().metrics.fills_over_budget.load(std::sync::atomic::Ordering::Relaxed);
+    assert!(metrics >= 1, "counted");
+    assert_eq!(h.proxy.state().store.fill_budget().held(), 0, "given back");
+    h.get("/small").await;
+    assert!(h.get("/small").await.header("cache-status").contains("hit"), "smaller ones are stored");
+    assert!(h.get("/big").await.text() == body);
+    assert!(h.origin.hits("/big") >= 2, "the large one was not stored");
+}
+
+#[tokio::test]
 async fn a_client_that_stalls_its_upload_gets_408_and_the_origin_is_not_blamed() {
     use std::sync::atomic::Ordering::Relaxed;
     let h = Harness::build_with_origin(Mode::Reverse, |c, origin| {
