@@ -103,8 +103,9 @@ pub enum Flow {
     /// Answer the client with this response instead. Honoured in request phases
     /// (`req_headers`, `req_body`, `cache_lookup`, `resolve`, `req_out`; in a streaming
     /// `req_body` the request already on its way to the origin is abandoned, and the client
-    /// gets this answer unless the origin answered first); elsewhere it is logged and treated
-    /// as `Continue`. The host frames it: its `Content-Length` and hop-by-hop fields are
+    /// gets this answer unless the origin answered first) and in `client_resp_headers`, where
+    /// it replaces the response, head and body, before anything is sent (no body phase runs
+    /// on it); elsewhere it is logged and treated as `Continue`. The host frames it: its `Content-Length` and hop-by-hop fields are
     /// dropped, and a status outside 200-599 goes out as 500.
     Respond(LocalResponse),
     /// Hold the message (from a headers phase, `req_headers` or `client_resp_headers`:

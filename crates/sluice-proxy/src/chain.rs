@@ -62,8 +62,9 @@ pub enum Honours {
     Respond,
     /// `Respond`, and `Buffer` of the request body (`req_headers`).
     RespondOrBufferRequest,
-    /// `Buffer` of the response (`client_resp_headers`).
-    BufferResponse,
+    /// `Respond` (replacing the response before anything is sent), and `Buffer` of the
+    /// response (`client_resp_headers`).
+    RespondOrBufferResponse,
 }
 
 /// Which message a module asked to buffer.
@@ -672,7 +673,12 @@ impl Slot {
                 self.active = false;
                 Step::Go
             }
-            Flow::Respond(response) if matches!(honours, Honours::Respond | Honours::RespondOrBufferRequest) => {
+            Flow::Respond(response)
+                if matches!(
+                    honours,
+                    Honours::Respond | Honours::RespondOrBufferRequest | Honours::RespondOrBufferResponse
+                ) =>
+            {
                 Step::Respond(response)
             }
             Flow::Respond(_) => {
@@ -683,7 +689,7 @@ impl Slot {
                 self.buffers_request = true;
                 Step::Buffer(max)
             }
-            Flow::Buffer { max } if honours == Honours::BufferResponse => {
+            Flow::Buffer { max } if honours == Honours::RespondOrBufferResponse => {
                 self.buffers_response = true;
                 Step::Buffer(max)
             }

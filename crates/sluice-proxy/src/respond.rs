@@ -2,7 +2,7 @@
 //! local answers; and the last step every response takes ([`finalize`]).
 
 use crate::body::{BodyPhases, ProxyBody};
-use crate::chain::BufferSide;
+use crate::chain::{BufferSide, PhaseOutcome};
 use crate::error::{Kind, ProxyError};
 use crate::head_framing::HeadFraming;
 use crate::source::SourceBody;
@@ -44,10 +44,19 @@ pub async fn finalize(
     let mut phases = BodyPhases::default();
     if !txn.modules.is_empty() {
         let framing = HeadFraming::of(&parts);
-        match module_phase!(txn, BufferResponse, Subject::Response(&mut parts), |m, info| m
+        match module_phase!(txn, RespondOrBufferResponse, Subject::Response(&mut parts), |m, info| m
             .client_resp_headers(info, &mut parts))
         .and_then(|outcome| framing.restore(&mut parts).map(|()| outcome))
         {
+            Ok(PhaseOutcome { respond: Some(answer), .. }) => {
+                // A module's answer replaces the response, head and body, before anything is
+                // sent; the original body is dropped (a fill's other readers go on). The
+                // modules after it do not see the response, and no body phase runs on it.
+                (parts, body) = local(state, *answer).into_parts();
+                if state.config.headers.via {
+                    parts.headers.append(header::VIA, state.via(Version::HTTP_11));
+                }
+            }
             Ok(outcome) => {
                 let status_has_body = !parts.status.is_informational()
                     && parts.status != StatusCode::NO_CONTENT

@@ -67,6 +67,20 @@ async fn respond_from_cache_lookup_answers_without_the_origin() {
 }
 
 #[tokio::test]
+async fn respond_from_client_resp_headers_replaces_the_response_before_it_is_sent() {
+    let (h, journal) = scripted("client_resp_headers", refuse).await;
+    h.origin.on("/r", Reply::ok("the origin's body").header("cache-control", "max-age=60"));
+    let reply = h.get("/r").await;
+    assert_eq!((reply.status.as_u16(), reply.text()), (403, "refused\n".to_owned()), "head and body replaced");
+    let calls = take(&h, &journal).await;
+    assert!(calls.contains(&"client_resp_headers:200".to_owned()), "{calls:?}");
+    assert!(!calls.iter().any(|c| c.starts_with("client_resp_body")), "no body phase on the answer: {calls:?}");
+    assert_eq!(h.origin.hits("/r"), 1);
+    assert_eq!(h.get("/r").await.status, 403, "the stored response is answered for again (a hit)");
+    assert_eq!(h.origin.hits("/r"), 1, "it was stored: the answer was this client's only");
+}
+
+#[tokio::test]
 async fn respond_from_req_out_answers_without_the_origin() {
     let (h, journal) = scripted("req_out", refuse).await;
     h.origin.on("/r", Reply::ok("origin"));

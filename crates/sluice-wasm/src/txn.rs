@@ -26,7 +26,8 @@
 //! the phase's head live again (`crate::callout`).
 //!
 //! Verdicts: a local response (`proxy_send_local_response`) gives `Flow::Respond` (which the
-//! host honours in request phases); `sluice.no_more_callbacks` gives `Flow::Done`; `Pause`
+//! host honours in request phases and in `client_resp_headers`, where it replaces the
+//! response); `sluice.no_more_callbacks` gives `Flow::Done`; `Pause`
 //! from a headers callback with a body to come gives `Flow::Buffer` (where the host honours
 //! it, `req_headers` and `client_resp_headers`, the body callback then gets the whole body at
 //! once, end of stream set; from `origin_resp_headers` the host ignores it and the body comes
