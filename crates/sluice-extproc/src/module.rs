@@ -199,8 +199,6 @@ impl Module for ExtProcModule {
             slot: Slot::default(),
             stream: Arc::new(tokio::sync::Mutex::new(Stream::NotOpen)),
             buffering: [false; 2],
-            replacement: None,
-            dropping: false,
         }))
     }
 
@@ -249,13 +247,6 @@ struct ExtProcTxn {
     /// This state answered `Buffer` for the request body, the response body (`buffered`
     /// mode): the body phase then gets the whole body, once.
     buffering: [bool; 2],
-    /// The body of a response that replaces the origin's after its headers (an immediate
-    /// response, or a failure with `on_unavailable = "fail"`): put in place of the first
-    /// piece of the original body by `client_resp_body` (see
-    /// [`ExtProcTxn::replace_response`]).
-    replacement: Option<Bytes>,
-    /// The replacement body was sent: every further piece of the original body is dropped.
-    dropping: bool,
 }
 
 impl Pending {
@@ -488,17 +479,24 @@ fn apply_body(mutation: Option<BodyMutation>, body: &mut BodyChunk) {
     }
 }
 
-/// Puts `local`'s status and fields in place of a response head not sent yet (the original
-/// `Date` kept, `no-store` added); returns its body, to put in place of the original.
-fn replace_head(local: LocalResponse, head: &mut response::Parts) -> Bytes {
-    head.status = local.status;
-    let mut headers = local.headers;
-    if let Some(date) = head.headers.get(http::header::DATE) {
+/// `local` as the answer in place of a response whose fields are `original`: the original
+/// `Date` kept, `no-store` added.
+fn replacing(local: LocalResponse, original: &http::HeaderMap) -> LocalResponse {
+    let LocalResponse { status, mut headers, body } = local;
+    if let Some(date) = original.get(http::header::DATE) {
         headers.insert(http::header::DATE, date.clone());
     }
     headers.insert(http::header::CACHE_CONTROL, http::HeaderValue::from_static("no-store"));
+    LocalResponse { status, headers, body }
+}
+
+/// Puts `local` (see [`replacing`]) in place of a response head not sent yet; returns its
+/// body, to put in place of the original (held whole for the helper).
+fn replace_head(local: LocalResponse, head: &mut response::Parts) -> Bytes {
+    let LocalResponse { status, headers, body } = replacing(local, &head.headers);
+    head.status = status;
     head.headers = headers;
-    local.body
+    body
 }
 
 impl ExtProcTxn {
@@ -612,16 +610,13 @@ impl ExtProcTxn {
 
 impl Txn for ExtProcTxn {
     /// The bodies sent in `buffered` mode may change (the host frames them with their new
-    /// length). So may the body towards the client whenever response headers are sent: the
-    /// helper (or `on_unavailable = "fail"`) may replace the response there, and its body
-    /// takes the original's place as it streams ([`ExtProcTxn::replace_response`]).
+    /// length). A replaced response is the host's to send ([`ExtProcTxn::replace_response`]).
     fn edits_body(&self) -> BodyEdits {
         let config = self.inner.config();
         BodyEdits {
             request: config.request_body == BodyMode::Buffered,
             origin_response: false,
-            client_response: config.response_body == BodyMode::Buffered
-                || config.response_headers != ResponsePhase::None,
+            client_response: config.response_body == BodyMode::Buffered,
         }
     }
 
@@ -665,17 +660,6 @@ impl Txn for ExtProcTxn {
     }
 
     fn client_resp_body(&mut self, _: &TxnInfo, chunk: &mut BodyChunk) -> Flow {
-        // A replaced response (see `replace_response`): its body instead of the first piece
-        // of the original, nothing for the rest.
-        if let Some(body) = self.replacement.take() {
-            chunk.replace(body);
-            self.dropping = true;
-            return Flow::Continue;
-        }
-        if self.dropping {
-            chunk.clear();
-            return Flow::Continue;
-        }
         self.body_phase(Part::ResponseBody, chunk)
     }
 
@@ -762,27 +746,12 @@ impl ExtProcTxn {
         }
     }
 
-    /// Puts `local` in place of the response head (not sent yet); its body follows in
-    /// `client_resp_body`.
-    ///
-    /// The original body is never held for this: the replacement's body does not depend on
-    /// it. It streams through `client_resp_body`, whose first piece is replaced by `local`'s
-    /// body and the rest dropped (this state declared the client body as one it edits, so
-    /// the host frames it without the original's length). Holding it instead (`Buffer`)
-    /// would let a body over the limit fail this module open and go out whole, under the
-    /// replaced head: a blocked response's body delivered after all. Only a body known to be
-    /// empty (`Content-Length: 0`, `204`, `304`), which gives no piece to replace, is held,
-    /// so that the body phase runs once and `local`'s body is sent: nothing can overflow.
-    fn replace_response(&mut self, local: LocalResponse, resp: &mut response::Parts) -> Flow {
-        let empty = resp.status == StatusCode::NO_CONTENT
-            || resp.status == StatusCode::NOT_MODIFIED
-            || resp.headers.get(http::header::CONTENT_LENGTH).is_some_and(|v| v.as_bytes() == b"0");
-        self.replacement = Some(replace_head(local, resp));
-        if empty {
-            Flow::Buffer { max: self.inner.config().replace_buffer_max }
-        } else {
-            Flow::Continue
-        }
+    /// Answers with `local` in place of the whole response, head and body, before anything
+    /// is sent: the host drops the original body (`Flow::Respond` from `client_resp_headers`),
+    /// so nothing of a blocked response reaches the client, however long it is, and responses
+    /// that are not replaced keep their framing (their length, their ranges).
+    fn replace_response(&mut self, local: LocalResponse, resp: &response::Parts) -> Flow {
+        Flow::Respond(replacing(local, &resp.headers))
     }
 }
 

@@ -180,6 +180,7 @@ async fn immediate_responses_answer_locally_in_both_phases() {
     assert_eq!(reply.status, 451);
     assert_eq!(reply.text(), "replaced by sluice-extproc-demo\n");
     assert_eq!(reply.header("x-extproc-demo"), "replaced");
+    assert_eq!(reply.header("content-length"), "32", "framed by the host, the original dropped");
     assert_eq!(h.extproc.counters().immediate.load(std::sync::atomic::Ordering::Relaxed), 2);
 }
 
