@@ -152,6 +152,13 @@ pub struct AccessConfig {
     pub allow: Vec<IpNet>,
     /// Ports CONNECT may open tunnels to.
     pub connect_ports: Vec<u16>,
+    /// Networks forward requests and CONNECT tunnels may not connect to (judged on the
+    /// resolved addresses; `crate::dest_acl`). Reverse routes' origins are not subject to it.
+    #[serde(deserialize_with = "crate::acl::deserialize_nets")]
+    pub deny_destinations: Vec<IpNet>,
+    /// Exceptions to `deny_destinations`.
+    #[serde(deserialize_with = "crate::acl::deserialize_nets")]
+    pub allow_destinations: Vec<IpNet>,
     /// Protocols an HTTP/1.1 `Upgrade` request may switch to through the proxy (compared
     /// without case and without a `/version`); other `Upgrade` requests go on as plain ones.
     pub upgrade_protocols: Vec<String>,
@@ -186,11 +193,23 @@ fn loopback_nets() -> Vec<IpNet> {
     vec!["127.0.0.0/8".parse().expect("valid net"), "::1/128".parse().expect("valid net")]
 }
 
+/// What forward requests may not reach by default: the proxy host's loopback (and the
+/// unspecified addresses, which reach it too) and link-local addresses (a cloud's metadata
+/// service), as Squid's `http_access deny to_localhost` and `to_linklocal`.
+fn local_destinations() -> Vec<IpNet> {
+    ["127.0.0.0/8", "::1/128", "0.0.0.0/32", "::/128", "169.254.0.0/16", "fe80::/10"]
+        .iter()
+        .map(|net| net.parse().expect("valid net"))
+        .collect()
+}
+
 impl Default for AccessConfig {
     fn default() -> Self {
         Self {
             allow: loopback_nets(),
             connect_ports: vec![443],
+            deny_destinations: local_destinations(),
+            allow_destinations: Vec::new(),
             upgrade_protocols: vec!["websocket".to_owned()],
             purge_allow: loopback_nets(),
             proxy_protocol_from: loopback_nets(),

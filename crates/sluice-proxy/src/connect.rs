@@ -55,8 +55,13 @@ pub async fn open(
     }
     let host = authority.host().trim_start_matches('[').trim_end_matches(']');
     let timeout = state.config.upstream.connect_timeout.0;
-    let origin = match tokio::time::timeout(timeout, TcpStream::connect((host, port))).await {
+    let acl = state.dest_acl.as_deref();
+    let origin = match tokio::time::timeout(timeout, connect_allowed(acl, host, port)).await {
         Ok(Ok(stream)) => stream,
+        Ok(Err(e)) if crate::dest_acl::is_denied(&e) => {
+            txn.code = ResultCode::Denied;
+            return Err(crate::dest_acl::refused(authority.as_str()));
+        }
         Ok(Err(e)) => return Err(ProxyError::bad_gateway(format!("cannot connect to {authority}")).with_cause(e)),
         Err(_) => {
             return Err(ProxyError::gateway_timeout(format!("connecting to {authority} took longer than {timeout:?}")))
@@ -73,6 +78,25 @@ pub async fn open(
     let mut response = Response::new(ProxyBody::empty());
     *response.status_mut() = StatusCode::OK;
     Ok((response, Tunnel::new(upgrade, origin)))
+}
+
+/// Resolves `host` and connects to its addresses in turn, those the destination ACL
+/// (`access.deny_destinations`) allows only: the addresses judged are the ones connected to,
+/// whatever name the client gave.
+async fn connect_allowed(acl: Option<&crate::dest_acl::DestAcl>, host: &str, port: u16) -> io::Result<TcpStream> {
+    let addrs: Vec<std::net::SocketAddr> = tokio::net::lookup_host((host, port)).await?.collect();
+    let addrs = match acl {
+        Some(acl) => acl.filter(host, addrs)?,
+        None => addrs,
+    };
+    let mut last = None;
+    for addr in addrs {
+        match TcpStream::connect(addr).await {
+            Ok(stream) => return Ok(stream),
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(last.unwrap_or_else(|| io::Error::new(io::ErrorKind::NotFound, format!("{host} has no address"))))
 }
 
 impl Tunnel {

@@ -31,6 +31,7 @@ mod content;
 mod content_fetch;
 mod date;
 mod deadline;
+mod dest_acl;
 pub mod disk_config;
 mod disk_metrics;
 pub mod error;

@@ -262,6 +262,9 @@ pub async fn handle(
             return Ok(Response::from_parts(parts, body));
         }
         Err(err) => {
+            if err.kind == Kind::Forbidden {
+                txn.code = ResultCode::Denied;
+            }
             if err.side != Side::Client {
                 tracing::info!(txn = txn.info.id, "{}: {err}", txn.url);
             }
@@ -732,8 +735,9 @@ pub(crate) fn resolve_target(state: &State, conn: &ConnInfo, parts: &request::Pa
     }
     let absolute = parts.uri.scheme().is_some() && parts.uri.authority().is_some();
     if conn.mode.forwards() && absolute {
-        let target = Target::of(&parts.uri)
+        let mut target = Target::of(&parts.uri)
             .ok_or_else(|| ProxyError::bad_request(format!("unsupported URI scheme in {}", parts.uri)))?;
+        target.dest_acl = state.dest_acl.clone();
         let host = authority_value(&parts.uri)?;
         return Ok(Resolved {
             target: Dest::Origin(target),

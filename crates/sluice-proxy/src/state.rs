@@ -48,6 +48,9 @@ pub struct State {
     pub upstream: Upstream,
     pub routes: Routes,
     pub client_acl: Acl,
+    /// Where forward requests and tunnels may not connect (`access.deny_destinations`);
+    /// `None` when nothing is denied. Shared by this generation's forward targets.
+    pub dest_acl: Option<Arc<crate::dest_acl::DestAcl>>,
     /// Checks the credentials of forward-proxy requests (`[proxy_auth]`), when configured.
     pub proxy_auth: Option<crate::proxy_auth::ProxyAuth>,
     /// Peers whose PROXY protocol headers are believed (`access.proxy_protocol_from`).
@@ -270,6 +273,7 @@ impl State {
             upstream,
             routes,
             client_acl: Acl::new(&config.access.allow),
+            dest_acl: crate::dest_acl::DestAcl::of(&config.access).map(Arc::new),
             proxy_auth,
             proxy_protocol_acl: Acl::new(&config.access.proxy_protocol_from),
             forwarded_for_acl: Acl::new(&config.access.forwarded_for_from),

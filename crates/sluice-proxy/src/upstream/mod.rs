@@ -63,6 +63,10 @@ pub struct Target {
     pub http2: bool,
     /// The route's timeouts, in place of `[upstream]`'s where it sets them.
     pub timeouts: Option<Arc<RouteTimeouts>>,
+    /// The destination ACL a forward request's addresses must pass (`crate::dest_acl`);
+    /// `None` for reverse routes. Targets under different ACLs (forward and reverse, or
+    /// before and after a reload) never share connections.
+    pub dest_acl: Option<Arc<crate::dest_acl::DestAcl>>,
 }
 
 /// A route's own origin timeouts (`connect_timeout`, `response_timeout`, `read_timeout` on a
@@ -79,6 +83,11 @@ impl PartialEq for Target {
     fn eq(&self, other: &Self) -> bool {
         (self.https, &self.host, self.port, &self.pinned, &self.tls_name, self.http2)
             == (other.https, &other.host, other.port, &other.pinned, &other.tls_name, other.http2)
+            && match (&self.dest_acl, &other.dest_acl) {
+                (None, None) => true,
+                (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+                _ => false,
+            }
     }
 }
 
@@ -109,7 +118,16 @@ impl Target {
         };
         let host = uri.host()?.trim_start_matches('[').trim_end_matches(']').to_ascii_lowercase();
         let port = uri.port_u16().unwrap_or(if https { 443 } else { 80 });
-        Some(Self { https, host: host.into(), port, pinned: None, tls_name: None, http2: false, timeouts: None })
+        Some(Self {
+            https,
+            host: host.into(),
+            port,
+            pinned: None,
+            tls_name: None,
+            http2: false,
+            timeouts: None,
+            dest_acl: None,
+        })
     }
 }
 
@@ -616,6 +634,7 @@ impl Upstream {
         let what = format!("{}:{}", target.host, target.port);
         let stream = match tokio::time::timeout(timeout, connect_tcp(target)).await {
             Ok(Ok(stream)) => stream,
+            Ok(Err(e)) if crate::dest_acl::is_denied(&e) => return Err(crate::dest_acl::refused(&what)),
             Ok(Err(e)) => {
                 self.inner.metrics.origin_errors.fetch_add(1, Relaxed);
                 return Err(ProxyError::bad_gateway(format!("cannot connect to {what}")).with_cause(e));
@@ -690,6 +709,10 @@ async fn connect_tcp(target: &Target) -> std::io::Result<TcpStream> {
     let addrs: Vec<SocketAddr> = match &target.pinned {
         Some(pinned) => pinned.to_vec(),
         None => tokio::net::lookup_host((&*target.host, target.port)).await?.collect(),
+    };
+    let addrs = match &target.dest_acl {
+        Some(acl) => acl.filter(&target.host, addrs)?,
+        None => addrs,
     };
     let mut last = None;
     for addr in addrs {

@@ -89,6 +89,9 @@ impl Harness {
             ..Config::default()
         };
         config.admin.addr = "127.0.0.1:0".parse().unwrap();
+        // The origins listen on loopback, which the destination ACL denies forward requests by
+        // default (`access.deny_destinations`): the tests' forward proxy may reach them.
+        config.access.allow_destinations = vec!["127.0.0.0/8".parse().unwrap(), "::1/128".parse().unwrap()];
         config.admin.token = Some("test-token".into());
         // Tests look for this name in Via and Cache-Status (the default is the host's name).
         config.cache.name = "sluice".into();
