@@ -58,6 +58,8 @@ impl Harness {
         };
         config.admin.addr = "127.0.0.1:0".parse().unwrap();
         config.admin.token = Some("test-token".into());
+        // The origin is on loopback, which forward requests may not reach by default.
+        config.access.allow_destinations = vec!["127.0.0.0/8".parse().unwrap()];
         config.log.access_log = Some(dir.path().join("access.log"));
         config.validate().expect("valid test config");
         let state = State::new(config, Arc::new(clock), modules).expect("state");

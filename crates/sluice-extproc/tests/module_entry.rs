@@ -32,6 +32,9 @@ async fn a_helper_configured_in_a_module_entry_works_end_to_end() {
 [[listener]]
 addr = "127.0.0.1:0"
 
+[access]
+allow_destinations = ["127.0.0.0/8"]
+
 [admin]
 addr = "127.0.0.1:0"
 token = "test-token"
@@ -94,7 +97,7 @@ async fn a_changed_helper_entry_replaces_the_helper_on_the_same_socket() {
     let dir = tempfile::tempdir().unwrap();
     let socket = dir.path().join("helper.sock");
     let config = Config::parse(
-        "[[listener]]\naddr = \"127.0.0.1:0\"\n\n[admin]\naddr = \"127.0.0.1:0\"\ntoken = \"test-token\"\n",
+        "[[listener]]\naddr = \"127.0.0.1:0\"\n\n[access]\nallow_destinations = [\"127.0.0.0/8\"]\n\n[admin]\naddr = \"127.0.0.1:0\"\ntoken = \"test-token\"\n",
     )
     .unwrap();
     let clock = ManualClock::default();

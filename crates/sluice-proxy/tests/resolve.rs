@@ -138,3 +138,28 @@ async fn a_module_answers_for_a_host_it_blocks() {
     let reply = client::send(h.addr(), "POST", "http://blocked.invalid/form", &[], Some("x")).await;
     assert_eq!(reply.status, 403);
 }
+
+#[tokio::test]
+async fn addresses_a_module_pins_pass_the_destination_acl() {
+    // With loopback denied again (the harness allows it), a name pinned to the loopback
+    // origin is refused as the address itself would be: the ACL judges the pinned addresses.
+    let origin = Arc::new(OnceLock::new());
+    let asked = Arc::new(Mutex::new(Vec::new()));
+    let module = Pinner { origin: Arc::clone(&origin), deferred: false, asked: Arc::clone(&asked) };
+    let module = LoadedModule { module: Arc::new(module), on_error: FailurePolicy::Closed };
+    let h = Harness::build_with_modules(
+        Mode::Forward,
+        |c, addr| {
+            origin.set(addr).unwrap();
+            c.access.allow_destinations = Vec::new();
+        },
+        vec![module],
+    )
+    .await;
+    h.origin.on("/pinned", Reply::ok("reached"));
+    let reply = client::get(h.addr(), &unknown_url(&h, "/pinned"), &[]).await;
+    assert_eq!(reply.status, StatusCode::FORBIDDEN, "{}", reply.text());
+    assert!(reply.text().contains("denied by access.deny_destinations"), "{}", reply.text());
+    assert_eq!(asked.lock().unwrap().len(), 1, "the module was asked");
+    assert_eq!(h.origin.hits("/pinned"), 0);
+}

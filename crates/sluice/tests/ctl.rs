@@ -40,7 +40,7 @@ async fn serve_with(extra: &str) -> Proxy {
     std::fs::write(
         &config,
         format!(
-            "[[listener]]\naddr = \"127.0.0.1:0\"\nmode = \"forward\"\n\n[admin]\naddr = \"127.0.0.1:0\"\ntoken = \"{TOKEN}\"\n{extra}"
+            "[[listener]]\naddr = \"127.0.0.1:0\"\nmode = \"forward\"\n\n[access]\nallow_destinations = [\"127.0.0.0/8\"]\n\n[admin]\naddr = \"127.0.0.1:0\"\ntoken = \"{TOKEN}\"\n{extra}"
         ),
     )
     .unwrap();

@@ -27,7 +27,7 @@ impl Proxy {
     /// Starts a proxy whose configuration file ends with `modules` (`[[module]]` entries).
     pub async fn start(modules: &str) -> Self {
         let text = format!(
-            "[[listener]]\naddr = \"127.0.0.1:0\"\n\n[admin]\naddr = \"127.0.0.1:0\"\ntoken = \"{TOKEN}\"\n\n{modules}"
+            "[[listener]]\naddr = \"127.0.0.1:0\"\n\n[access]\nallow_destinations = [\"127.0.0.0/8\"]\n\n[admin]\naddr = \"127.0.0.1:0\"\ntoken = \"{TOKEN}\"\n\n{modules}"
         );
         let config = Config::parse(&text).expect("valid test configuration");
         let clock = ManualClock::default();
