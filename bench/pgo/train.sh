@@ -129,6 +129,8 @@ max_object = "8MiB"'
     # h2c on the reverse listener (HTTP/1.1 and HTTP/2 with prior knowledge on one port).
     CLIENT=h2c sluice_toml "$REVERSE_PORT" "$ORIGIN_PORT" "$cache"
     printf '\n[[listener]]\naddr = "127.0.0.1:%s"\nmode = "forward"\n' "$FORWARD_PORT"
+    # The origin is on loopback, which forward requests may not reach by default.
+    printf '\n[access]\nallow_destinations = ["127.0.0.1"]\n'
     printf '\n[[listener]]\naddr = "127.0.0.1:%s"\nmode = "reverse"\ntls = { cert = "%s", key = "%s" }\n' \
         "$TLS_PORT" "$TLS_CERT" "$TLS_KEY"
 } >"$TMP/plain.toml"
