@@ -27,6 +27,9 @@ pub struct LogRecord {
     pub elapsed: Duration,
     pub client: IpAddr,
     pub code: ResultCode,
+    /// The response was sent whole; if not, the result code is logged with Squid's
+    /// `_ABORTED` suffix (`TCP_MISS_ABORTED/200`).
+    pub completed: bool,
     pub status: u16,
     /// Bytes sent to the client, head and body.
     pub bytes: u64,
@@ -157,12 +160,13 @@ pub fn format_record(r: &LogRecord, format: LogFormat, out: &mut String) {
             let since = r.end.duration_since(UNIX_EPOCH).unwrap_or_default();
             let _ = write!(
                 out,
-                "{}.{:03} {:>6} {} {}/{:03} {} {} {} {} {} {}",
+                "{}.{:03} {:>6} {} {}{}/{:03} {} {} {} {} {} {}",
                 since.as_secs(),
                 since.subsec_millis(),
                 r.elapsed.as_millis(),
                 r.client,
                 r.code.as_str(),
+                aborted(r),
                 r.status,
                 r.bytes,
                 r.method,
@@ -176,7 +180,7 @@ pub fn format_record(r: &LogRecord, format: LogFormat, out: &mut String) {
             // logformat combined %>a %[ui %[un [%tl] "%rm %ru HTTP/%rv" %>Hs %<st "%{Referer}>h" "%{User-Agent}>h" %Ss:%Sh
             let _ = write!(
                 out,
-                "{} - {} [{}] \"{} {} {}\" {} {} \"{}\" \"{}\" {}:{}",
+                "{} - {} [{}] \"{} {} {}\" {} {} \"{}\" \"{}\" {}{}:{}",
                 r.client,
                 user,
                 clf_time(r.end),
@@ -188,6 +192,7 @@ pub fn format_record(r: &LogRecord, format: LogFormat, out: &mut String) {
                 apache_or_dash(r.referer.as_ref()),
                 apache_or_dash(r.user_agent.as_ref()),
                 r.code.as_str(),
+                aborted(r),
                 hier.split('/').next().unwrap_or("HIER_NONE"),
             );
         }
@@ -196,6 +201,15 @@ pub fn format_record(r: &LogRecord, format: LogFormat, out: &mut String) {
         let _ = write!(out, " {name}={value}");
     }
     out.push('\n');
+}
+
+/// Squid's suffix for a transfer that did not complete (`LogTags::c_str`: `_ABORTED`).
+fn aborted(r: &LogRecord) -> &'static str {
+    if r.completed {
+        ""
+    } else {
+        "_ABORTED"
+    }
 }
 
 /// One record as a JSON object: the fields of the Squid line under their own names (and
@@ -209,7 +223,11 @@ fn json_line(r: &LogRecord, hier: &str) -> String {
         time: rfc3339_millis(r.end),
         duration_ms: r.elapsed.as_millis() as u64,
         client: r.client,
-        result: r.code.as_str(),
+        result: if r.completed {
+            std::borrow::Cow::Borrowed(r.code.as_str())
+        } else {
+            std::borrow::Cow::Owned(format!("{}{}", r.code.as_str(), aborted(r)))
+        },
         status: r.status,
         bytes: r.bytes,
         method: r.method.as_str(),
@@ -231,7 +249,7 @@ struct JsonLine<'a> {
     time: String,
     duration_ms: u64,
     client: IpAddr,
-    result: &'static str,
+    result: std::borrow::Cow<'static, str>,
     status: u16,
     bytes: u64,
     method: &'a str,
@@ -396,6 +414,7 @@ mod tests {
             elapsed: Duration::from_millis(344),
             client: "10.157.217.66".parse().unwrap(),
             code: ResultCode::Tunnel,
+            completed: true,
             status: 200,
             bytes: 103_428,
             method: Method::CONNECT,

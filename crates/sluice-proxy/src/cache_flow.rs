@@ -349,22 +349,21 @@ pub async fn serve(
             Ok(hit(state, txn, &forward.client, object, now, ResultCode::RefreshFailOld, None))
         }
         Ok(Fetched::Refreshed(object)) => {
-            txn.code = ResultCode::RefreshUnmodified;
+            // The origin was asked: a 304 to the client's own conditional is still
+            // `TCP_REFRESH_UNMODIFIED` (Squid's `TCP_IMS_HIT` is answered without the origin).
+            txn.code = miss_code(refresh, &req_cc, pragma, true);
             let cs = CacheStatus {
                 fwd: Some(Fwd::Stale),
                 fwd_status: Some(304),
                 ttl: Some(freshness(&object, now).ttl_secs()),
                 ..Default::default()
             };
-            let (response, pre) =
+            let (response, _) =
                 respond::from_object(state, &forward.client, &object.meta, ObjectBody::Stored(&object.body), &cs, now);
-            if pre == Precondition::NotModified {
-                txn.code = ResultCode::ImsHit;
-            }
             Ok(response)
         }
         Ok(Fetched::Filling { meta, fill, hold }) => {
-            txn.code = miss_code(refresh, &req_cc, pragma);
+            txn.code = miss_code(refresh, &req_cc, pragma, false);
             let cs = CacheStatus {
                 fwd: Some(fwd_reason),
                 fwd_status: Some(meta.status.as_u16()),
@@ -379,7 +378,7 @@ pub async fn serve(
         }
         Ok(Fetched::Pass { parts, body, detail }) => {
             let mut parts = *parts;
-            txn.code = miss_code(refresh, &req_cc, pragma);
+            txn.code = miss_code(refresh, &req_cc, pragma, false);
             if state.config.headers.cache_status {
                 let cs = CacheStatus {
                     fwd: Some(fwd_reason),
@@ -539,7 +538,10 @@ fn hit(
         ..Default::default()
     };
     let (response, pre) = respond::from_object(state, client, &object.meta, ObjectBody::Stored(&object.body), &cs, now);
-    txn.code = if pre == Precondition::NotModified { ResultCode::ImsHit } else { code };
+    // Squid's `TCP_IMS_HIT` is a fresh response answering the client's conditional; a stale
+    // one keeps its code.
+    let fresh = matches!(code, ResultCode::MemHit | ResultCode::DiskHit);
+    txn.code = if fresh && pre == Precondition::NotModified { ResultCode::ImsHit } else { code };
     response
 }
 
@@ -780,15 +782,20 @@ fn has_body(status: StatusCode) -> bool {
     !(status.is_informational() || status == StatusCode::NO_CONTENT || status == StatusCode::NOT_MODIFIED)
 }
 
-/// The result code of a response fetched from the origin: a refresh of a stored one, a miss
-/// the client forced (`no-cache`, Squid's `TCP_CLIENT_REFRESH_MISS`), or a plain miss.
-fn miss_code(refresh: bool, req_cc: &CacheControl, pragma: bool) -> ResultCode {
-    if refresh {
-        ResultCode::RefreshModified
+/// The result code of a response fetched from the origin, as Squid logs it: a refresh the
+/// client forced (`no-cache` with a stored response: `TCP_CLIENT_REFRESH_MISS`, whatever the
+/// origin answered), a refresh of a stale stored one (`TCP_REFRESH_MODIFIED`, or
+/// `unmodified` for the origin's 304: `TCP_REFRESH_UNMODIFIED`), or a miss (nothing stored,
+/// `no-cache` or not: `TCP_MISS`).
+fn miss_code(refresh: bool, req_cc: &CacheControl, pragma: bool, unmodified: bool) -> ResultCode {
+    if !refresh {
+        ResultCode::Miss
     } else if req_cc.no_cache || pragma {
         ResultCode::ClientRefreshMiss
+    } else if unmodified {
+        ResultCode::RefreshUnmodified
     } else {
-        ResultCode::Miss
+        ResultCode::RefreshModified
     }
 }
 

@@ -64,6 +64,7 @@ pub mod proxy_auth;
 pub mod proxy_protocol;
 mod rate_limit;
 pub mod rate_limit_config;
+mod refused;
 mod reload_outcomes;
 mod req_body;
 mod resolve;

@@ -465,6 +465,7 @@ where
     };
     if let Err(e) = result {
         tracing::debug!("client {}: {e}", conn.client);
+        crate::refused::note(state, conn.client, &*e);
     }
     state.metrics.client_connections_open.fetch_sub(1, Relaxed);
 }

@@ -340,6 +340,7 @@ impl Txn {
             elapsed: self.started.elapsed(),
             client: self.info.client.ip(),
             code: self.code,
+            completed: self.completed,
             status: self.status,
             bytes: self.head_bytes + self.body_bytes,
             method: self.method.clone(),

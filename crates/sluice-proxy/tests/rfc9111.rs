@@ -1020,13 +1020,16 @@ async fn rfc9111_5_2_1_4_client_no_cache_miss_is_logged_as_client_refresh_miss()
     let h = Harness::build(Mode::Forward, move |c| c.log.access_log = Some(log_path)).await;
     h.origin.on("/refresh", Reply::ok("x").header("Cache-Control", "max-age=60"));
     h.origin.on("/pragma", Reply::ok("x").header("Cache-Control", "max-age=60"));
+    h.get("/refresh").await;
+    h.get("/pragma").await;
+    // The client forcing a refresh of what is stored (Squid's TCP_CLIENT_REFRESH_MISS).
     h.get_with("/refresh", &[("Cache-Control", "no-cache")]).await;
     h.get_with("/pragma", &[("Pragma", "no-cache")]).await;
     h.get("/refresh").await;
-    let lines = log_lines(&h, &path, 3).await;
-    assert!(lines[0].contains(" TCP_CLIENT_REFRESH_MISS/200 "), "{}", lines[0]);
-    assert!(lines[1].contains(" TCP_CLIENT_REFRESH_MISS/200 "), "{}", lines[1]);
-    assert!(lines[2].contains(" TCP_MEM_HIT/200 "), "{}", lines[2]);
+    let lines = log_lines(&h, &path, 5).await;
+    assert!(lines[2].contains(" TCP_CLIENT_REFRESH_MISS/200 "), "{}", lines[2]);
+    assert!(lines[3].contains(" TCP_CLIENT_REFRESH_MISS/200 "), "{}", lines[3]);
+    assert!(lines[4].contains(" TCP_MEM_HIT/200 "), "{}", lines[4]);
 }
 
 #[tokio::test]
