@@ -129,6 +129,8 @@ impl Tunnel {
                     // Both sides are closed when the copy is dropped.
                     () = Gated::new(activity.idle_for(idle)) => {
                         tracing::debug!("tunnel {url}: no bytes either way for {idle:?}; closed");
+                        // Closed as configured, nothing cut short: logged `TCP_TUNNEL`, not `_ABORTED`.
+                        ending.completed = true;
                     }
                 }
             }

@@ -60,18 +60,23 @@ pub fn note(state: &State, client: SocketAddr, err: &(dyn std::error::Error + 's
     }
 }
 
-/// The size of hyper's answer: its status line, `content-length: 0`, `date` and the empty line.
+/// The size of hyper's answer: its status line, `connection: close`, `content-length: 0`,
+/// `date` and the empty line.
 fn answer_bytes(status: u16) -> u64 {
     let reason = http::StatusCode::from_u16(status).ok().and_then(|s| s.canonical_reason()).unwrap_or("");
     let status_line = "HTTP/1.1 000 ".len() + reason.len() + 2;
-    (status_line + "content-length: 0\r\n".len() + "date: Sun, 06 Nov 1994 08:49:37 GMT\r\n".len() + 2) as u64
+    (status_line
+        + "connection: close\r\n".len()
+        + "content-length: 0\r\n".len()
+        + "date: Sun, 06 Nov 1994 08:49:37 GMT\r\n".len()
+        + 2) as u64
 }
 
 #[cfg(test)]
 mod tests {
     #[test]
     fn answer_size() {
-        // "HTTP/1.1 400 Bad Request\r\ncontent-length: 0\r\ndate: …\r\n\r\n"
-        assert_eq!(super::answer_bytes(400), 26 + 19 + 37 + 2);
+        // "HTTP/1.1 400 Bad Request\r\nconnection: close\r\ncontent-length: 0\r\ndate: …\r\n\r\n"
+        assert_eq!(super::answer_bytes(400), 26 + 19 + 19 + 37 + 2);
     }
 }

@@ -104,6 +104,7 @@ async fn refused_request_heads_are_logged_as_squid_does() {
     );
     let answer = raw(&h, smuggled.as_bytes()).await;
     assert!(answer.starts_with("HTTP/1.1 400 "), "{answer}");
+    let answered = answer.len().to_string();
     // A malformed head (hyper's parser).
     let answer = raw(&h, b"GET /x HTTP/1.1\r\nHost a\r\n\r\n").await;
     assert!(answer.starts_with("HTTP/1.1 400 "), "{answer}");
@@ -112,6 +113,8 @@ async fn refused_request_heads_are_logged_as_squid_does() {
     let answer = raw(&h, big.as_bytes()).await;
     assert!(answer.starts_with("HTTP/1.1 431 "), "{answer}");
     let lines = log.lines(&h, 3).await;
+    // The size logged is that of hyper's answer.
+    assert_eq!(lines[0].split_whitespace().nth(4), Some(answered.as_str()), "{}", lines[0]);
     for (line, code, url) in [
         (&lines[0], "NONE/400", "error:invalid-request"),
         (&lines[1], "NONE/400", "error:invalid-request"),
