@@ -670,6 +670,9 @@ pub struct UpstreamConfig {
     pub max_idle_per_host: usize,
     /// Open connections per origin; 0 means no limit. Requests beyond it wait for one.
     pub max_connections_per_host: usize,
+    /// Open connections to origins, over all of them (`crate::upstream`); 0: automatic, as
+    /// `client.max_connections`.
+    pub max_connections: usize,
     /// Most GET and HEAD requests in flight on one connection (HTTP/1.1 pipelining, RFC 9112
     /// §9.3.2); 1 sends one at a time.
     pub pipeline: usize,
@@ -708,6 +711,7 @@ impl Default for UpstreamConfig {
             idle_timeout: Dur(Duration::from_secs(60)),
             max_idle_per_host: 64,
             max_connections_per_host: 0,
+            max_connections: 0,
             pipeline: 1,
             tls: OriginTlsConfig::default(),
         }

@@ -8,6 +8,10 @@
 //! that frees goes to the listener that has waited longest (the semaphore is fair). A slot
 //! is held by the connection's task until it ends, TLS handshake, tunnels and protocol
 //! switches included.
+//!
+//! The same type holds the slots of `upstream.max_connections`, the limit on open origin
+//! connections (`crate::upstream`), whose default is the same automatic number: an HTTP/2
+//! client connection may need many origin connections at once, one per stream.
 
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::atomic::{AtomicU64, AtomicUsize};
@@ -71,17 +75,27 @@ impl ConnectionLimit {
 
     /// Waits for a slot (counted and, at most once a minute, logged).
     pub(crate) async fn take(&self) -> Slot {
+        self.note_wait(|limit| {
+            format!("client.max_connections ({limit}) reached: new connections wait in the listen backlog")
+        });
+        self.take_quietly().await
+    }
+
+    /// Counts a wait for a slot and, at most once a minute, logs `message` (given the limit)
+    /// as a warning.
+    pub(crate) fn note_wait(&self, message: impl FnOnce(usize) -> String) {
         self.waits.fetch_add(1, Relaxed);
         let now = seconds_since_start();
         let last = self.logged_at.load(Relaxed);
         if (last == 0 || now >= last + 60)
             && self.logged_at.compare_exchange(last, now.max(1), Relaxed, Relaxed).is_ok()
         {
-            tracing::warn!(
-                "client.max_connections ({}) reached: new connections wait in the listen backlog",
-                self.limit()
-            );
+            tracing::warn!("{}", message(self.limit()));
         }
+    }
+
+    /// Waits for a slot, neither counted nor logged (the caller does).
+    pub(crate) async fn take_quietly(&self) -> Slot {
         Arc::clone(&self.slots).acquire_owned().await.expect("the semaphore is never closed")
     }
 

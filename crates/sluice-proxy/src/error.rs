@@ -42,6 +42,9 @@ pub enum Kind {
     NotCached,
     /// A bug or resource exhaustion in the proxy (500).
     Internal,
+    /// The proxy is at a limit of its own: no origin connection could be had under
+    /// `upstream.max_connections` in time (503).
+    Unavailable,
 }
 
 /// A transaction error.
@@ -105,6 +108,7 @@ impl ProxyError {
             Kind::BadGateway => StatusCode::BAD_GATEWAY,
             Kind::GatewayTimeout | Kind::NotCached => StatusCode::GATEWAY_TIMEOUT,
             Kind::Internal => StatusCode::INTERNAL_SERVER_ERROR,
+            Kind::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
         }
     }
 

@@ -20,6 +20,7 @@ mod admin_modules;
 mod admin_pools;
 mod body;
 mod cache_flow;
+mod cancels;
 mod chain;
 mod client_body;
 pub mod client_cert;

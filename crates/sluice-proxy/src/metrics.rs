@@ -23,6 +23,12 @@ pub struct Metrics {
     pub tls_handshakes_resumed: AtomicU64,
     /// TLS handshakes that failed or timed out (a client certificate refused among them).
     pub tls_handshake_failures: AtomicU64,
+    /// HTTP/2 connections closed for cancelling too many requests (`crate::cancels`).
+    pub client_cancel_closes: AtomicU64,
+    /// Origin connections that had to wait for a slot under `upstream.max_connections`, and
+    /// requests that waited in vain (503).
+    pub origin_connection_waits: AtomicU64,
+    pub origin_connection_refusals: AtomicU64,
     pub origin_requests: AtomicU64,
     pub origin_connects: AtomicU64,
     /// Requests sent on pipelined connections (`upstream.pipeline`).
@@ -138,6 +144,24 @@ impl Metrics {
             "counter",
             "TLS handshakes on listeners that failed (a refused client certificate among them) or timed out.",
             &one(self.tls_handshake_failures.load(Relaxed)),
+        );
+        metric(
+            "sluice_client_cancel_closes_total",
+            "counter",
+            "HTTP/2 connections closed for cancelling too many requests (rapid reset).",
+            &one(self.client_cancel_closes.load(Relaxed)),
+        );
+        metric(
+            "sluice_origin_connection_waits_total",
+            "counter",
+            "Origin connections that waited for a slot under upstream.max_connections.",
+            &one(self.origin_connection_waits.load(Relaxed)),
+        );
+        metric(
+            "sluice_origin_connection_refusals_total",
+            "counter",
+            "Requests answered 503: no slot under upstream.max_connections within the connect timeout.",
+            &one(self.origin_connection_refusals.load(Relaxed)),
         );
         metric(
             "sluice_client_aborted_total",
@@ -287,12 +311,15 @@ impl Metrics {
                 "tls_handshakes_full": self.tls_handshakes_full.load(Relaxed),
                 "tls_handshakes_resumed": self.tls_handshakes_resumed.load(Relaxed),
                 "tls_handshake_failures": self.tls_handshake_failures.load(Relaxed),
+                "cancel_closes": self.client_cancel_closes.load(Relaxed),
                 "aborted": self.aborted.load(Relaxed),
                 "body_bytes": self.client_body_bytes.load(Relaxed),
             },
             "origin": {
                 "requests": self.origin_requests.load(Relaxed),
                 "connects": self.origin_connects.load(Relaxed),
+                "connection_waits": self.origin_connection_waits.load(Relaxed),
+                "connection_refusals": self.origin_connection_refusals.load(Relaxed),
                 "pipelined": self.origin_pipelined.load(Relaxed),
                 "pipeline_writes": self.origin_pipeline_writes.load(Relaxed),
                 "errors": self.origin_errors.load(Relaxed),

@@ -4,6 +4,7 @@
 //! (`crate::generation`).
 
 use crate::admin::Admin;
+use crate::cancels::{Cancels, Counted};
 use crate::config::{Config, ListenerConfig};
 use crate::framing::{Speaks, StrictHttp1, HYPER_MAX_HEADERS};
 use crate::gated::Gated;
@@ -424,9 +425,14 @@ where
     };
     // `handle`'s future is returned as it is, not wrapped (it marks the connection busy
     // itself): hyper then builds the large future in its own slot instead of moving it there.
-    let service = service_fn(move |req| {
+    // HTTP/2 requests are counted: a client that cancels too many is cut off
+    // (`crate::cancels`).
+    let cancels = Arc::new(Cancels::default());
+    let tally = Arc::clone(&cancels);
+    let service = service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
         let (state, conn) = serving.next();
-        service::handle(state, conn, req)
+        let tally = (req.version() == http::Version::HTTP_2).then(|| Arc::clone(&tally));
+        Counted::new(service::handle(state, conn, req), tally)
     });
     let io = TokioIo::new(Watched::writes(io, Arc::clone(&activity)));
     let connection = builder.serve_connection_with_upgrades(io, service);
@@ -434,6 +440,8 @@ where
     let idle_timeout = state.config.client.header_read_timeout.0;
     let mut shutting_down = *shutdown.borrow();
     let mut idle_closing = false;
+    // Set when the connection is closed for its cancelled requests: dropped at this instant.
+    let mut cut_off: Option<std::pin::Pin<Box<tokio::time::Sleep>>> = None;
     if shutting_down {
         connection.as_mut().graceful_shutdown();
     }
@@ -447,6 +455,21 @@ where
             _ = Gated::new(shutdown.wait_for(|&stop| stop)), if !shutting_down => {
                 shutting_down = true;
                 connection.as_mut().graceful_shutdown();
+            }
+            () = Gated::new(cancels.tripped.notified()), if cut_off.is_none() => {
+                tracing::info!(
+                    "client {}: {} requests cancelled (HTTP/2 rapid reset?); connection closed",
+                    conn.client,
+                    cancels.cancelled_count()
+                );
+                state.metrics.client_cancel_closes.fetch_add(1, Relaxed);
+                shutting_down = true;
+                cut_off = Some(Box::pin(tokio::time::sleep(crate::cancels::GRACE)));
+                connection.as_mut().graceful_shutdown();
+            }
+            () = async { cut_off.as_mut().expect("set").await }, if cut_off.is_some() => {
+                tracing::debug!("client {}: still open after closing for its cancellations; dropped", conn.client);
+                break Ok(());
             }
             () = Gated::new(activity.idle_for(idle_timeout)), if !shutting_down || idle_closing => {
                 if idle_closing {

@@ -185,7 +185,7 @@ impl State {
         } else {
             Upstream::new(config.upstream.clone(), Arc::clone(&lasting.metrics))
                 .map_err(StateError)?
-                .sharing_own_admin(&self.upstream)
+                .sharing_lasting(&self.upstream)
         };
         let listener_ids =
             crate::listeners::carry_ids(&self.config.listener, &self.listener_ids, &config.listener, || {

@@ -22,17 +22,18 @@ use tokio::sync::OwnedSemaphorePermit;
 /// The first read buffer of a connection; reads of large bodies ask for more.
 pub(super) const READ_CHUNK: usize = 16 * 1024;
 
-/// A plain or TLS byte stream to an origin.
+/// A plain or TLS byte stream to an origin, with its slot under `upstream.max_connections`
+/// (none for a stream not counted: tests' own).
 pub enum Stream {
-    Plain(TcpStream),
-    Tls(Box<tokio_rustls::client::TlsStream<TcpStream>>),
+    Plain(TcpStream, Option<OwnedSemaphorePermit>),
+    Tls(Box<tokio_rustls::client::TlsStream<TcpStream>>, Option<OwnedSemaphorePermit>),
 }
 
 impl AsyncRead for Stream {
     fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
         match self.get_mut() {
-            Stream::Plain(s) => Pin::new(s).poll_read(cx, buf),
-            Stream::Tls(s) => Pin::new(s.as_mut()).poll_read(cx, buf),
+            Stream::Plain(s, _) => Pin::new(s).poll_read(cx, buf),
+            Stream::Tls(s, _) => Pin::new(s.as_mut()).poll_read(cx, buf),
         }
     }
 }
@@ -40,22 +41,22 @@ impl AsyncRead for Stream {
 impl AsyncWrite for Stream {
     fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, data: &[u8]) -> Poll<io::Result<usize>> {
         match self.get_mut() {
-            Stream::Plain(s) => Pin::new(s).poll_write(cx, data),
-            Stream::Tls(s) => Pin::new(s.as_mut()).poll_write(cx, data),
+            Stream::Plain(s, _) => Pin::new(s).poll_write(cx, data),
+            Stream::Tls(s, _) => Pin::new(s.as_mut()).poll_write(cx, data),
         }
     }
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         match self.get_mut() {
-            Stream::Plain(s) => Pin::new(s).poll_flush(cx),
-            Stream::Tls(s) => Pin::new(s.as_mut()).poll_flush(cx),
+            Stream::Plain(s, _) => Pin::new(s).poll_flush(cx),
+            Stream::Tls(s, _) => Pin::new(s.as_mut()).poll_flush(cx),
         }
     }
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         match self.get_mut() {
-            Stream::Plain(s) => Pin::new(s).poll_shutdown(cx),
-            Stream::Tls(s) => Pin::new(s.as_mut()).poll_shutdown(cx),
+            Stream::Plain(s, _) => Pin::new(s).poll_shutdown(cx),
+            Stream::Tls(s, _) => Pin::new(s.as_mut()).poll_shutdown(cx),
         }
     }
 }

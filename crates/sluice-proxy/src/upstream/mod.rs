@@ -26,8 +26,9 @@ pub use conn::Stream;
 
 use crate::body::OutBody;
 use crate::config::UpstreamConfig;
+use crate::conn_limit::ConnectionLimit;
 use crate::deadline::Elapsed;
-use crate::error::ProxyError;
+use crate::error::{Kind, ProxyError, Side};
 use crate::metrics::Metrics;
 use body::{Home, Http1Body, Link};
 use conn::{Connection, ExchangeError};
@@ -172,6 +173,13 @@ pub struct Upstream {
     /// The admin listener's bound address, once it listens: no connection is made to it
     /// ([`Upstream::is_own_admin`]). Shared by every generation's client.
     own_admin: Arc<OnceLock<SocketAddr>>,
+    /// Slots under `upstream.max_connections`, over every origin: each open origin connection
+    /// holds one in its [`Stream`]. Shared by every generation's client, whose reload sets
+    /// the limit ([`Upstream::sharing_lasting`]).
+    slots: Arc<ConnectionLimit>,
+    /// Signalled when a connection goes back to the idle pool: a request waiting for a slot
+    /// may close it to take its slot.
+    returned_any: Arc<Notify>,
 }
 
 impl std::fmt::Debug for Upstream {
@@ -215,13 +223,31 @@ impl Upstream {
             metrics,
             reaping: AtomicBool::new(false),
         };
-        Ok(Self { inner: Arc::new(inner), tls, own_admin: Arc::default() })
+        let slots = Arc::new(ConnectionLimit::new(inner.config.max_connections));
+        Ok(Self { inner: Arc::new(inner), tls, own_admin: Arc::default(), slots, returned_any: Arc::default() })
     }
 
     /// This client, refusing to connect to the admin listener `other` refuses connections
     /// to (a client built anew by a reload).
     pub fn sharing_own_admin(self, other: &Upstream) -> Self {
         Self { own_admin: Arc::clone(&other.own_admin), ..self }
+    }
+
+    /// This client, with `other`'s admin address (as [`Self::sharing_own_admin`]) and its slots
+    /// under `upstream.max_connections`, set to this client's limit: the connections `other`
+    /// still has open count against it.
+    pub fn sharing_lasting(self, other: &Upstream) -> Self {
+        other.slots.set(self.inner.config.max_connections);
+        Self {
+            slots: Arc::clone(&other.slots),
+            returned_any: Arc::clone(&other.returned_any),
+            ..self.sharing_own_admin(other)
+        }
+    }
+
+    /// The limit on open origin connections in force (`upstream.max_connections`).
+    pub fn connection_limit(&self) -> usize {
+        self.slots.limit()
     }
 
     /// Records the admin listener's bound address: from now on neither an origin request nor
@@ -258,7 +284,13 @@ impl Upstream {
     /// The same client (its pool and idle connections) making new TLS connections with
     /// `tls`: a reload's files read anew under an unchanged `[upstream]`.
     pub fn with_tls(&self, tls: crate::origin_tls::OriginTls) -> Self {
-        Self { inner: Arc::clone(&self.inner), tls, own_admin: Arc::clone(&self.own_admin) }
+        Self {
+            inner: Arc::clone(&self.inner),
+            tls,
+            own_admin: Arc::clone(&self.own_admin),
+            slots: Arc::clone(&self.slots),
+            returned_any: Arc::clone(&self.returned_any),
+        }
     }
 
     /// When the client certificate it presents to origins (`upstream.tls.client_cert`), if
@@ -522,6 +554,7 @@ impl Upstream {
             }
             list.push(Idle { conn, since: Instant::now() });
         }
+        self.returned_any.notify_one();
         self.notify_returned(target, false);
     }
 
@@ -632,6 +665,7 @@ impl Upstream {
     async fn open_stream_speaking(&self, target: &Target, http2: bool) -> Result<(Stream, IpAddr), ProxyError> {
         let timeout = self.connect_timeout(target);
         let what = format!("{}:{}", target.host, target.port);
+        let slot = self.origin_slot(timeout, &what).await?;
         let stream = match tokio::time::timeout(timeout, connect_tcp(target)).await {
             Ok(Ok(stream)) => stream,
             Ok(Err(e)) if crate::dest_acl::is_denied(&e) => return Err(crate::dest_acl::refused(&what)),
@@ -662,11 +696,63 @@ impl Upstream {
                 self.inner.metrics.origin_errors.fetch_add(1, Relaxed);
                 return Err(ProxyError::bad_gateway(format!("{what} did not choose HTTP/2 (ALPN h2)")));
             }
-            Stream::Tls(Box::new(tls))
+            Stream::Tls(Box::new(tls), Some(slot))
         } else {
-            Stream::Plain(stream)
+            Stream::Plain(stream, Some(slot))
         };
         Ok((io, peer))
+    }
+}
+
+impl Upstream {
+    /// A slot under `upstream.max_connections` for a new connection to `what`. At the limit,
+    /// closes an idle pooled connection (any origin's) to take its slot, else waits for one to
+    /// close or go idle, up to `timeout` (the connect timeout): past it, 503.
+    async fn origin_slot(&self, timeout: Duration, what: &str) -> Result<OwnedSemaphorePermit, ProxyError> {
+        if let Some(slot) = self.slots.try_take() {
+            return Ok(slot);
+        }
+        self.inner.metrics.origin_connection_waits.fetch_add(1, Relaxed);
+        self.slots.note_wait(|limit| {
+            format!("upstream.max_connections ({limit}) reached: new origin connections wait for a slot (503 past the connect timeout)")
+        });
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            let returned = self.returned_any.notified();
+            tokio::pin!(returned);
+            returned.as_mut().enable();
+            if self.close_one_idle() {
+                if let Some(slot) = self.slots.try_take() {
+                    return Ok(slot);
+                }
+            }
+            tokio::select! {
+                slot = self.slots.take_quietly() => return Ok(slot),
+                () = &mut returned => {}
+                () = tokio::time::sleep_until(deadline) => {
+                    self.inner.metrics.origin_connection_refusals.fetch_add(1, Relaxed);
+                    let limit = self.slots.limit();
+                    tracing::debug!("upstream.max_connections ({limit}) reached: no connection to {what} within {timeout:?}");
+                    return Err(ProxyError::new(Kind::Unavailable, Side::Proxy, format!(
+                        "upstream.max_connections ({limit}) reached: no connection to {what} within {timeout:?}"
+                    )));
+                }
+            }
+        }
+    }
+
+    /// Closes the idle pooled HTTP/1.1 connection that has waited longest, if any, which frees
+    /// its slot.
+    fn close_one_idle(&self) -> bool {
+        let closed = {
+            let mut pools = self.inner.idle.lock();
+            let oldest = pools
+                .iter()
+                .filter_map(|(target, list)| list.first().map(|idle| (idle.since, target.clone())))
+                .min_by_key(|(since, _)| *since);
+            oldest.and_then(|(_, target)| pools.get_mut(&target).map(|list| list.remove(0)))
+        };
+        closed.is_some()
     }
 }
 

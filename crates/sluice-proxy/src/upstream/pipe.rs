@@ -320,7 +320,7 @@ mod tests {
             let _ = socket.read(&mut buf).await;
         });
         let stream = TcpStream::connect(addr).await.unwrap();
-        Pipe::new(Connection::new(Stream::Plain(stream), addr.ip(), None))
+        Pipe::new(Connection::new(Stream::Plain(stream, None), addr.ip(), None))
     }
 
     fn path_of(head: &ResponseHead) -> &str {

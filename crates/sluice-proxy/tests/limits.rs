@@ -1,0 +1,181 @@
+//! Limits against HTTP/2 clients that multiply origin work: the global limit on origin
+//! connections (`upstream.max_connections`), and connections closed for cancelling request
+//! after request (rapid reset's "reset after accept" form, `crate::cancels`).
+
+mod common;
+
+use common::Harness;
+use sluice_proxy::config::{Mode, RouteConfig};
+use sluice_testkit::Reply;
+use std::net::SocketAddr;
+use std::time::Duration;
+use tokio::io::AsyncReadExt;
+use tokio::net::TcpListener;
+use tokio::sync::mpsc;
+
+/// An origin that accepts connections, reads requests and never answers. Each request head
+/// that arrives is reported on the channel (with the number of the connection it came on);
+/// connections are kept open until the origin is dropped with the runtime.
+async fn silent_origin() -> (SocketAddr, mpsc::UnboundedReceiver<usize>) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (heads, seen) = mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        let mut number = 0;
+        while let Ok((mut conn, _)) = listener.accept().await {
+            number += 1;
+            let heads = heads.clone();
+            tokio::spawn(async move {
+                let mut buf = Vec::new();
+                let mut chunk = [0u8; 4096];
+                loop {
+                    match conn.read(&mut chunk).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                    }
+                    while let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                        buf.drain(..end + 4);
+                        let _ = heads.send(number);
+                    }
+                }
+            });
+        }
+    });
+    (addr, seen)
+}
+
+fn get(authority: &str, path: &str) -> http::Request<()> {
+    http::Request::get(format!("http://{authority}{path}")).body(()).unwrap()
+}
+
+/// One HTTP/2 client connection with 40 streams to an origin that never answers takes no more
+/// origin connections than `upstream.max_connections` (4): one of them an idle pooled
+/// connection it closes to take its slot, the requests past the limit `503` after the
+/// connect timeout; meanwhile another client's cache hit is served.
+#[tokio::test]
+async fn http2_streams_take_no_more_origin_connections_than_the_limit() {
+    const STREAMS: usize = 40;
+    const LIMIT: usize = 4;
+    let (silent, mut heads) = silent_origin().await;
+    let h = Harness::build_with_origin(Mode::Reverse, |c, origin| {
+        c.upstream.max_connections = LIMIT;
+        c.upstream.connect_timeout.0 = Duration::from_millis(500);
+        c.upstream.response_timeout.0 = Duration::from_secs(60);
+        c.route = vec![
+            RouteConfig {
+                host: Some("silent.test".into()),
+                origin: Some(format!("http://{silent}")),
+                ..RouteConfig::default()
+            },
+            RouteConfig { origin: Some(format!("http://{origin}")), ..RouteConfig::default() },
+        ];
+    })
+    .await;
+    h.origin.on("/cached", Reply::ok("stored").header("Cache-Control", "max-age=600"));
+    let first = h.get("/cached").await;
+    assert_eq!((first.status.as_u16(), first.text().as_str()), (200, "stored"));
+    assert_eq!(h.origin.connections(), 1, "a pooled connection, idle, holding a slot");
+
+    let tcp = tokio::net::TcpStream::connect(h.addr()).await.unwrap();
+    let (client, connection) = h2::client::handshake(tcp).await.expect("HTTP/2 handshake");
+    tokio::spawn(connection);
+    let mut responses = tokio::task::JoinSet::new();
+    for i in 0..STREAMS {
+        let mut client = client.clone().ready().await.unwrap();
+        let (response, _) = client.send_request(get("silent.test", &format!("/hang/{i}")), true).unwrap();
+        responses.spawn(async move { response.await.map(|r| r.status().as_u16()) });
+    }
+    // The limit's worth of requests reach the silent origin, each on a connection of its own.
+    let mut connections = std::collections::BTreeSet::new();
+    for _ in 0..LIMIT {
+        let on = tokio::time::timeout(Duration::from_secs(10), heads.recv()).await.expect("a request").unwrap();
+        connections.insert(on);
+    }
+    assert_eq!(connections.len(), LIMIT, "one request per connection");
+
+    // A cache hit for another client while every origin slot is held.
+    let hit = h.get("/cached").await;
+    assert_eq!((hit.status.as_u16(), hit.text().as_str()), (200, "stored"));
+    assert!(common::cache_status(&hit).contains("hit"), "{}", common::cache_status(&hit));
+
+    // Every other stream waits the connect timeout for a slot, then gets 503.
+    for _ in 0..STREAMS - LIMIT {
+        let status = tokio::time::timeout(Duration::from_secs(10), responses.join_next())
+            .await
+            .expect("the streams past the limit are answered")
+            .unwrap()
+            .unwrap()
+            .expect("a response");
+        assert_eq!(status, 503);
+    }
+    assert!(heads.try_recv().is_err(), "no request beyond the limit reached the silent origin");
+    let metrics = common::admin::admin(&h, "GET", "/metrics", &[], None).await.text();
+    assert!(metrics.contains(&format!("sluice_origin_connection_refusals_total {}", STREAMS - LIMIT)), "{metrics}");
+    responses.abort_all();
+}
+
+/// A client that opens stream after stream and resets each once the proxy has sent its
+/// request to the origin (after the proxy accepted it, which the h2 crate's own rapid-reset
+/// limit does not count) gets its connection closed, and the origin sees a bounded number of
+/// requests; other clients are still served.
+#[tokio::test]
+async fn http2_reset_after_accept_is_cut_off() {
+    const STREAMS: usize = 1000;
+    let (silent, mut heads) = silent_origin().await;
+    let h = Harness::build_with_origin(Mode::Reverse, |c, origin| {
+        c.route = vec![
+            RouteConfig {
+                host: Some("silent.test".into()),
+                origin: Some(format!("http://{silent}")),
+                ..RouteConfig::default()
+            },
+            RouteConfig { origin: Some(format!("http://{origin}")), ..RouteConfig::default() },
+        ];
+    })
+    .await;
+    // A browser-like client first: requests completed, some cancelled, never cut off.
+    h.origin.on("/page", Reply::ok("page").header("Cache-Control", "no-store"));
+    let tcp = tokio::net::TcpStream::connect(h.addr()).await.unwrap();
+    let (browser, connection) = h2::client::handshake(tcp).await.expect("HTTP/2 handshake");
+    let browser_connection = tokio::spawn(connection);
+    for i in 0..150 {
+        let mut browser = browser.clone().ready().await.unwrap();
+        if i % 3 == 0 {
+            let (response, _) = browser.send_request(get("silent.test", &format!("/nav/{i}")), true).unwrap();
+            tokio::time::timeout(Duration::from_secs(10), heads.recv()).await.expect("sent on").unwrap();
+            drop(response);
+        } else {
+            let (response, _) = browser.send_request(get("origin.test", "/page"), true).unwrap();
+            assert_eq!(response.await.unwrap().status(), 200);
+        }
+    }
+    assert!(!browser_connection.is_finished(), "50 cancelled of 150: the browser's connection stays open");
+
+    let tcp = tokio::net::TcpStream::connect(h.addr()).await.unwrap();
+    let (attacker, connection) = h2::client::handshake(tcp).await.expect("HTTP/2 handshake");
+    let mut connection = tokio::spawn(connection);
+    let mut reached = 0;
+    for i in 0..STREAMS {
+        let Ok(mut attacker) = attacker.clone().ready().await else { break };
+        let Ok((response, _)) = attacker.send_request(get("silent.test", &format!("/reset/{i}")), true) else {
+            break;
+        };
+        // Reset once the origin has the request: the proxy took the stream.
+        tokio::select! {
+            seen = heads.recv() => { seen.unwrap(); reached += 1; }
+            _ = &mut connection => break,
+        }
+        drop(response);
+    }
+    let ended = tokio::time::timeout(Duration::from_secs(10), &mut connection).await;
+    assert!(ended.is_ok(), "the proxy closes the connection ({reached} requests reached the origin)");
+    while heads.try_recv().is_ok() {
+        reached += 1;
+    }
+    assert!((101..=150).contains(&reached), "{reached} reset requests reached the origin");
+    let metrics = common::admin::admin(&h, "GET", "/metrics", &[], None).await.text();
+    assert!(metrics.contains("sluice_client_cancel_closes_total 1"), "{metrics}");
+    let mut browser = browser.ready().await.expect("the browser's connection is still open");
+    let (response, _) = browser.send_request(get("origin.test", "/page"), true).unwrap();
+    assert_eq!(response.await.unwrap().status(), 200);
+}
