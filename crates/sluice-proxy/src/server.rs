@@ -423,10 +423,10 @@ where
         generations: setup.generations.clone(),
         moved: parking_lot::Mutex::new(None),
     };
-    // `handle`'s future is returned as it is, not wrapped (it marks the connection busy
-    // itself): hyper then builds the large future in its own slot instead of moving it there.
-    // HTTP/2 requests are counted: a client that cancels too many is cut off
-    // (`crate::cancels`).
+    // `handle`'s future (which marks the connection busy itself) is wrapped only in
+    // `Counted`, which counts the HTTP/2 requests a client cancels: one that cancels too many
+    // is cut off (`crate::cancels`). The wrapper may cost a move of the large future into it
+    // (not measured yet: docs/benchmarks.md's pass-through runs would show it).
     let cancels = Arc::new(Cancels::default());
     let tally = Arc::clone(&cancels);
     let service = service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
