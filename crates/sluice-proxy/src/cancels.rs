@@ -4,21 +4,16 @@
 //! sending it (after the proxy began to serve it, an origin request on its way) is never
 //! stopped by it, and can start origin requests as fast as it can write frames.
 //!
-//! Each HTTP/2 request's service future is wrapped in [`Counted`], which tells the
-//! connection's [`Cancels`] whether it completed (produced its response head) or was dropped
-//! before that: the client reset the stream, or went away. Past [`ALLOWANCE`] cancelled
+//! Each HTTP/2 request's service future holds a [`Tally`], which tells the connection's
+//! [`Cancels`] whether it completed (produced its response head) or was dropped before that: the client reset the stream, or went away. Past [`ALLOWANCE`] cancelled
 //! requests, plus one for every two completed ones, the connection is closed: `GOAWAY`, then,
 //! after [`GRACE`], dropped with whatever is still open (`crate::server::serve`). A browser
 //! cancels some navigations and prefetches, never more than a hundred in a row without
 //! completing twice as many.
 
-use pin_project_lite::pin_project;
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
-use std::task::{ready, Context, Poll};
 use std::time::Duration;
 use tokio::sync::Notify;
 
@@ -62,40 +57,30 @@ fn over(cancelled: u64, completed: u64) -> bool {
     cancelled > ALLOWANCE + completed / 2
 }
 
-pin_project! {
-    /// A request's service future, counted in its connection's [`Cancels`] (if any: HTTP/1
-    /// requests are not counted, a cancelled one ends its connection).
-    pub(crate) struct Counted<F> {
-        #[pin]
-        inner: F,
-        tally: Option<Arc<Cancels>>,
+/// One HTTP/2 request, counted in its connection's [`Cancels`] when it ends: completed once
+/// its response head is produced ([`Tally::completed`]), cancelled when dropped before (the
+/// client reset the stream, or went away). Held inside the service future
+/// (`crate::service::handle`), so that the future is not wrapped: hyper builds it in place.
+pub(crate) struct Tally(Option<Arc<Cancels>>);
+
+impl Tally {
+    pub(crate) fn new(cancels: &Arc<Cancels>) -> Self {
+        Self(Some(Arc::clone(cancels)))
     }
 
-    impl<F> PinnedDrop for Counted<F> {
-        fn drop(this: Pin<&mut Self>) {
-            if let Some(tally) = this.project().tally.take() {
-                tally.cancelled();
-            }
+    /// The request produced its response head.
+    pub(crate) fn completed(mut self) {
+        if let Some(cancels) = self.0.take() {
+            cancels.completed();
         }
     }
 }
 
-impl<F> Counted<F> {
-    pub(crate) fn new(inner: F, tally: Option<Arc<Cancels>>) -> Self {
-        Self { inner, tally }
-    }
-}
-
-impl<F: Future> Future for Counted<F> {
-    type Output = F::Output;
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
-        let this = self.project();
-        let out = ready!(this.inner.poll(cx));
-        if let Some(tally) = this.tally.take() {
-            tally.completed();
+impl Drop for Tally {
+    fn drop(&mut self) {
+        if let Some(cancels) = self.0.take() {
+            cancels.cancelled();
         }
-        Poll::Ready(out)
     }
 }
 
@@ -108,19 +93,17 @@ mod tests {
     async fn trips_once_past_the_allowance_and_completions_raise_it() {
         let tally = Arc::new(Cancels::default());
         for _ in 0..40 {
-            Counted::new(std::future::ready(()), Some(Arc::clone(&tally))).await;
+            Tally::new(&tally).completed();
         }
         // 100 + 40 / 2 = 120 cancellations allowed.
         for _ in 0..120 {
-            drop(Counted::new(std::future::pending::<()>(), Some(Arc::clone(&tally))));
+            drop(Tally::new(&tally));
         }
         let tripped = tally.tripped.notified();
         tokio::pin!(tripped);
         assert!(tripped.as_mut().now_or_never().is_none(), "120 are allowed");
-        drop(Counted::new(std::future::pending::<()>(), Some(Arc::clone(&tally))));
+        drop(Tally::new(&tally));
         assert!(tripped.as_mut().now_or_never().is_some(), "the 121st trips");
         assert_eq!(tally.cancelled_count(), 121);
-        drop(Counted::new(std::future::pending::<()>(), None));
-        assert_eq!(tally.cancelled_count(), 121, "uncounted");
     }
 }

@@ -97,6 +97,7 @@ pub async fn fetch_as(state: &Arc<State>, request: Request<()>, mode: Mode) -> F
             activity: None,
             options_forms: None,
             switches: None,
+            cancels: None,
             timers: Default::default(),
             client_cert: None,
         };

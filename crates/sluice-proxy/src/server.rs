@@ -4,7 +4,6 @@
 //! (`crate::generation`).
 
 use crate::admin::Admin;
-use crate::cancels::{Cancels, Counted};
 use crate::config::{Config, ListenerConfig};
 use crate::framing::{Speaks, StrictHttp1, HYPER_MAX_HEADERS};
 use crate::gated::Gated;
@@ -332,6 +331,7 @@ impl ConnSetup {
             activity: Some(Activity::new()),
             options_forms: Some(Arc::clone(&options_forms)),
             switches: Some(Arc::clone(&switches)),
+            cancels: Some(Arc::default()),
             timers: Default::default(),
             client_cert: None,
         };
@@ -423,16 +423,13 @@ where
         generations: setup.generations.clone(),
         moved: parking_lot::Mutex::new(None),
     };
-    // `handle`'s future (which marks the connection busy itself) is wrapped only in
-    // `Counted`, which counts the HTTP/2 requests a client cancels: one that cancels too many
-    // is cut off (`crate::cancels`). The wrapper may cost a move of the large future into it
-    // (not measured yet: docs/benchmarks.md's pass-through runs would show it).
-    let cancels = Arc::new(Cancels::default());
-    let tally = Arc::clone(&cancels);
-    let service = service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
+    // `handle`'s future is returned as it is, not wrapped (it marks the connection busy
+    // itself, and counts the HTTP/2 requests a client cancels, `crate::cancels`): hyper then
+    // builds the large future in its own slot instead of moving it there.
+    let cancels = conn.cancels.clone().unwrap_or_default();
+    let service = service_fn(move |req| {
         let (state, conn) = serving.next();
-        let tally = (req.version() == http::Version::HTTP_2).then(|| Arc::clone(&tally));
-        Counted::new(service::handle(state, conn, req), tally)
+        service::handle(state, conn, req)
     });
     let io = TokioIo::new(Watched::writes(io, Arc::clone(&activity)));
     let connection = builder.serve_connection_with_upgrades(io, service);

@@ -58,6 +58,9 @@ pub struct ConnInfo {
     /// Where the service tells its framing guard whether a request that may switch
     /// protocols did (HTTP/1 connections; see [`crate::switch_outcome`]).
     pub switches: Option<Arc<crate::switch_outcome::SwitchOutcome>>,
+    /// The tally of the HTTP/2 requests its client cancelled (client connections; see
+    /// [`crate::cancels`]).
+    pub cancels: Option<Arc<crate::cancels::Cancels>>,
     /// The timers of its transaction deadlines ([`within_deadline`]), reused request after
     /// request.
     pub timers: TimerSlot,
@@ -89,6 +92,7 @@ impl ConnInfo {
             activity: self.activity.clone(),
             options_forms: self.options_forms.clone(),
             switches: self.switches.clone(),
+            cancels: self.cancels.clone(),
             timers: TimerSlot::default(),
             client_cert: self.client_cert.clone(),
         }
@@ -234,6 +238,7 @@ pub async fn handle(
     mut req: Request<Incoming>,
 ) -> Result<Response<ProxyBody>, Infallible> {
     let _busy = conn.activity.as_ref().map(crate::idle::Activity::busy);
+    let tally = conn.cancels.as_ref().filter(|_| req.version() == Version::HTTP_2).map(crate::cancels::Tally::new);
     let conn = if conn.forwards_clients { crate::forwarded::for_request(&state, conn, req.headers()) } else { conn };
     OptionsForms::mark(conn.options_forms.as_deref(), &mut req);
     let mut txn = Txn::start(&state, conn.client, &req, conn.tls);
@@ -259,6 +264,9 @@ pub async fn handle(
             }
             txn.responding(&parts);
             tokio::spawn(tunnel.run(Arc::clone(&state), txn));
+            if let Some(tally) = tally {
+                tally.completed();
+            }
             return Ok(Response::from_parts(parts, body));
         }
         Err(err) => {
@@ -283,6 +291,9 @@ pub async fn handle(
         if response.body_mut().prefer_zero_copy(queue) {
             state.store.counters().zero_copy_hits.fetch_add(1, Relaxed);
         }
+    }
+    if let Some(tally) = tally {
+        tally.completed();
     }
     Ok(response)
 }
