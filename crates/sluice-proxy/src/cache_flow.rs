@@ -782,18 +782,19 @@ fn has_body(status: StatusCode) -> bool {
     !(status.is_informational() || status == StatusCode::NO_CONTENT || status == StatusCode::NOT_MODIFIED)
 }
 
-/// The result code of a response fetched from the origin, as Squid logs it: a refresh the
-/// client forced (`no-cache` with a stored response: `TCP_CLIENT_REFRESH_MISS`, whatever the
-/// origin answered), a refresh of a stale stored one (`TCP_REFRESH_MODIFIED`, or
-/// `unmodified` for the origin's 304: `TCP_REFRESH_UNMODIFIED`), or a miss (nothing stored,
+/// The result code of a response fetched from the origin, as Squid logs it: a stored
+/// response the origin confirmed (`unmodified`, its 304: `TCP_REFRESH_UNMODIFIED`, also when
+/// the client forced the check: nothing was fetched again), a refresh the client forced that
+/// brought a new response (`no-cache` with a stored response: `TCP_CLIENT_REFRESH_MISS`), a
+/// refresh of a stale stored one (`TCP_REFRESH_MODIFIED`), or a miss (nothing stored,
 /// `no-cache` or not: `TCP_MISS`).
 fn miss_code(refresh: bool, req_cc: &CacheControl, pragma: bool, unmodified: bool) -> ResultCode {
     if !refresh {
         ResultCode::Miss
-    } else if req_cc.no_cache || pragma {
-        ResultCode::ClientRefreshMiss
     } else if unmodified {
         ResultCode::RefreshUnmodified
+    } else if req_cc.no_cache || pragma {
+        ResultCode::ClientRefreshMiss
     } else {
         ResultCode::RefreshModified
     }

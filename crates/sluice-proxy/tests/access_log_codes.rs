@@ -32,16 +32,22 @@ fn result(line: &str) -> &str {
 async fn no_cache_is_a_client_refresh_miss_only_for_a_stored_response() {
     let (h, log) = logged(LogFormat::Squid).await;
     h.origin.on("/r", Reply::ok("x").header("Cache-Control", "max-age=60").header("ETag", "\"r\"").validating());
+    h.origin.on("/new", Reply::ok("x").header("Cache-Control", "max-age=60"));
     h.origin.on("/none", Reply::ok("x").header("Cache-Control", "max-age=60"));
     // Nothing stored: a miss, whatever the client asked.
     h.get_with("/none", &[("Cache-Control", "no-cache")]).await;
     h.get("/r").await;
-    // Stored: the client forced the refresh, whether the origin confirmed it (304) or not.
+    h.get("/new").await;
+    // Stored: the client forced the refresh. The origin confirmed one (304: nothing fetched
+    // again) and sent the other anew.
     h.get_with("/r", &[("Cache-Control", "no-cache")]).await;
-    h.get_with("/r", &[("Pragma", "no-cache")]).await;
-    let lines = log.lines(&h, 4).await;
+    h.get_with("/new", &[("Pragma", "no-cache")]).await;
+    let lines = log.lines(&h, 5).await;
     let codes: Vec<&str> = lines.iter().map(|l| result(l)).collect();
-    assert_eq!(codes, ["TCP_MISS/200", "TCP_MISS/200", "TCP_CLIENT_REFRESH_MISS/200", "TCP_CLIENT_REFRESH_MISS/200"]);
+    assert_eq!(
+        codes,
+        ["TCP_MISS/200", "TCP_MISS/200", "TCP_MISS/200", "TCP_REFRESH_UNMODIFIED/200", "TCP_CLIENT_REFRESH_MISS/200"]
+    );
 }
 
 #[tokio::test]

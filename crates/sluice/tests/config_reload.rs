@@ -26,9 +26,8 @@ fn sighup_reloads_the_configuration_file() {
     assert_eq!(status(), "HTTP/1.1 502");
 
     let extra = format!("127.0.0.1:{}", free_port());
-    let reloaded = format!(
-        "{base}[[listener]]\naddr = \"{extra}\"\n\n[access]\nallow = [\"10.0.0.0/8\"]\n\n[cache]\nmemory = \"1GiB\"\n"
-    );
+    let reloaded =
+        format!("{base}allow = [\"10.0.0.0/8\"]\n\n[[listener]]\naddr = \"{extra}\"\n\n[cache]\nmemory = \"1GiB\"\n");
     std::fs::write(&config, reloaded).unwrap();
     signal(&server.0, "HUP");
     // The reload's last log line, written after the others (a read between two of its lines
@@ -63,7 +62,7 @@ fn sluice_ctl_reload_reloads_the_file_and_reports_a_rejected_one() {
     let get = "GET http://127.0.0.1:1/x HTTP/1.1\r\nHost: 127.0.0.1:1\r\nConnection: close\r\n\r\n";
     let status = || exchange(proxy, get).unwrap_or_default().get(..12).unwrap_or_default().to_owned();
 
-    std::fs::write(&config, format!("{base}[access]\nallow = [\"10.0.0.0/8\"]\n")).unwrap();
+    std::fs::write(&config, format!("{base}allow = [\"10.0.0.0/8\"]\n")).unwrap();
     let reloaded = ctl();
     assert!(reloaded.status.success(), "{}", String::from_utf8_lossy(&reloaded.stderr));
     let report: serde_json::Value = serde_json::from_slice(&reloaded.stdout).unwrap();

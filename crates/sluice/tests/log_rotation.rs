@@ -29,7 +29,7 @@ fn the_access_log_is_reopened_on_sigusr1_and_by_the_admin_api() {
     std::fs::write(
         &config,
         format!(
-            "[[listener]]\naddr = \"{proxy}\"\n\n[admin]\naddr = \"{admin}\"\ntoken = \"t\"\n\n[log]\naccess_log = {:?}\n",
+            "[[listener]]\naddr = \"{proxy}\"\n\n[admin]\naddr = \"{admin}\"\ntoken = \"t\"\n\n[access]\nallow_destinations = [\"127.0.0.1\"]\n\n[log]\naccess_log = {:?}\n",
             access.display().to_string()
         ),
     )

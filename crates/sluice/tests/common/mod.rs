@@ -73,7 +73,11 @@ pub fn serve_configured(threads: &str) -> Configured {
     let dir = tempfile::tempdir().unwrap();
     let (proxy, admin): (SocketAddr, SocketAddr) =
         (format!("127.0.0.1:{}", free_port()).parse().unwrap(), format!("127.0.0.1:{}", free_port()).parse().unwrap());
-    let base = format!("[[listener]]\naddr = \"{proxy}\"\n\n[admin]\naddr = \"{admin}\"\ntoken = \"t\"\n\n");
+    // Ends in `[access]`, which allows forward requests to loopback origins: a test adds
+    // access settings by appending `key = value` lines.
+    let base = format!(
+        "[[listener]]\naddr = \"{proxy}\"\n\n[admin]\naddr = \"{admin}\"\ntoken = \"t\"\n\n[access]\nallow_destinations = [\"127.0.0.0/8\"]\n"
+    );
     let config = dir.path().join("sluice.toml");
     std::fs::write(&config, &base).unwrap();
     let log = dir.path().join("stderr.log");
