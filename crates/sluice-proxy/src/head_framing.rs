@@ -7,30 +7,40 @@
 //! object breaks every hit on it.
 
 use crate::error::{Kind, ProxyError, Side};
-use http::header::{HeaderValue, CONTENT_LENGTH};
+use http::header::{HeaderValue, CONNECTION, CONTENT_LENGTH, TRANSFER_ENCODING};
 use http::{response, StatusCode};
 
 /// A response head's framing as the host set it, taken before a module phase that may edit
-/// the head.
+/// the head: its status, how many fields it had, and where its `Content-Length` value lies
+/// (compared, never read: taking a copy of the value would cost an allocation per hit).
 pub(crate) struct HeadFraming {
     status: StatusCode,
-    length: Option<HeaderValue>,
+    fields: usize,
+    length: Option<(usize, usize)>,
+}
+
+/// Where a field value's bytes lie: a value a module set, even to the same text, lies
+/// elsewhere.
+fn place(value: &HeaderValue) -> (usize, usize) {
+    (value.as_bytes().as_ptr() as usize, value.len())
 }
 
 impl HeadFraming {
     /// The framing of `parts` now.
     #[inline]
     pub(crate) fn of(parts: &response::Parts) -> Self {
-        Self { status: parts.status, length: parts.headers.get(CONTENT_LENGTH).cloned() }
+        Self { status: parts.status, fields: parts.headers.len(), length: parts.headers.get(CONTENT_LENGTH).map(place) }
     }
 
-    /// Puts the framing back after the phase: removes the hop-by-hop fields a module added
-    /// (`Transfer-Encoding`, `Connection` and the fields it names, ...; the host removed
-    /// the origin's before the phase), and gives the head back the `Content-Length` it had
-    /// (the body is the same one; a module that changes it declares so, and the host then
-    /// drops the length itself). A change of status is the module's to make, but not to or
-    /// from one without a body (1xx, 204, 304) or outside 200-599: that is refused as the
-    /// module's failure (500).
+    /// Puts the framing in order after the phase: removes the hop-by-hop fields a module
+    /// added (`Transfer-Encoding`, `Connection` and the fields it names, ...; the host
+    /// removed the origin's before the phase), and drops a `Content-Length` a module set,
+    /// changed or removed (the body then goes out without a length, chunked in HTTP/1.1; a
+    /// module that changes the body declares so, and the host drops the length itself). A
+    /// head whose field count and `Content-Length` are as they were, with no
+    /// `Transfer-Encoding` or `Connection`, is left as it is (a few lookups: the common case).
+    /// A change of status is the module's to make, but not to or from one without a body
+    /// (1xx, 204, 304) or outside 200-599: that is refused as the module's failure (500).
     pub(crate) fn restore(self, parts: &mut response::Parts) -> Result<(), ProxyError> {
         if parts.status != self.status && !(has_body(parts.status) && has_body(self.status)) {
             return Err(ProxyError::new(
@@ -43,12 +53,18 @@ impl HeadFraming {
                 ),
             ));
         }
-        sluice_http::hop::remove_hop_by_hop(&mut parts.headers);
-        if parts.headers.get(CONTENT_LENGTH) != self.length.as_ref() {
-            match self.length {
-                Some(length) => parts.headers.insert(CONTENT_LENGTH, length),
-                None => parts.headers.remove(CONTENT_LENGTH),
-            };
+        let headers = &mut parts.headers;
+        let length = headers.get(CONTENT_LENGTH).map(place);
+        if headers.len() == self.fields
+            && length == self.length
+            && !headers.contains_key(TRANSFER_ENCODING)
+            && !headers.contains_key(CONNECTION)
+        {
+            return Ok(());
+        }
+        sluice_http::hop::remove_hop_by_hop(headers);
+        if headers.get(CONTENT_LENGTH).map(place) != self.length {
+            headers.remove(CONTENT_LENGTH);
         }
         Ok(())
     }
@@ -83,7 +99,7 @@ mod tests {
         parts.headers.insert("x-gone", HeaderValue::from_static("1"));
         parts.headers.insert("x-added", HeaderValue::from_static("1"));
         framing.restore(&mut parts).unwrap();
-        assert_eq!(parts.headers.get("content-length").unwrap(), "22");
+        assert!(!parts.headers.contains_key("content-length"), "the module's 5 is not sent: no length then");
         for gone in ["transfer-encoding", "connection", "x-gone"] {
             assert!(!parts.headers.contains_key(gone), "{gone}");
         }
@@ -94,6 +110,12 @@ mod tests {
         chunked.headers.insert("content-length", HeaderValue::from_static("1000"));
         framing.restore(&mut chunked).unwrap();
         assert!(!chunked.headers.contains_key("content-length"), "a body of unknown length stays so");
+
+        let mut untouched = head(200, &[("content-length", "22"), ("x-kept", "1")]);
+        let framing = HeadFraming::of(&untouched);
+        untouched.headers.insert("x-kept", HeaderValue::from_static("2"));
+        framing.restore(&mut untouched).unwrap();
+        assert_eq!(untouched.headers.get("content-length").unwrap(), "22", "a head whose framing no module touched");
     }
 
     #[test]
