@@ -7,7 +7,7 @@
 use crate::body::ProxyBody;
 use crate::error::{Kind, ProxyError, Side};
 use crate::gated::Gated;
-use crate::idle::{Activity, Watched};
+use crate::idle::{Activity, Traffic, Watched};
 use crate::outcome::ResultCode;
 use crate::state::State;
 use crate::txn::Txn;
@@ -15,11 +15,9 @@ use http::{Request, Response, StatusCode};
 use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
 use std::io;
-use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
-use std::task::{Context, Poll};
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 
 /// The origin side of a tunnel: the TCP connection a CONNECT opened, or an origin
@@ -110,18 +108,21 @@ impl Tunnel {
     /// closing, an error, the idle timeout, or the task dropped at shutdown; [`Ending`]).
     pub async fn run(self, state: Arc<State>, txn: Box<Txn>) {
         state.metrics.tunnels_open.fetch_add(1, Relaxed);
-        let mut ending = Ending { state: Arc::clone(&state), txn: Some(txn), copied: Arc::default(), completed: false };
+        let mut ending =
+            Ending { state: Arc::clone(&state), txn: Some(txn), traffic: Arc::default(), completed: false };
         let url = ending.txn.as_ref().map(|txn| txn.url.clone()).unwrap_or_default();
-        let mut origin = Counted { io: self.origin, count: Arc::clone(&ending.copied), up: true };
+        let mut origin = self.origin;
         match self.upgrade.await {
             Ok(upgraded) => {
                 let activity = Activity::new();
-                let client = Watched::both(TokioIo::new(upgraded), Arc::clone(&activity));
-                let mut client = Counted { io: client, count: Arc::clone(&ending.copied), up: false };
+                // Its bytes are counted as they pass, so that the counts survive an error or
+                // the copy being dropped, which `copy_bidirectional`'s do not.
+                let mut client =
+                    Watched::both(TokioIo::new(upgraded), Arc::clone(&activity)).counting(Arc::clone(&ending.traffic));
                 let idle = state.config.client.tunnel_idle_timeout.0;
                 tokio::select! {
                     biased;
-                    // (On an error the counts are lost from the result: `Counted` kept them.)
+                    // (On an error the counts are lost from the result: `Watched` kept them.)
                     copied = tokio::io::copy_bidirectional(&mut client, &mut origin) => match copied {
                         Ok(_) => ending.completed = true,
                         Err(e) => tracing::debug!("tunnel {url} ended: {e}"),
@@ -139,86 +140,22 @@ impl Tunnel {
     }
 }
 
-/// The bytes a tunnel copied each way, as they are written.
-#[derive(Debug, Default)]
-struct Copied {
-    /// To the origin.
-    up: AtomicU64,
-    /// To the client.
-    down: AtomicU64,
-}
-
-/// A side of a tunnel that counts the bytes written to it in [`Copied`] (`up` for the
-/// origin's side), so that the counts survive an error or the copy being dropped, which
-/// `copy_bidirectional`'s do not.
-struct Counted<IO> {
-    io: IO,
-    count: Arc<Copied>,
-    up: bool,
-}
-
-impl<IO> Counted<IO> {
-    fn add(&self, polled: &Poll<io::Result<usize>>) {
-        if let Poll::Ready(Ok(n)) = polled {
-            let count = if self.up { &self.count.up } else { &self.count.down };
-            count.fetch_add(*n as u64, Relaxed);
-        }
-    }
-}
-
-impl<IO: AsyncRead + Unpin> AsyncRead for Counted<IO> {
-    fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().io).poll_read(cx, buf)
-    }
-}
-
-impl<IO: AsyncWrite + Unpin> AsyncWrite for Counted<IO> {
-    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
-        let this = self.get_mut();
-        let polled = Pin::new(&mut this.io).poll_write(cx, buf);
-        this.add(&polled);
-        polled
-    }
-
-    fn poll_write_vectored(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[io::IoSlice<'_>],
-    ) -> Poll<io::Result<usize>> {
-        let this = self.get_mut();
-        let polled = Pin::new(&mut this.io).poll_write_vectored(cx, bufs);
-        this.add(&polled);
-        polled
-    }
-
-    fn is_write_vectored(&self) -> bool {
-        self.io.is_write_vectored()
-    }
-
-    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().io).poll_flush(cx)
-    }
-
-    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().io).poll_shutdown(cx)
-    }
-}
-
 /// Ends a tunnel's transaction with the bytes copied, when [`Tunnel::run`] returns or is
 /// dropped (the runtime shutting down): the access log and metrics count them either way.
 struct Ending {
     state: Arc<State>,
     txn: Option<Box<Txn>>,
-    copied: Arc<Copied>,
+    /// What the client sent through the tunnel (read) and got (written).
+    traffic: Arc<Traffic>,
     completed: bool,
 }
 
 impl Drop for Ending {
     fn drop(&mut self) {
         self.state.metrics.tunnels_open.fetch_sub(1, Relaxed);
-        let (up, down) = (self.copied.up.load(Relaxed), self.copied.down.load(Relaxed));
+        let (up, down) = (self.traffic.read.load(Relaxed), self.traffic.written.load(Relaxed));
         if let Some(txn) = self.txn.take() {
-            tracing::debug!("tunnel {} closed: {up} bytes to the origin, {down} to the client", txn.url);
+            tracing::debug!("tunnel {} closed: {up} bytes from the client, {down} to it", txn.url);
             txn.complete(down, self.completed);
         }
     }

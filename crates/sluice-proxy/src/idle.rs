@@ -100,23 +100,51 @@ impl Drop for Busy {
     }
 }
 
-/// A stream whose writes (and, with `reads`, reads) count as activity.
+/// The bytes a [`Watched`] stream read and wrote, counted as they pass, so that the counts
+/// outlive an error or the stream being dropped (a tunnel's: what its client sent and got).
+#[derive(Debug, Default)]
+pub struct Traffic {
+    pub read: AtomicU64,
+    pub written: AtomicU64,
+}
+
+/// A stream whose writes (and, with `reads`, reads) count as activity, and whose bytes are
+/// counted in a [`Traffic`] when given one.
 #[derive(Debug)]
 pub struct Watched<IO> {
     io: IO,
     activity: Arc<Activity>,
     reads: bool,
+    traffic: Option<Arc<Traffic>>,
 }
 
 impl<IO> Watched<IO> {
     /// Counts writes only (client connections: see the module documentation).
     pub fn writes(io: IO, activity: Arc<Activity>) -> Self {
-        Self { io, activity, reads: false }
+        Self { io, activity, reads: false, traffic: None }
     }
 
     /// Counts reads and writes (tunnels).
     pub fn both(io: IO, activity: Arc<Activity>) -> Self {
-        Self { io, activity, reads: true }
+        Self { io, activity, reads: true, traffic: None }
+    }
+
+    /// Counts the bytes read and written in `traffic` too.
+    pub fn counting(mut self, traffic: Arc<Traffic>) -> Self {
+        self.traffic = Some(traffic);
+        self
+    }
+
+    /// After a write: `n` bytes went out.
+    fn wrote(&self, polled: &Poll<io::Result<usize>>) {
+        if let Poll::Ready(Ok(n)) = polled {
+            if *n > 0 {
+                self.activity.touch();
+            }
+            if let Some(traffic) = &self.traffic {
+                traffic.written.fetch_add(*n as u64, Relaxed);
+            }
+        }
     }
 }
 
@@ -125,8 +153,12 @@ impl<IO: AsyncRead + Unpin> AsyncRead for Watched<IO> {
         let this = self.get_mut();
         let before = buf.filled().len();
         let polled = Pin::new(&mut this.io).poll_read(cx, buf);
-        if this.reads && buf.filled().len() > before {
+        let n = buf.filled().len() - before;
+        if this.reads && n > 0 {
             this.activity.touch();
+        }
+        if let Some(traffic) = &this.traffic {
+            traffic.read.fetch_add(n as u64, Relaxed);
         }
         polled
     }
@@ -136,9 +168,7 @@ impl<IO: AsyncWrite + Unpin> AsyncWrite for Watched<IO> {
     fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
         let this = self.get_mut();
         let polled = Pin::new(&mut this.io).poll_write(cx, buf);
-        if matches!(polled, Poll::Ready(Ok(n)) if n > 0) {
-            this.activity.touch();
-        }
+        this.wrote(&polled);
         polled
     }
 
@@ -149,9 +179,7 @@ impl<IO: AsyncWrite + Unpin> AsyncWrite for Watched<IO> {
     ) -> Poll<io::Result<usize>> {
         let this = self.get_mut();
         let polled = Pin::new(&mut this.io).poll_write_vectored(cx, bufs);
-        if matches!(polled, Poll::Ready(Ok(n)) if n > 0) {
-            this.activity.touch();
-        }
+        this.wrote(&polled);
         polled
     }
 

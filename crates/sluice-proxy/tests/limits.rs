@@ -52,6 +52,18 @@ fn get(authority: &str, path: &str) -> http::Request<()> {
 /// origin connections than `upstream.max_connections` (4): one of them an idle pooled
 /// connection it closes to take its slot, the requests past the limit `503` after the
 /// connect timeout; meanwhile another client's cache hit is served.
+/// Routes: `silent.test` to the `silent` origin, everything else to `origin`.
+fn silent_beside(silent: SocketAddr, origin: SocketAddr) -> Vec<RouteConfig> {
+    vec![
+        RouteConfig {
+            host: Some("silent.test".into()),
+            origin: Some(format!("http://{silent}")),
+            ..RouteConfig::default()
+        },
+        RouteConfig { origin: Some(format!("http://{origin}")), ..RouteConfig::default() },
+    ]
+}
+
 #[tokio::test]
 async fn http2_streams_take_no_more_origin_connections_than_the_limit() {
     const STREAMS: usize = 40;
@@ -61,14 +73,7 @@ async fn http2_streams_take_no_more_origin_connections_than_the_limit() {
         c.upstream.max_connections = LIMIT;
         c.upstream.connect_timeout.0 = Duration::from_millis(500);
         c.upstream.response_timeout.0 = Duration::from_secs(60);
-        c.route = vec![
-            RouteConfig {
-                host: Some("silent.test".into()),
-                origin: Some(format!("http://{silent}")),
-                ..RouteConfig::default()
-            },
-            RouteConfig { origin: Some(format!("http://{origin}")), ..RouteConfig::default() },
-        ];
+        c.route = silent_beside(silent, origin);
     })
     .await;
     h.origin.on("/cached", Reply::ok("stored").header("Cache-Control", "max-age=600"));
@@ -123,14 +128,7 @@ async fn http2_reset_after_accept_is_cut_off() {
     const STREAMS: usize = 1000;
     let (silent, mut heads) = silent_origin().await;
     let h = Harness::build_with_origin(Mode::Reverse, |c, origin| {
-        c.route = vec![
-            RouteConfig {
-                host: Some("silent.test".into()),
-                origin: Some(format!("http://{silent}")),
-                ..RouteConfig::default()
-            },
-            RouteConfig { origin: Some(format!("http://{origin}")), ..RouteConfig::default() },
-        ];
+        c.route = silent_beside(silent, origin);
     })
     .await;
     // A browser-like client first: requests completed, some cancelled, never cut off.
