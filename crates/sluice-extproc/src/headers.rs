@@ -8,6 +8,7 @@ use crate::pb::envoy::config::core::v3::{HeaderValue as PbHeaderValue, HeaderVal
 use crate::pb::envoy::service::ext_proc::v3::{HeaderMutation, HttpHeaders, ImmediateResponse};
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::{request, response, StatusCode, Uri};
+use sluice_http::framing::{self, ResponseFieldWrite};
 use sluice_module::LocalResponse;
 
 fn entry(key: &str, value: &[u8]) -> PbHeaderValue {
@@ -82,14 +83,30 @@ pub struct Applied {
     pub rejected: usize,
 }
 
+/// Which head a mutation applies to.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Target {
+    /// A request head, or a local answer's (which the host frames whole).
+    Other,
+    /// A proxied response head, whose framing fields are the host's.
+    Response,
+}
+
 /// Applies `mutation` to `headers` as Envoy's ext_proc filter does: removals first, then
 /// sets. A set uses `append_action` when it is not the default, else the deprecated `append`
 /// (default false: replace). Empty values are dropped unless `keep_empty_value`. `host` and
 /// pseudo-headers are never removed; a set of a pseudo-header goes to `pseudo`, which returns
 /// whether it took it (`:path` on requests, `:status` on responses); other pseudo-headers and
-/// `host` are ignored, like Envoy's default mutation rules. Invalid names or values are
-/// skipped and counted.
-fn apply(mutation: &HeaderMutation, headers: &mut HeaderMap, mut pseudo: impl FnMut(&str, &[u8]) -> bool) -> Applied {
+/// `host` are ignored, like Envoy's default mutation rules. On a response, the framing
+/// fields are the host's (`sluice_http::framing`): sets of hop-by-hop fields are rejected,
+/// and a `Content-Length` other than the head's removes the field. Invalid names or values
+/// are skipped and counted.
+fn apply(
+    mutation: &HeaderMutation,
+    headers: &mut HeaderMap,
+    target: Target,
+    mut pseudo: impl FnMut(&str, &[u8]) -> bool,
+) -> Applied {
     let mut applied = Applied::default();
     for name in &mutation.remove_headers {
         let lower = name.to_ascii_lowercase();
@@ -132,6 +149,20 @@ fn apply(mutation: &HeaderMutation, headers: &mut HeaderMap, mut pseudo: impl Fn
             applied.rejected += 1;
             continue;
         };
+        if target == Target::Response {
+            match framing::response_field_write(&name) {
+                ResponseFieldWrite::Take => {}
+                ResponseFieldWrite::Ignore => {
+                    applied.rejected += 1;
+                    continue;
+                }
+                ResponseFieldWrite::Length => {
+                    framing::write_length(headers, &value);
+                    applied.changed += 1;
+                    continue;
+                }
+            }
+        }
         use HeaderAppendAction::*;
         let done = match (action(option), headers.contains_key(&name)) {
             (AppendIfExistsOrAdd, _) => {
@@ -167,7 +198,7 @@ fn action(option: &HeaderValueOption) -> HeaderAppendAction {
 /// Applies a mutation to a request head; `:path` rewrites the path and query.
 pub fn apply_request(mutation: &HeaderMutation, parts: &mut request::Parts) -> Applied {
     let mut uri = parts.uri.clone();
-    let applied = apply(mutation, &mut parts.headers, |key, value| {
+    let applied = apply(mutation, &mut parts.headers, Target::Other, |key, value| {
         if key != ":path" {
             return false;
         }
@@ -194,10 +225,12 @@ pub fn apply_request(mutation: &HeaderMutation, parts: &mut request::Parts) -> A
     applied
 }
 
-/// Applies a mutation to a response head; `:status` changes the status.
+/// Applies a mutation to a response head; `:status` changes the status. Its framing fields
+/// are the host's: sets of hop-by-hop fields are rejected, a `Content-Length` other than the
+/// head's removes the field.
 pub fn apply_response(mutation: &HeaderMutation, parts: &mut response::Parts) -> Applied {
     let mut status = parts.status;
-    let applied = apply(mutation, &mut parts.headers, |key, value| {
+    let applied = apply(mutation, &mut parts.headers, Target::Response, |key, value| {
         if key != ":status" {
             return false;
         }
@@ -224,7 +257,7 @@ pub fn immediate(response: &ImmediateResponse) -> LocalResponse {
         .unwrap_or(StatusCode::OK);
     let mut local = LocalResponse::text(status, response.body.clone());
     if let Some(mutation) = &response.headers {
-        apply(mutation, &mut local.headers, |_, _| false);
+        apply(mutation, &mut local.headers, Target::Other, |_, _| false);
     }
     local
 }
@@ -331,6 +364,38 @@ mod tests {
         assert_eq!(local.headers["content-type"], "text/plain; charset=utf-8");
         assert_eq!(&local.body[..], b"no");
         assert_eq!(immediate(&ImmediateResponse::default()).status, 200);
+    }
+
+    #[test]
+    fn a_responses_framing_fields_are_the_hosts() {
+        let mut parts = http::Response::builder().header("content-length", "22").body(()).unwrap().into_parts().0;
+        let action = HeaderAppendAction::OverwriteIfExistsOrAdd;
+        let write_back =
+            HeaderMutation { set_headers: vec![set("content-length", "22", None, action)], remove_headers: vec![] };
+        assert_eq!(apply_response(&write_back, &mut parts), Applied { changed: 1, rejected: 0 });
+        assert_eq!(parts.headers["content-length"], "22", "written back as it was");
+        let mutation = HeaderMutation {
+            set_headers: vec![
+                set("transfer-encoding", "chunked", None, action),
+                set("connection", "close, x-named", None, action),
+                set("content-length", "5", None, action),
+                set("x-named", "1", None, action),
+            ],
+            remove_headers: vec![],
+        };
+        assert_eq!(apply_response(&mutation, &mut parts), Applied { changed: 2, rejected: 2 });
+        let names: Vec<&str> = parts.headers.keys().map(|name| name.as_str()).collect();
+        assert_eq!(names, ["x-named"], "no length of the processor's own, no hop-by-hop fields");
+
+        let mut req = request("/x", &[]);
+        apply_request(
+            &HeaderMutation { set_headers: vec![set("te", "trailers", None, action)], remove_headers: vec![] },
+            &mut req,
+        );
+        assert_eq!(
+            req.headers["te"], "trailers",
+            "a request's fields are the processor's; the host frames what it sends"
+        );
     }
 
     #[test]

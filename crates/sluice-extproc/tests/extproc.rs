@@ -401,6 +401,48 @@ async fn origin_phase_mutations_are_what_gets_stored() {
     assert_eq!(h.origin.hits("/replaced"), 2);
 }
 
+/// Framing fields a processor sets (`x-demo-set`): a length of its own, chunking, `Connection`.
+const FRAMING: &str = "content-length=5; transfer-encoding=chunked; connection=close, x-listed; x-listed=1";
+
+/// Two requests for `path` on one connection, the second closing it; the answers' texts.
+async fn two_on_one_connection(h: &Harness, path: &str) -> Vec<String> {
+    let target = h.origin.url(path);
+    let request = format!(
+        "GET {target} HTTP/1.1\r\nHost: x\r\n\r\nGET {target} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    );
+    let raw = client::raw(h.addr(), request.as_bytes()).await;
+    raw.split("HTTP/1.1 ").skip(1).map(str::to_owned).collect()
+}
+
+#[tokio::test]
+async fn framing_fields_a_processor_sets_are_the_hosts() {
+    // Towards the client: a wrong length would leave bytes in front of the second answer.
+    let h = Harness::start(|_| {}).await;
+    h.up(0).await;
+    h.origin.on("/k", Reply::ok("twenty-two bytes here!").header("x-demo-set", FRAMING));
+    let answers = two_on_one_connection(&h, "/k").await;
+    assert_eq!(answers.len(), 2, "{answers:?}");
+    for answer in answers {
+        assert!(answer.starts_with("200"), "{answer}");
+        assert!(answer.contains("content-length: 22\r\n"), "{answer}");
+        assert!(answer.ends_with("\r\n\r\ntwenty-two bytes here!"), "{answer:?}");
+        for gone in ["\r\ntransfer-encoding:", "\r\nconnection: close, x-listed"] {
+            assert!(!answer.contains(gone), "{gone}: {answer}");
+        }
+        assert!(answer.contains("x-listed: 1\r\n"), "an end-to-end field the processor set: {answer}");
+    }
+
+    // Before the store: the stored object keeps its true length and no chunking.
+    let h = Harness::start(|c| c.response_headers = ResponsePhase::Origin).await;
+    h.up(0).await;
+    h.origin.on("/s", Reply::ok("stored whole").header("cache-control", "max-age=60").header("x-demo-set", FRAMING));
+    assert_eq!(h.get("/s", &[]).await.text(), "stored whole");
+    let hit = h.get("/s", &[]).await;
+    assert_eq!(h.origin.hits("/s"), 1);
+    assert_eq!((hit.text(), hit.header("content-length")), ("stored whole".to_owned(), "12"), "its true length");
+    assert_eq!(hit.header("transfer-encoding"), "");
+}
+
 #[tokio::test]
 async fn dropping_the_modules_stops_the_helper_and_removes_its_socket() {
     let dir = tempfile::tempdir().unwrap();

@@ -17,6 +17,7 @@
 //! | [`cache_status`] | RFC 9211 |
 //! | [`surrogate`] | `Surrogate-Control`, `Surrogate-Capability` (W3C Edge Architecture 1.0) |
 //! | [`hop`] | RFC 9110 §7.6.1 |
+//! | [`framing`] | the framing fields of a response head, kept from untrusted edits |
 //! | [`forwarded`] | RFC 7239 `Forwarded` |
 //! | [`key`] | cache keys |
 //! | [`query`] | query normalisation of request URLs (parameters dropped, sorted) |
@@ -30,6 +31,7 @@ pub mod conditional;
 pub mod dates;
 pub mod fields;
 pub mod forwarded;
+pub mod framing;
 pub mod freshness;
 pub mod hop;
 pub mod invalidation;

@@ -20,7 +20,12 @@
 //! implements only what it needs. Modules run in configured order; each body phase sees the
 //! previous module's output. The host, not the module, fixes message framing when a body is
 //! changed: a module that may change a body says so ([`Txn::edits_body`]) and the host then
-//! sends it chunked, or with the new `Content-Length` when the body was buffered.
+//! sends it chunked, or with the new `Content-Length` when the body was buffered. A module
+//! never writes a response's framing fields itself (`Content-Length`, `Transfer-Encoding`,
+//! `Connection` and the other hop-by-hop fields): the host does not check a compiled-in
+//! module's head edits on every response (that would cost every hit), so such a field
+//! would go out or be stored as written. Proxy-Wasm plugins and ext_proc processors, which
+//! are not the operator's own code, have those writes filtered where they make them.
 //!
 //! Everything a module may touch of the cache is behind [`CacheApi`], reachable from every
 //! phase through [`TxnInfo::cache`]; CPU work goes to the bounded [`CpuPool`] at
@@ -105,8 +110,9 @@ pub enum Flow {
     /// `req_body` the request already on its way to the origin is abandoned, and the client
     /// gets this answer unless the origin answered first) and in `client_resp_headers`, where
     /// it replaces the response, head and body, before anything is sent (no body phase runs
-    /// on it); elsewhere it is logged and treated as `Continue`. The host frames it: its `Content-Length` and hop-by-hop fields are
-    /// dropped, and a status outside 200-599 goes out as 500.
+    /// on it); elsewhere it is logged and treated as `Continue`. The host frames it: its
+    /// `Content-Length` and hop-by-hop fields are dropped, and a status outside 200-599 goes
+    /// out as 500.
     Respond(LocalResponse),
     /// Hold the message (from a headers phase, `req_headers` or `client_resp_headers`:
     /// headers included) until its whole body has arrived, at most `max` bytes, then call
@@ -295,7 +301,10 @@ pub trait Txn: Send {
         Flow::Continue
     }
 
-    /// The origin's response head arrived; changes here are what gets stored.
+    /// The origin's response head arrived; changes here are what gets stored. The host has
+    /// removed the hop-by-hop fields; leave the framing fields alone (see the crate docs). A
+    /// change of status to or from one without a body (1xx, 204, 304), or outside 200-599,
+    /// fails the transaction as this module's failure.
     fn origin_resp_headers(&mut self, info: &TxnInfo, resp: &mut response::Parts) -> Flow {
         let _ = (info, resp);
         Flow::Continue
@@ -309,7 +318,9 @@ pub trait Txn: Send {
         Flow::Continue
     }
 
-    /// The response head about to go to this client (hits included).
+    /// The response head about to go to this client (hits included). Leave the framing
+    /// fields alone, and the status within what the body allows, as in
+    /// [`Txn::origin_resp_headers`].
     fn client_resp_headers(&mut self, info: &TxnInfo, resp: &mut response::Parts) -> Flow {
         let _ = (info, resp);
         Flow::Continue

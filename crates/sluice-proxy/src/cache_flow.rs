@@ -16,7 +16,7 @@
 use crate::body::{OutBody, ProxyBody};
 use crate::deadline::TimerSlot;
 use crate::error::{Kind, ProxyError, Side};
-use crate::head_framing::HeadFraming;
+use crate::head_framing::FramedStatus;
 use crate::meta::{Directives, Received};
 use crate::outcome::ResultCode;
 use crate::resolve::{Connect, Resolved};
@@ -696,9 +696,9 @@ async fn fetch(
     let (mut parts, body) = origin.response.into_parts();
     sluice_http::hop::remove_hop_by_hop(&mut parts.headers);
     if let Some(txn) = txn.as_mut().filter(|txn| !txn.modules.is_empty()) {
-        let framing = HeadFraming::of(&parts);
+        let status = FramedStatus::of(&parts);
         module_phase!(txn, Nothing, Subject::Response(&mut parts), |m, info| m.origin_resp_headers(info, &mut parts))?;
-        framing.restore(&mut parts)?;
+        status.check(&parts)?;
     }
     if let Some(validated) = validating {
         if parts.status == StatusCode::NOT_MODIFIED {

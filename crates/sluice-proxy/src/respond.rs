@@ -4,7 +4,7 @@
 use crate::body::{BodyPhases, ProxyBody};
 use crate::chain::{BufferSide, PhaseOutcome};
 use crate::error::{Kind, ProxyError};
-use crate::head_framing::HeadFraming;
+use crate::head_framing::FramedStatus;
 use crate::source::SourceBody;
 use crate::state::State;
 use crate::txn::{module_phase, Txn};
@@ -43,10 +43,10 @@ pub async fn finalize(
     }
     let mut phases = BodyPhases::default();
     if !txn.modules.is_empty() {
-        let framing = HeadFraming::of(&parts);
+        let status = FramedStatus::of(&parts);
         match module_phase!(txn, RespondOrBufferResponse, Subject::Response(&mut parts), |m, info| m
             .client_resp_headers(info, &mut parts))
-        .and_then(|outcome| framing.restore(&mut parts).map(|()| outcome))
+        .and_then(|outcome| status.check(&parts).map(|()| outcome))
         {
             Ok(PhaseOutcome { respond: Some(answer), .. }) => {
                 // A module's answer replaces the response, head and body, before anything is
@@ -231,7 +231,7 @@ pub fn error_explained(state: &State, err: &ProxyError, explain_origin: bool) ->
 /// A module's local answer.
 pub fn local(state: &State, local: LocalResponse) -> Response<ProxyBody> {
     let LocalResponse { mut status, mut headers, mut body } = local;
-    // Framed by the host, as every response (head_framing.rs): hyper sets the length of the
+    // Framed by the host (docs/modules.md, "Framing is the host's"): hyper sets the length of the
     // body given; a module's own `Content-Length` or hop-by-hop fields do not go out.
     sluice_http::hop::remove_hop_by_hop(&mut headers);
     headers.remove(header::CONTENT_LENGTH);

@@ -6,7 +6,7 @@ use crate::client_body::ClientBody;
 use crate::config::Mode;
 use crate::deadline::{Elapsed, TimerSlot};
 use crate::error::{Kind, ProxyError, Side};
-use crate::head_framing::HeadFraming;
+use crate::head_framing::FramedStatus;
 use crate::options_form::{AsteriskForm, OptionsForms};
 use crate::outcome::ResultCode;
 use crate::respond;
@@ -997,9 +997,9 @@ pub async fn pass(
     let (mut parts, body) = origin.response.into_parts();
     sluice_http::hop::remove_hop_by_hop(&mut parts.headers);
     if !txn.modules.is_empty() {
-        let framing = HeadFraming::of(&parts);
+        let status = FramedStatus::of(&parts);
         module_phase!(txn, Nothing, Subject::Response(&mut parts), |m, info| m.origin_resp_headers(info, &mut parts))?;
-        framing.restore(&mut parts)?;
+        status.check(&parts)?;
     }
     invalidate(state, &forward, parts.status, &parts.headers);
     if state.config.headers.cache_status {

@@ -200,9 +200,9 @@ pub async fn open(state: &State, txn: &mut Txn, mut forward: Forward, switch: Sw
     let (mut parts, body) = response.into_parts();
     sluice_http::hop::remove_hop_by_hop(&mut parts.headers);
     if !txn.modules.is_empty() {
-        let framing = crate::head_framing::HeadFraming::of(&parts);
+        let status = crate::head_framing::FramedStatus::of(&parts);
         module_phase!(txn, Nothing, Subject::Response(&mut parts), |m, info| m.origin_resp_headers(info, &mut parts))?;
-        framing.restore(&mut parts)?;
+        status.check(&parts)?;
     }
     let read_timeout = state.upstream.read_timeout(target);
     let body = tokio::time::timeout(read_timeout, Limited::new(body, MAX_REFUSAL_BODY).collect())

@@ -7,14 +7,20 @@
 //! a `u32` count, then a `u32` name length and `u32` value length per pair, then each name and
 //! value followed by a NUL byte; all integers little-endian. A plugin may not grow a map past
 //! [`MAX_HEAD_BYTES`].
+//!
+//! A response's framing is the host's (docs/modules.md, "Framing is the host's";
+//! `sluice_http::framing`): writes of hop-by-hop fields to a response head are ignored, and a
+//! `Content-Length` other than the head's removes the field. The check runs where a plugin
+//! writes, so a response no plugin edits costs nothing.
 
 use crate::abi::Status;
 use crate::host::RequestView;
 use crate::kept::{HeaderListIter, KeptRequest, KeptResponse};
 use bytes::Bytes;
-use http::header::{HeaderName, HeaderValue, HOST};
+use http::header::{HeaderName, HeaderValue, CONTENT_LENGTH, HOST};
 use http::uri::{Authority, PathAndQuery, Scheme};
 use http::{request, response, HeaderMap, Method, StatusCode, Uri};
+use sluice_http::framing::{self, ResponseFieldWrite};
 
 /// A message head as the plugin sees it: live (readable and writable) or a copy kept for
 /// later callbacks (read-only; changing it gives `BadArgument`).
@@ -155,7 +161,9 @@ impl Head<'_> {
         }
         let (name, value) = parse_pair(name, value)?;
         self.check_room(&name, &value)?;
-        self.headers_mut()?.insert(name, value);
+        if self.framing_taken(&name, &value) {
+            self.headers_mut()?.insert(name, value);
+        }
         Ok(())
     }
 
@@ -166,7 +174,9 @@ impl Head<'_> {
         }
         let (name, value) = parse_pair(name, value)?;
         self.check_room(&name, &value)?;
-        self.headers_mut()?.append(name, value);
+        if self.framing_taken(&name, &value) {
+            self.headers_mut()?.append(name, value);
+        }
         Ok(())
     }
 
@@ -190,19 +200,48 @@ impl Head<'_> {
         }
         let mut headers = HeaderMap::with_capacity(pairs.len());
         let mut pseudo = Vec::new();
+        let mut lengths = Vec::new();
+        let response = matches!(self, Head::Response(_));
         for (name, value) in pairs {
             if name.first() == Some(&b':') {
                 pseudo.push((name, value));
-            } else {
-                let (name, value) = parse_pair(name, value)?;
-                headers.append(name, value);
+                continue;
+            }
+            let (name, value) = parse_pair(name, value)?;
+            match response.then(|| framing::response_field_write(&name)) {
+                None | Some(ResponseFieldWrite::Take) => {
+                    headers.append(name, value);
+                }
+                Some(ResponseFieldWrite::Ignore) => {}
+                Some(ResponseFieldWrite::Length) => lengths.push(value),
             }
         }
         for (name, value) in pseudo {
             self.set_pseudo(name, value)?;
         }
-        *self.headers_mut()? = headers;
+        let old = std::mem::replace(self.headers_mut()?, headers);
+        // The head's length stays only when the pairs carry it back as it was.
+        if let (Some(kept), [written]) = (old.get(CONTENT_LENGTH), lengths.as_slice()) {
+            if kept == written {
+                self.headers_mut()?.insert(CONTENT_LENGTH, kept.clone());
+            }
+        }
         Ok(())
+    }
+
+    /// Whether a write of `name: value` goes ahead. On a response head the framing fields
+    /// are the host's: a hop-by-hop field is not written, and `Content-Length` is taken by
+    /// [`framing::write_length`] (kept when written back as it is, else removed).
+    fn framing_taken(&mut self, name: &HeaderName, value: &HeaderValue) -> bool {
+        let Head::Response(parts) = self else { return true };
+        match framing::response_field_write(name) {
+            ResponseFieldWrite::Take => true,
+            ResponseFieldWrite::Ignore => false,
+            ResponseFieldWrite::Length => {
+                framing::write_length(&mut parts.headers, value);
+                false
+            }
+        }
     }
 
     /// `BadArgument` when adding `name: value` would take the map past [`MAX_HEAD_BYTES`].
@@ -446,5 +485,47 @@ mod tests {
         head.replace(b":status", b"200").unwrap();
         assert_eq!(head.replace(b":status", b"99"), Err(Status::BadArgument));
         assert_eq!(parts.status, StatusCode::OK);
+    }
+
+    #[test]
+    fn a_responses_framing_fields_are_the_hosts() {
+        let response = || {
+            let builder = http::Response::builder().header("content-length", "22").header("x-kept", "1");
+            builder.body(()).unwrap().into_parts().0
+        };
+        let mut parts = response();
+        let mut head = Head::Response(&mut parts);
+        head.add(b"transfer-encoding", b"chunked").unwrap();
+        head.replace(b"connection", b"close, x-kept").unwrap();
+        head.add(b"x-added", b"1").unwrap();
+        head.replace(b"content-length", b"22").unwrap();
+        assert_eq!(parts.headers["content-length"], "22", "written back as it was");
+        Head::Response(&mut parts).add(b"content-length", b"5").unwrap();
+        let mut names: Vec<&str> = parts.headers.keys().map(|name| name.as_str()).collect();
+        names.sort_unstable();
+        assert_eq!(names, ["x-added", "x-kept"], "no length of the plugin's own, no hop-by-hop fields");
+
+        // The whole map, read and written back with a change: the length stays.
+        let mut parts = response();
+        let mut head = Head::Response(&mut parts);
+        let wire = head.serialize();
+        let mut pairs = deserialize(&wire).unwrap();
+        pairs.push((b"x-added", b"1"));
+        pairs.push((b"upgrade", b"websocket"));
+        let pairs: Vec<(&str, &str)> =
+            pairs.iter().map(|(n, v)| (std::str::from_utf8(n).unwrap(), std::str::from_utf8(v).unwrap())).collect();
+        head.set_all(&serialize_pairs(&pairs)).unwrap();
+        assert_eq!(parts.headers["content-length"], "22");
+        assert!(parts.headers.contains_key("x-added") && !parts.headers.contains_key("upgrade"));
+        let mut head = Head::Response(&mut parts);
+        head.set_all(&serialize_pairs(&[("content-length", "5"), ("x-only", "1")])).unwrap();
+        let names: Vec<&str> = parts.headers.keys().map(|name| name.as_str()).collect();
+        assert_eq!(names, ["x-only"]);
+
+        // A request's fields are the plugin's to write: the host's client writes the framing
+        // of the body it sends, whatever the head says (upstream/wire.rs).
+        let mut parts = request();
+        Head::Request(&mut parts).add(b"content-length", b"3").unwrap();
+        assert_eq!(parts.headers["content-length"], "3");
     }
 }

@@ -18,6 +18,8 @@
 //! - sets `x-extproc-demo: response` and `x-extproc-demo-pid: <pid>`, removes
 //!   `x-origin-secret`;
 //! - a response with `x-demo-replace` is replaced by an immediate 451;
+//! - a response with `x-demo-set: name=value; name=value` gets those fields set (as a
+//!   careless or hostile processor would set framing fields; Sluice keeps its own);
 //! - a response with `x-demo-hold: FILE` is answered once FILE exists (at most 30 s).
 //!
 //! Bodies (sent when Sluice's body modes ask for them), as the request header `x-demo-body`
@@ -129,13 +131,17 @@ async fn on_response(headers: &HttpHeaders, body: Option<&str>) -> processing_re
     if header(headers, "x-demo-replace").is_some() {
         return immediate(451, "replaced", "replaced by sluice-extproc-demo\n", "demo-replaced");
     }
-    let mutation = HeaderMutation {
+    let mut mutation = HeaderMutation {
         set_headers: vec![
             set("x-extproc-demo", "response", HeaderAppendAction::OverwriteIfExistsOrAdd),
             set("x-extproc-demo-pid", &std::process::id().to_string(), HeaderAppendAction::OverwriteIfExistsOrAdd),
         ],
         remove_headers: vec!["x-origin-secret".into()],
     };
+    let asked = header(headers, "x-demo-set").unwrap_or_default();
+    for (name, value) in asked.split(';').filter_map(|field| field.trim().split_once('=')) {
+        mutation.set_headers.push(set(name, value, HeaderAppendAction::OverwriteIfExistsOrAdd));
+    }
     let mut answer = headers_answer(mutation);
     if body == Some("early") {
         if let Some(common) = answer.response.as_mut() {

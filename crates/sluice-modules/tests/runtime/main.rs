@@ -9,6 +9,7 @@ mod under_load;
 mod wasm_entry;
 mod wasm_failures;
 mod wasm_foreign;
+mod wasm_framing;
 mod wasm_grpc_call;
 mod wasm_grpc_stream;
 mod wasm_http_call;
