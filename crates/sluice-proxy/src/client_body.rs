@@ -9,6 +9,11 @@
 //! fails as soon as it passes the limit: the request to the origin is abandoned mid-body
 //! (the origin sees a cut request, which it must not act on) and the client gets the `413`
 //! if no response head had come yet.
+//!
+//! A `GET` or `HEAD` whose head did not end the request may still have an empty body: an
+//! HTTP/2 client that ends the stream with an empty `DATA` frame, an HTTP/1.1 client sending
+//! `Transfer-Encoding: chunked` and only the last chunk. [`ClientBody::settle_empty`] reads
+//! up to its first data so the cache can take such a request as the bodyless one it is.
 
 use crate::body::BoxError;
 use crate::error::{Kind, ProxyError, Side};
@@ -33,17 +38,38 @@ pub struct ClientBody {
     limit: u64,
     /// Data bytes read so far (while there is a limit).
     read: u64,
+    /// A frame read ahead by [`ClientBody::settle_empty`], given back first. Boxed: rare,
+    /// and a frame (trailers) would make every request body larger.
+    ahead: Option<Box<Frame<Bytes>>>,
 }
 
 impl ClientBody {
     /// `body` under `limit` (`None`: no limit). `Err` (413) when its announced length is
     /// over the limit already.
     pub fn new(body: Incoming, limit: Option<u64>) -> Result<Self, ProxyError> {
-        let Some(limit) = limit else { return Ok(Self { body, limit: u64::MAX, read: 0 }) };
+        let Some(limit) = limit else { return Ok(Self { body, limit: u64::MAX, read: 0, ahead: None }) };
         if let Some(announced) = body.size_hint().exact().filter(|&n| n > limit) {
             return Err(too_large(limit, format!("a request body of {announced} bytes")));
         }
-        Ok(Self { body, limit, read: 0 })
+        Ok(Self { body, limit, read: 0, ahead: None })
+    }
+
+    /// Whether the body, which its request did not announce the length of, turns out empty:
+    /// reads until the end of the body (`true`) or its first non-empty data or trailers
+    /// (`false`; kept, and given back first when the body is read). Bounded by the request's
+    /// deadline, which the caller sets. `Err` as [`failed`] when the body fails.
+    pub async fn settle_empty(&mut self) -> Result<bool, ProxyError> {
+        loop {
+            match std::future::poll_fn(|cx| Pin::new(&mut *self).poll_frame(cx)).await {
+                None => return Ok(true),
+                Some(Err(cause)) => return Err(failed(cause)),
+                Some(Ok(frame)) if frame.data_ref().is_some_and(Bytes::is_empty) => {}
+                Some(Ok(frame)) => {
+                    self.ahead = Some(Box::new(frame));
+                    return Ok(false);
+                }
+            }
+        }
     }
 }
 
@@ -53,6 +79,9 @@ impl Body for ClientBody {
 
     fn poll_frame(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
         let this = self.get_mut();
+        if let Some(frame) = this.ahead.take() {
+            return Poll::Ready(Some(Ok(*frame)));
+        }
         let frame = match Pin::new(&mut this.body).poll_frame(cx) {
             Poll::Ready(Some(Ok(frame))) => frame,
             other => return other.map_err(Into::into),
@@ -67,11 +96,15 @@ impl Body for ClientBody {
     }
 
     fn is_end_stream(&self) -> bool {
-        self.body.is_end_stream()
+        self.ahead.is_none() && self.body.is_end_stream()
     }
 
     fn size_hint(&self) -> SizeHint {
-        self.body.size_hint()
+        let rest = self.body.size_hint();
+        match self.ahead.as_deref().map(|frame| frame.data_ref().map_or(0, |data| data.len() as u64)) {
+            None => rest,
+            Some(ahead) => rest.exact().map_or_else(SizeHint::default, |n| SizeHint::with_exact(n + ahead)),
+        }
     }
 }
 

@@ -419,8 +419,12 @@ async fn route(
         return purge(state, conn, txn, &forward).await.map(Routed::Response);
     }
     let body_limit = max_body_size.unwrap_or(state.config.client.max_body_size.0);
-    let body = ClientBody::new(body, Some(body_limit).filter(|&limit| limit > 0))?;
-    let has_body = !http_body::Body::is_end_stream(&body);
+    let mut body = ClientBody::new(body, Some(body_limit).filter(|&limit| limit > 0))?;
+    let mut has_body = !http_body::Body::is_end_stream(&body);
+    if has_body && state.config.cache.enabled && may_be_bodyless(&forward.client, &body) {
+        // Boxed: rare, and its state would otherwise enlarge every request's future.
+        has_body = !within_deadline(state, &conn.timers, Box::pin(body.settle_empty())).await?;
+    }
     if let Some(switch) = crate::upgrade::requested(&state.config.access.upgrade_protocols, &forward, has_body) {
         return within_deadline(state, &conn.timers, crate::upgrade::open(state, txn, forward, switch)).await;
     }
@@ -553,6 +557,16 @@ impl<T> crate::deadline::Then<Result<Result<T, ProxyError>, Elapsed>> for Gatewa
             Err(ProxyError::gateway_timeout(format!("transaction took longer than {deadline:?}")))
         })
     }
+}
+
+/// Whether a request the cache could serve, whose head did not end it, may still have an
+/// empty body to wait for (client_body.rs): a `GET` or `HEAD` announcing no length (an
+/// announced one is not zero: that would have ended it), and not asking to switch protocols
+/// (what follows such a request waits for the service's decision, `switch_outcome.rs`).
+fn may_be_bodyless(client: &request::Parts, body: &ClientBody) -> bool {
+    (client.method == Method::GET || client.method == Method::HEAD)
+        && http_body::Body::size_hint(body).exact().is_none()
+        && !client.headers.contains_key(http::header::UPGRADE)
 }
 
 /// Refuses a module's change of a request's method to `HEAD` (500, the module's failure): the

@@ -32,6 +32,38 @@ async fn rfc9111_3_partial_content_is_not_stored() {
 }
 
 #[tokio::test]
+async fn rfc9111_3_a_get_whose_body_turns_out_empty_is_served_from_the_cache() {
+    let h = Harness::reverse().await;
+    h.origin.on("/e", Reply::ok("stored").header("Cache-Control", "max-age=60"));
+    // HTTP/1.1: chunked, with only the last chunk.
+    let raw = "GET /e HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n0\r\n\r\n";
+    let answer = sluice_testkit::client::raw(h.addr(), raw.as_bytes()).await;
+    assert!(answer.starts_with("HTTP/1.1 200") && answer.ends_with("stored"), "{answer}");
+    // HTTP/2: headers without END_STREAM, then an empty DATA frame that ends the stream.
+    let tcp = tokio::net::TcpStream::connect(h.addr()).await.unwrap();
+    let (client, connection) = h2::client::handshake(tcp).await.expect("HTTP/2 handshake");
+    tokio::spawn(connection);
+    let mut client = client.ready().await.unwrap();
+    for _ in 0..2 {
+        let request = http::Request::get("http://x/e").body(()).unwrap();
+        let (response, mut stream) = client.send_request(request, false).unwrap();
+        stream.send_data(bytes::Bytes::new(), true).unwrap();
+        let response = response.await.unwrap();
+        assert_eq!(response.status(), 200);
+        assert!(response.headers()["cache-status"].to_str().unwrap().contains("hit"), "{response:?}");
+    }
+    assert_eq!(h.origin.hits("/e"), 1, "fetched once, for the first request");
+
+    // A GET with a body is passed on with it, not served from the cache.
+    let raw =
+        "GET /e HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n4\r\nbody\r\n0\r\n\r\n";
+    let answer = sluice_testkit::client::raw(h.addr(), raw.as_bytes()).await;
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert_eq!(h.origin.hits("/e"), 2);
+    assert_eq!(h.origin.last_request("/e").unwrap().body, b"body");
+}
+
+#[tokio::test]
 async fn rfc9111_3_status_without_freshness_information_is_not_stored() {
     let h = Harness::forward().await;
     h.origin.on("/500", Reply::status(500, "boom"));
