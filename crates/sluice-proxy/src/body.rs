@@ -9,6 +9,7 @@
 //!   client went away.
 
 use crate::client_body::ClientBody;
+use crate::idle::{Activity, Busy};
 use crate::source::SourceBody;
 use crate::txn::Txn;
 use crate::zero_copy::{self, SendfileQueue};
@@ -18,6 +19,7 @@ use sluice_module::BodyChunk;
 use sluice_store::disk::{DiskBody, DiskBodyStream};
 use sluice_store::{BodyChunks, FillReader, RangeCut};
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 
 /// Errors of response bodies, boxed at this seam.
@@ -218,6 +220,11 @@ pub struct ProxyBody {
     phases_ended: bool,
     /// The announced length kept through the phases (unless they may change it).
     length: SameLength,
+    /// The client connection's activity, for a body that may wait on its source
+    /// ([`ProxyBody::watch_waits`]).
+    activity: Option<Arc<Activity>>,
+    /// Marks the connection busy while the body waits on its source.
+    waiting: Option<Busy>,
 }
 
 impl std::fmt::Debug for ProxyBody {
@@ -235,6 +242,19 @@ impl ProxyBody {
             phases: BodyPhases::default(),
             phases_ended: false,
             length: SameLength::default(),
+            activity: None,
+            waiting: None,
+        }
+    }
+
+    /// Counts the time this body waits on its source (an origin, a fill, the disk) as the
+    /// client connection being busy, not idle ([`crate::idle`]): a response whose origin is
+    /// quiet (a server stream, a long poll) is not the client's silence, where one the
+    /// client does not read is. Nothing for a body that never waits (stored chunks, one
+    /// sent with `sendfile`, whose waits are on the client).
+    pub fn watch_waits(&mut self, activity: Option<&Arc<Activity>>) {
+        if !matches!(self.source, Source::Empty | Source::Chunks(_) | Source::ZeroCopy { .. }) {
+            self.activity = activity.cloned();
         }
     }
 
@@ -418,9 +438,15 @@ impl Body for ProxyBody {
         let this = &mut *self;
         loop {
             let polled = match this.poll_source(cx) {
-                Poll::Pending => return Poll::Pending,
+                Poll::Pending => {
+                    if this.waiting.is_none() {
+                        this.waiting = this.activity.as_ref().map(Activity::busy);
+                    }
+                    return Poll::Pending;
+                }
                 Poll::Ready(polled) => polled,
             };
+            this.waiting = None;
             let polled = match polled {
                 Some(Ok(frame)) if this.phases.any() => match frame.into_data() {
                     Ok(data) => {

@@ -18,9 +18,12 @@
 //!
 //! What counts as activity is deliberately not "bytes read": a client trickling a request
 //! head a byte at a time must not keep its connection open. Requests in progress (from the
-//! moment hyper hands over a complete head until the service answers) and bytes written to
-//! the client count.
+//! moment hyper hands over a complete head until the service answers), response bodies
+//! waiting on their origin (`ProxyBody::watch_waits`) and responses written
+//! to the client count: every byte on HTTP/1.1, the frames that carry responses on HTTP/2
+//! (not the answers to its `PING`s: [`crate::progress`]).
 
+use crate::progress::Progress;
 use std::io;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
@@ -115,18 +118,20 @@ pub struct Watched<IO> {
     io: IO,
     activity: Arc<Activity>,
     reads: bool,
+    /// Which written bytes count.
+    progress: Progress,
     traffic: Option<Arc<Traffic>>,
 }
 
 impl<IO> Watched<IO> {
-    /// Counts writes only (client connections: see the module documentation).
+    /// Counts writes of responses only (client connections: see the module documentation).
     pub fn writes(io: IO, activity: Arc<Activity>) -> Self {
-        Self { io, activity, reads: false, traffic: None }
+        Self { io, activity, reads: false, progress: Progress::default(), traffic: None }
     }
 
-    /// Counts reads and writes (tunnels).
+    /// Counts every byte read and written (tunnels).
     pub fn both(io: IO, activity: Arc<Activity>) -> Self {
-        Self { io, activity, reads: true, traffic: None }
+        Self { io, activity, reads: true, progress: Progress::every(), traffic: None }
     }
 
     /// Counts the bytes read and written in `traffic` too.
@@ -135,15 +140,20 @@ impl<IO> Watched<IO> {
         self
     }
 
-    /// After a write: `n` bytes went out.
-    fn wrote(&self, polled: &Poll<io::Result<usize>>) {
-        if let Poll::Ready(Ok(n)) = polled {
-            if *n > 0 {
-                self.activity.touch();
-            }
-            if let Some(traffic) = &self.traffic {
-                traffic.written.fetch_add(*n as u64, Relaxed);
-            }
+    /// After a write of `pieces`: the first `n` bytes of them went out.
+    fn wrote<'a>(&mut self, polled: &Poll<io::Result<usize>>, pieces: impl Iterator<Item = &'a [u8]>) {
+        let Poll::Ready(Ok(n)) = *polled else { return };
+        let mut left = n;
+        let written = pieces.map(move |piece| {
+            let piece = &piece[..piece.len().min(left)];
+            left -= piece.len();
+            piece
+        });
+        if self.progress.wrote(written) {
+            self.activity.touch();
+        }
+        if let Some(traffic) = &self.traffic {
+            traffic.written.fetch_add(n as u64, Relaxed);
         }
     }
 }
@@ -168,7 +178,7 @@ impl<IO: AsyncWrite + Unpin> AsyncWrite for Watched<IO> {
     fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
         let this = self.get_mut();
         let polled = Pin::new(&mut this.io).poll_write(cx, buf);
-        this.wrote(&polled);
+        this.wrote(&polled, std::iter::once(buf));
         polled
     }
 
@@ -179,7 +189,7 @@ impl<IO: AsyncWrite + Unpin> AsyncWrite for Watched<IO> {
     ) -> Poll<io::Result<usize>> {
         let this = self.get_mut();
         let polled = Pin::new(&mut this.io).poll_write_vectored(cx, bufs);
-        this.wrote(&polled);
+        this.wrote(&polled, bufs.iter().map(|buf| &buf[..]));
         polled
     }
 

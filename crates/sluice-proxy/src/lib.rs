@@ -61,6 +61,7 @@ pub mod outcome;
 mod policy;
 pub mod pool_config;
 mod pool_metrics;
+mod progress;
 pub mod proxy_auth;
 pub mod proxy_protocol;
 mod rate_limit;

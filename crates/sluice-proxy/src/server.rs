@@ -407,8 +407,9 @@ impl ConnSetup {
 
 /// Serves one client connection until it ends, each request by the current generation
 /// ([`Serving`]). It is shut down gracefully (HTTP/1: closed once the response in progress
-/// is sent; HTTP/2: `GOAWAY`, open streams finish) when the proxy shuts down, or when it has been idle for `client.header_read_timeout`: no request in
-/// progress and nothing written to it (see [`crate::idle`]). That idle timer also bounds the
+/// is sent; HTTP/2: `GOAWAY`, open streams finish) when the proxy shuts down, or when it has
+/// been idle for `client.header_read_timeout`: no request in progress, no response waiting on
+/// its origin, and no response written to it (see [`crate::idle`]). That idle timer also bounds the
 /// time a client has to deliver a complete request head, the first on the connection or a
 /// later one; a connection closed that way gets no response. A connection still open one
 /// more timeout after an idle close began is dropped.

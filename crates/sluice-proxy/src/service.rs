@@ -231,7 +231,8 @@ impl Forward {
 }
 
 /// Serves one request. Never fails: errors become responses. The connection counts as busy
-/// (not idle, [`crate::idle`]) until the response head is produced.
+/// (not idle, [`crate::idle`]) until the response head is produced, and while its body
+/// waits on its source ([`ProxyBody::watch_waits`]).
 pub async fn handle(
     state: Arc<State>,
     conn: Arc<ConnInfo>,
@@ -292,6 +293,7 @@ pub async fn handle(
             state.store.counters().zero_copy_hits.fetch_add(1, Relaxed);
         }
     }
+    response.body_mut().watch_waits(conn.activity.as_ref());
     if let Some(tally) = tally {
         tally.completed();
     }

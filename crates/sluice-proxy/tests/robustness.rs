@@ -244,6 +244,77 @@ async fn idle_keep_alive_connections_are_closed_after_the_header_read_timeout() 
     assert!(closed, "an idle keep-alive connection must be closed by the proxy");
 }
 
+#[tokio::test]
+async fn an_http2_client_that_stalls_its_stream_is_closed_though_it_keeps_pinging() {
+    let h = Harness::build(Mode::Reverse, |c| {
+        c.client.header_read_timeout = sluice_proxy::units::Dur(Duration::from_millis(200))
+    })
+    .await;
+    h.origin.on("/big", Reply::ok("x".repeat(256 << 10)).header("cache-control", "max-age=60"));
+    let tcp = tokio::net::TcpStream::connect(h.addr()).await.unwrap();
+    // A stream window of nothing: the proxy can send the head, never a byte of the body.
+    let (client, mut connection) = h2::client::Builder::new()
+        .initial_window_size(0)
+        .handshake::<_, bytes::Bytes>(tcp)
+        .await
+        .expect("HTTP/2 handshake");
+    let mut pings = connection.ping_pong().expect("the connection's ping-pong handle");
+    let mut connection = tokio::spawn(connection);
+    let mut client = client.ready().await.unwrap();
+    let request = http::Request::get(format!("http://{}/big", h.addr())).body(()).unwrap();
+    let (response, _) = client.send_request(request, true).unwrap();
+    let response = response.await.expect("the response head");
+    assert_eq!(response.status(), 200);
+    // The client answers nothing but keeps pinging, as a keep-alive would; each PING is
+    // answered. The deadline only bounds a failing test.
+    let mut every = tokio::time::interval(Duration::from_millis(20));
+    let closed = tokio::time::timeout(Duration::from_secs(5), async {
+        loop {
+            tokio::select! {
+                _ = &mut connection => return true,
+                _ = every.tick() => {
+                    if pings.ping(h2::Ping::opaque()).await.is_err() {
+                        return true;
+                    }
+                }
+            }
+        }
+    })
+    .await
+    .unwrap_or(false);
+    assert!(closed, "a connection whose only traffic is PINGs is idle, whatever streams it holds");
+    drop(response);
+}
+
+#[tokio::test]
+async fn a_response_whose_origin_goes_quiet_is_not_the_clients_idleness() {
+    let h = Harness::build(Mode::Reverse, |c| {
+        c.client.header_read_timeout = sluice_proxy::units::Dur(Duration::from_millis(200))
+    })
+    .await;
+    // Quiet for longer than the idle timer and its grace period together.
+    let body = "s".repeat(2000);
+    h.origin.on("/stream", Reply::ok(body.clone()).pause_mid_body(Duration::from_millis(1200)));
+    let reply = h.get("/stream").await;
+    assert_eq!((reply.status.as_u16(), reply.text().len()), (200, body.len()), "HTTP/1.1: the whole body");
+
+    let tcp = tokio::net::TcpStream::connect(h.addr()).await.unwrap();
+    let (client, connection) = h2::client::handshake(tcp).await.expect("HTTP/2 handshake");
+    tokio::spawn(connection);
+    let mut client = client.ready().await.unwrap();
+    let request = http::Request::get(format!("http://{}/stream", h.addr())).body(()).unwrap();
+    let (response, _) = client.send_request(request, true).unwrap();
+    let mut received = response.await.expect("the response head").into_body();
+    let mut len = 0;
+    while let Some(data) = received.data().await {
+        let data = data.expect("the body, uncut");
+        len += data.len();
+        let _ = received.flow_control().release_capacity(data.len());
+    }
+    assert_eq!(len, body.len(), "HTTP/2: the whole body");
+    assert_eq!(h.origin.hits("/stream"), 2);
+}
+
 /// Counts the responses in a raw answer.
 fn responses(answer: &str) -> usize {
     answer.matches("HTTP/1.1 ").count()

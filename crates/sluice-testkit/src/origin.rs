@@ -37,6 +37,8 @@ enum Behaviour {
     CloseAfter,
     /// Send no framing field: the body ends when the connection closes.
     UntilClose,
+    /// Send the first half of the body, stay quiet this long, then send the rest.
+    PauseMidBody(Duration),
 }
 
 /// One scripted response.
@@ -110,6 +112,13 @@ impl Reply {
     /// millisecond between them: a body that arrives in many small reads.
     pub fn trickle(mut self, size: usize) -> Self {
         self.behaviour = Behaviour::Trickle(size.max(1));
+        self
+    }
+
+    /// Sends the first half of the body (announced whole), stays quiet for `pause`, then
+    /// sends the rest: a server stream or long poll with a quiet spell.
+    pub fn pause_mid_body(mut self, pause: Duration) -> Self {
+        self.behaviour = Behaviour::PauseMidBody(pause);
         self
     }
 
@@ -464,6 +473,14 @@ async fn write_reply(
         Behaviour::CloseAfter | Behaviour::UntilClose => {
             let _ = stream.write_all(body).await;
             return false;
+        }
+        Behaviour::PauseMidBody(pause) => {
+            let (first, rest) = body.split_at(body.len() / 2);
+            if stream.write_all(first).await.is_err() || stream.flush().await.is_err() {
+                return false;
+            }
+            tokio::time::sleep(pause).await;
+            stream.write_all(rest).await
         }
         _ => stream.write_all(body).await,
     };
