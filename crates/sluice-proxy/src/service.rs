@@ -424,8 +424,18 @@ async fn route(
     let mut body = ClientBody::new(body, Some(body_limit).filter(|&limit| limit > 0))?;
     let mut has_body = !http_body::Body::is_end_stream(&body);
     if has_body && state.config.cache.enabled && may_be_bodyless(&forward.client, &body) {
-        // Boxed: rare, and its state would otherwise enlarge every request's future.
-        has_body = !within_deadline(state, &conn.timers, Box::pin(body.settle_empty())).await?;
+        // Boxed: rare, and its state would otherwise enlarge every request's future. Past the
+        // deadline it is the client that did not finish its request (408), not an origin.
+        has_body = !within_deadline(state, &conn.timers, Box::pin(body.settle_empty())).await.map_err(|err| {
+            if err.kind != Kind::GatewayTimeout {
+                return err;
+            }
+            ProxyError::new(
+                Kind::RequestTimeout,
+                Side::Client,
+                "the client did not end its request within the transaction timeout",
+            )
+        })?;
     }
     if let Some(switch) = crate::upgrade::requested(&state.config.access.upgrade_protocols, &forward, has_body) {
         return within_deadline(state, &conn.timers, crate::upgrade::open(state, txn, forward, switch)).await;

@@ -61,6 +61,16 @@ async fn rfc9111_3_a_get_whose_body_turns_out_empty_is_served_from_the_cache() {
     assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
     assert_eq!(h.origin.hits("/e"), 2);
     assert_eq!(h.origin.last_request("/e").unwrap().body, b"body");
+
+    // One that never ends its request gets 408 at the transaction timeout: not the origin's fault.
+    let h = Harness::build(Mode::Reverse, |c| {
+        c.client.transaction_timeout = sluice_proxy::units::Dur(std::time::Duration::from_millis(200))
+    })
+    .await;
+    let raw = "GET /e HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n";
+    let answer = sluice_testkit::client::raw(h.addr(), raw.as_bytes()).await;
+    assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+    assert_eq!(h.origin.hits("/e"), 0);
 }
 
 #[tokio::test]
