@@ -2,7 +2,9 @@
 //! (here and on connections that switched protocols, `crate::upgrade`) until either side
 //! closes, or until no byte went either way for `client.tunnel_idle_timeout`, and the
 //! transaction is logged when the tunnel ends, with the bytes copied to the client however
-//! it ended.
+//! it ended. A CONNECT's origin connection takes a slot under `upstream.max_connections`
+//! for as long as its tunnel lives, as every other origin connection does (an upgrade's
+//! comes from the origin pool with its slot).
 
 use crate::body::ProxyBody;
 use crate::error::{Kind, ProxyError, Side};
@@ -19,6 +21,7 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
+use tokio::sync::OwnedSemaphorePermit;
 
 /// The origin side of a tunnel: the TCP connection a CONNECT opened, or an origin
 /// connection that switched protocols (`crate::upgrade`).
@@ -30,6 +33,9 @@ impl<T: AsyncRead + AsyncWrite + Unpin + Send> OriginIo for T {}
 pub struct Tunnel {
     upgrade: hyper::upgrade::OnUpgrade,
     origin: Box<dyn OriginIo>,
+    /// The origin connection's slot under `upstream.max_connections`, when the tunnel
+    /// opened it; freed when the tunnel ends.
+    slot: Option<OwnedSemaphorePermit>,
 }
 
 impl std::fmt::Debug for Tunnel {
@@ -53,6 +59,7 @@ pub async fn open(
     }
     let host = authority.host().trim_start_matches('[').trim_end_matches(']');
     let timeout = state.config.upstream.connect_timeout.0;
+    let slot = state.upstream.origin_slot(timeout, authority.as_str()).await?;
     let acl = state.dest_acl.as_deref();
     let origin = match tokio::time::timeout(timeout, connect_allowed(acl, host, port)).await {
         Ok(Ok(stream)) => stream,
@@ -75,7 +82,9 @@ pub async fn open(
     let upgrade = hyper::upgrade::on(&mut req);
     let mut response = Response::new(ProxyBody::empty());
     *response.status_mut() = StatusCode::OK;
-    Ok((response, Tunnel::new(upgrade, origin)))
+    let mut tunnel = Tunnel::new(upgrade, origin);
+    tunnel.slot = Some(slot);
+    Ok((response, tunnel))
 }
 
 /// Resolves `host` and connects to its addresses in turn, those the destination ACL
@@ -100,7 +109,7 @@ async fn connect_allowed(acl: Option<&crate::dest_acl::DestAcl>, host: &str, por
 impl Tunnel {
     /// A tunnel between the client connection `upgrade` resolves to and `origin`.
     pub fn new(upgrade: hyper::upgrade::OnUpgrade, origin: impl OriginIo + 'static) -> Self {
-        Self { upgrade, origin: Box::new(origin) }
+        Self { upgrade, origin: Box::new(origin), slot: None }
     }
 
     /// Copies bytes both ways until the tunnel closes, then logs the transaction with the

@@ -177,3 +177,38 @@ async fn http2_reset_after_accept_is_cut_off() {
     let (response, _) = browser.send_request(get("origin.test", "/page"), true).unwrap();
     assert_eq!(response.await.unwrap().status(), 200);
 }
+
+/// A CONNECT through the forward proxy to `origin`: the client's stream and the answer's
+/// status line.
+async fn connect_through(h: &Harness, origin: SocketAddr) -> (tokio::net::TcpStream, String) {
+    use tokio::io::AsyncWriteExt;
+    let mut stream = tokio::net::TcpStream::connect(h.addr()).await.unwrap();
+    stream.write_all(format!("CONNECT {origin} HTTP/1.1\r\nHost: {origin}\r\n\r\n").as_bytes()).await.unwrap();
+    let mut answer = Vec::new();
+    let mut byte = [0u8; 1];
+    while !answer.ends_with(b"\r\n") && stream.read(&mut byte).await.unwrap_or(0) == 1 {
+        answer.push(byte[0]);
+    }
+    (stream, String::from_utf8_lossy(&answer).into_owned())
+}
+
+#[tokio::test]
+async fn connect_tunnels_hold_origin_connection_slots_while_they_live() {
+    let h = Harness::build_with_origin(Mode::Forward, |c, origin| {
+        c.access.connect_ports = vec![origin.port()];
+        c.upstream.max_connections = 2;
+        c.upstream.connect_timeout.0 = Duration::from_secs(2);
+    })
+    .await;
+    let origin = h.origin.addr;
+    let (first, status) = connect_through(&h, origin).await;
+    assert!(status.starts_with("HTTP/1.1 200"), "{status}");
+    let (_second, status) = connect_through(&h, origin).await;
+    assert!(status.starts_with("HTTP/1.1 200"), "{status}");
+    let (_third, status) = connect_through(&h, origin).await;
+    assert!(status.starts_with("HTTP/1.1 503"), "no slot within the connect timeout: {status}");
+    // A tunnel that ends gives its slot back: the next CONNECT takes it.
+    drop(first);
+    let (_fourth, status) = connect_through(&h, origin).await;
+    assert!(status.starts_with("HTTP/1.1 200"), "{status}");
+}

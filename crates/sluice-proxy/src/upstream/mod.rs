@@ -708,7 +708,7 @@ impl Upstream {
     /// A slot under `upstream.max_connections` for a new connection to `what`. At the limit,
     /// closes an idle pooled connection (any origin's) to take its slot, else waits for one to
     /// close or go idle, up to `timeout` (the connect timeout): past it, 503.
-    async fn origin_slot(&self, timeout: Duration, what: &str) -> Result<OwnedSemaphorePermit, ProxyError> {
+    pub(crate) async fn origin_slot(&self, timeout: Duration, what: &str) -> Result<OwnedSemaphorePermit, ProxyError> {
         if let Some(slot) = self.slots.try_take() {
             return Ok(slot);
         }
