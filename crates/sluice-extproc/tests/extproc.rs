@@ -404,23 +404,13 @@ async fn origin_phase_mutations_are_what_gets_stored() {
 /// Framing fields a processor sets (`x-demo-set`): a length of its own, chunking, `Connection`.
 const FRAMING: &str = "content-length=5; transfer-encoding=chunked; connection=close, x-listed; x-listed=1";
 
-/// Two requests for `path` on one connection, the second closing it; the answers' texts.
-async fn two_on_one_connection(h: &Harness, path: &str) -> Vec<String> {
-    let target = h.origin.url(path);
-    let request = format!(
-        "GET {target} HTTP/1.1\r\nHost: x\r\n\r\nGET {target} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
-    );
-    let raw = client::raw(h.addr(), request.as_bytes()).await;
-    raw.split("HTTP/1.1 ").skip(1).map(str::to_owned).collect()
-}
-
 #[tokio::test]
 async fn framing_fields_a_processor_sets_are_the_hosts() {
     // Towards the client: a wrong length would leave bytes in front of the second answer.
     let h = Harness::start(|_| {}).await;
     h.up(0).await;
     h.origin.on("/k", Reply::ok("twenty-two bytes here!").header("x-demo-set", FRAMING));
-    let answers = two_on_one_connection(&h, "/k").await;
+    let answers = client::two_on_one_connection(h.addr(), &h.origin.url("/k")).await;
     assert_eq!(answers.len(), 2, "{answers:?}");
     for answer in answers {
         assert!(answer.starts_with("200"), "{answer}");

@@ -84,3 +84,14 @@ pub async fn raw(addr: SocketAddr, raw: &[u8]) -> String {
     }
     String::from_utf8_lossy(&out).into_owned()
 }
+
+/// Two GETs of `target` (absolute, for a forward proxy) written at once on one connection to
+/// `proxy`, the second closing it; the text of each answer, from its status code on. A
+/// response framed wrong (a length its body does not have) shows in the second.
+pub async fn two_on_one_connection(proxy: SocketAddr, target: &str) -> Vec<String> {
+    let request = format!(
+        "GET {target} HTTP/1.1\r\nHost: x\r\n\r\nGET {target} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    );
+    let answer = raw(proxy, request.as_bytes()).await;
+    answer.split("HTTP/1.1 ").skip(1).map(str::to_owned).collect()
+}

@@ -17,16 +17,6 @@ fn entry(plugin_config: &str, attach: &str) -> String {
     )
 }
 
-/// Two requests for `path` on one connection, the second closing it; the answers' texts.
-async fn two_on_one_connection(proxy: &Proxy, path: &str) -> Vec<String> {
-    let target = proxy.origin.url(path);
-    let request = format!(
-        "GET {target} HTTP/1.1\r\nHost: x\r\n\r\nGET {target} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
-    );
-    let raw = sluice_testkit::client::raw(proxy.addr(), request.as_bytes()).await;
-    raw.split("HTTP/1.1 ").skip(1).map(str::to_owned).collect()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn framing_fields_a_plugin_sets_towards_the_client_are_the_hosts() {
     // Field by field, and the whole map written back.
@@ -34,7 +24,7 @@ async fn framing_fields_a_plugin_sets_towards_the_client_are_the_hosts() {
         let proxy = Proxy::start(&entry(&config, "client")).await;
         proxy.origin.on("/k", Reply::ok("twenty-two bytes here!").header("cache-control", "max-age=60"));
         // A miss, then a hit; a wrong length would leave bytes in front of the second answer.
-        let answers = two_on_one_connection(&proxy, "/k").await;
+        let answers = sluice_testkit::client::two_on_one_connection(proxy.addr(), &proxy.origin.url("/k")).await;
         assert_eq!(answers.len(), 2, "{config}: {answers:?}");
         for answer in answers {
             assert!(answer.starts_with("200"), "{answer}");
