@@ -143,13 +143,15 @@ impl<IO> Watched<IO> {
     /// After a write of `pieces`: the first `n` bytes of them went out.
     fn wrote<'a>(&mut self, polled: &Poll<io::Result<usize>>, pieces: impl Iterator<Item = &'a [u8]>) {
         let Poll::Ready(Ok(n)) = *polled else { return };
-        let mut left = n;
-        let written = pieces.map(move |piece| {
-            let piece = &piece[..piece.len().min(left)];
-            left -= piece.len();
-            piece
-        });
-        if self.progress.wrote(written) {
+        let written = || {
+            let mut left = n;
+            pieces.map(move |piece| {
+                let piece = &piece[..piece.len().min(left)];
+                left -= piece.len();
+                piece
+            })
+        };
+        if self.progress.wrote(n, written) {
             self.activity.touch();
         }
         if let Some(traffic) = &self.traffic {
