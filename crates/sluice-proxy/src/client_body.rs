@@ -56,8 +56,9 @@ impl ClientBody {
 
     /// Whether the body, which its request did not announce the length of, turns out empty:
     /// reads until the end of the body (`true`) or its first non-empty data or trailers
-    /// (`false`; kept, and given back first when the body is read). Bounded by the request's
-    /// deadline, which the caller sets. `Err` as [`failed`] when the body fails.
+    /// (`false`; kept, and given back first when the body is read). The caller bounds the
+    /// wait; dropping the future part-way loses nothing. `Err` as [`failed`] when the body
+    /// fails.
     pub async fn settle_empty(&mut self) -> Result<bool, ProxyError> {
         loop {
             match std::future::poll_fn(|cx| Pin::new(&mut *self).poll_frame(cx)).await {

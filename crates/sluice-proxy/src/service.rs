@@ -424,18 +424,11 @@ async fn route(
     let mut body = ClientBody::new(body, Some(body_limit).filter(|&limit| limit > 0))?;
     let mut has_body = !http_body::Body::is_end_stream(&body);
     if has_body && state.config.cache.enabled && may_be_bodyless(&forward.client, &body) {
-        // Boxed: rare, and its state would otherwise enlarge every request's future. Past the
-        // deadline it is the client that did not finish its request (408), not an origin.
-        has_body = !within_deadline(state, &conn.timers, Box::pin(body.settle_empty())).await.map_err(|err| {
-            if err.kind != Kind::GatewayTimeout {
-                return err;
-            }
-            ProxyError::new(
-                Kind::RequestTimeout,
-                Side::Client,
-                "the client did not end its request within the transaction timeout",
-            )
-        })?;
+        // Boxed: rare, and its state would otherwise enlarge every request's future. A body
+        // that has not ended or shown data within the wait goes on as a body (streamed).
+        if let Ok(settled) = tokio::time::timeout(SETTLE_WAIT, Box::pin(body.settle_empty())).await {
+            has_body = !settled?;
+        }
     }
     if let Some(switch) = crate::upgrade::requested(&state.config.access.upgrade_protocols, &forward, has_body) {
         return within_deadline(state, &conn.timers, crate::upgrade::open(state, txn, forward, switch)).await;
@@ -570,6 +563,13 @@ impl<T> crate::deadline::Then<Result<Result<T, ProxyError>, Elapsed>> for Gatewa
         })
     }
 }
+
+/// How long a `GET` or `HEAD` whose head did not end it is given to show an empty body
+/// ([`ClientBody::settle_empty`]): clients that end such a request with an empty `DATA` frame
+/// or last chunk send it with the head. One that has sent neither the end nor any data by
+/// then is passed on with its body streamed, as before (and, if it never sends it, gets the
+/// `408` of a stalled upload).
+const SETTLE_WAIT: std::time::Duration = std::time::Duration::from_millis(250);
 
 /// Whether a request the cache could serve, whose head did not end it, may still have an
 /// empty body to wait for (client_body.rs): a `GET` or `HEAD` announcing no length (an
