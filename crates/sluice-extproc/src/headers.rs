@@ -59,9 +59,7 @@ pub fn response_message(parts: &response::Parts) -> HttpHeaders {
     let mut fields = Vec::with_capacity(parts.headers.len() + 1);
     fields.push(entry(":status", parts.status.as_str().as_bytes()));
     push_fields(&mut fields, &parts.headers);
-    let bodyless = parts.status.is_informational()
-        || parts.status == StatusCode::NO_CONTENT
-        || parts.status == StatusCode::NOT_MODIFIED
+    let bodyless = !framing::status_has_body(parts.status)
         || parts.headers.get(header::CONTENT_LENGTH).is_some_and(|v| v.as_bytes() == b"0");
     HttpHeaders { headers: Some(PbHeaderMap { headers: fields }), end_of_stream: bodyless }
 }

@@ -1,4 +1,4 @@
-//! The fields of a response head that say how its body is framed, which a proxy keeps for
+//! Which statuses carry a body, and the fields of a response head that say how it is framed, which a proxy keeps for
 //! itself when untrusted code edits the head (Sluice's Proxy-Wasm plugins and ext_proc
 //! processors; docs/modules.md, "Framing is the host's"): `Content-Length` and the
 //! hop-by-hop fields (RFC 9110 §7.6.1). A `Content-Length: 5` written on a 22-byte body
@@ -9,6 +9,12 @@
 
 use crate::hop::is_always_hop_by_hop;
 use http::header::{HeaderMap, HeaderName, HeaderValue, CONTENT_LENGTH};
+use http::StatusCode;
+
+/// Whether a response with `status` carries a body (RFC 9110 §6.4.1): not a 1xx, 204 or 304.
+pub fn status_has_body(status: StatusCode) -> bool {
+    !(status.is_informational() || status == StatusCode::NO_CONTENT || status == StatusCode::NOT_MODIFIED)
+}
 
 /// What becomes of an edit that writes a field of a response head.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -64,6 +70,13 @@ mod tests {
             ("x-listed", ResponseFieldWrite::Take),
         ] {
             assert_eq!(response_field_write(&HeaderName::from_static(name)), write, "{name}");
+        }
+    }
+
+    #[test]
+    fn statuses_without_a_body() {
+        for (status, body) in [(100, false), (200, true), (204, false), (206, true), (304, false), (404, true)] {
+            assert_eq!(status_has_body(StatusCode::from_u16(status).unwrap()), body, "{status}");
         }
     }
 

@@ -738,7 +738,8 @@ async fn fetch(
     let cc = directives(state, spec).cache_control(&parts.headers);
     // The active modules see the stored body in the pump; when one may change it, readers of
     // the fill get it without the origin's length (the stored object gets the true one).
-    let editors = if has_body(parts.status) { txn.and_then(Txn::origin_body_phase) } else { None };
+    let editors =
+        if sluice_http::framing::status_has_body(parts.status) { txn.and_then(Txn::origin_body_phase) } else { None };
     let may_change = editors.as_ref().is_some_and(|e| e.may_change);
     let verdict = storability(state, spec, &parts, &cc).and_then(|()| {
         let mut headers = parts.headers.clone();
@@ -775,11 +776,6 @@ async fn fetch(
             Ok(Fetched::Pass { parts: Box::new(parts), body, detail })
         }
     }
-}
-
-/// True when a response with `status` has a body (RFC 9110 §6.4.1).
-fn has_body(status: StatusCode) -> bool {
-    !(status.is_informational() || status == StatusCode::NO_CONTENT || status == StatusCode::NOT_MODIFIED)
 }
 
 /// The result code of a response fetched from the origin, as Squid logs it: a stored

@@ -42,10 +42,9 @@ impl FramedStatus {
     }
 }
 
-/// Whether a response with `status` carries a body (RFC 9110 §6.4.1) and is one a proxy
-/// sends on (200-599).
+/// Whether a response with `status` carries a body and is one a proxy sends on (200-599).
 fn has_body(status: StatusCode) -> bool {
-    (200..=599).contains(&status.as_u16()) && status != StatusCode::NO_CONTENT && status != StatusCode::NOT_MODIFIED
+    (200..=599).contains(&status.as_u16()) && sluice_http::framing::status_has_body(status)
 }
 
 #[cfg(test)]

@@ -58,9 +58,7 @@ pub async fn finalize(
                 }
             }
             Ok(outcome) => {
-                let status_has_body = !parts.status.is_informational()
-                    && parts.status != StatusCode::NO_CONTENT
-                    && parts.status != StatusCode::NOT_MODIFIED;
+                let status_has_body = sluice_http::framing::status_has_body(parts.status);
                 let has_body = *method != Method::HEAD && status_has_body;
                 if *method == Method::HEAD && status_has_body {
                     drop_length_modules_may_change(&mut txn, &mut parts.headers, &body);
@@ -239,7 +237,7 @@ pub fn local(state: &State, local: LocalResponse) -> Response<ProxyBody> {
         tracing::warn!("a module answered with status {}; sent as 500", status.as_u16());
         status = StatusCode::INTERNAL_SERVER_ERROR;
     }
-    if status == StatusCode::NO_CONTENT || status == StatusCode::NOT_MODIFIED {
+    if !sluice_http::framing::status_has_body(status) {
         body = Bytes::new();
     }
     let mut response = Response::new(ProxyBody::full(body));
