@@ -95,3 +95,17 @@ pub async fn two_on_one_connection(proxy: SocketAddr, target: &str) -> Vec<Strin
     let answer = raw(proxy, request.as_bytes()).await;
     answer.split("HTTP/1.1 ").skip(1).map(str::to_owned).collect()
 }
+
+/// Asserts that `answer` (one of [`two_on_one_connection`]'s) is a `200` framed by the proxy,
+/// whatever framing fields a module set: `body` with its own `Content-Length`, no
+/// `Transfer-Encoding`, and no `Connection: close, x-listed` (the fields the framing tests'
+/// modules set, besides the end-to-end `x-listed: 1` that does go out).
+pub fn assert_framed_by_the_proxy(answer: &str, body: &str) {
+    assert!(answer.starts_with("200"), "{answer}");
+    assert!(answer.contains(&format!("\r\ncontent-length: {}\r\n", body.len())), "{answer}");
+    assert!(answer.ends_with(&format!("\r\n\r\n{body}")), "{answer:?}");
+    for gone in ["\r\ntransfer-encoding:", "\r\nconnection: close, x-listed"] {
+        assert!(!answer.contains(gone), "{gone}: {answer}");
+    }
+    assert!(answer.contains("\r\nx-listed: 1\r\n"), "the end-to-end field the module set: {answer}");
+}
