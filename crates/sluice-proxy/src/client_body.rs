@@ -14,6 +14,13 @@
 //! HTTP/2 client that ends the stream with an empty `DATA` frame, an HTTP/1.1 client sending
 //! `Transfer-Encoding: chunked` and only the last chunk. [`ClientBody::settle_empty`] reads
 //! up to its first data so the cache can take such a request as the bodyless one it is.
+//!
+//! An HTTP/2 request whose data frames add up to more than its `Content-Length` is malformed
+//! (RFC 9113 §8.1.1), and an intermediary must not forward it. The h2 crate resets the stream
+//! when the data passes the length, but by then the data up to the length may already have
+//! gone to the origin as a complete request. So the piece that completes the announced length
+//! is held until the stream's end confirms it (normally the same frame carries `END_STREAM`,
+//! and nothing waits); when the stream fails instead, the origin sees a cut request.
 
 use crate::body::BoxError;
 use crate::error::{Kind, ProxyError, Side};
@@ -41,17 +48,25 @@ pub struct ClientBody {
     /// A frame read ahead by [`ClientBody::settle_empty`], given back first. Boxed: rare,
     /// and a frame (trailers) would make every request body larger.
     ahead: Option<Box<Frame<Bytes>>>,
+    /// An HTTP/2 body with an announced length: the bytes of it not read yet (`u64::MAX`
+    /// otherwise, when nothing is held back).
+    announced_rest: u64,
+    /// The piece that completed the announced length, held until the stream ends. Boxed: rare.
+    held: Option<Box<Bytes>>,
 }
 
 impl ClientBody {
-    /// `body` under `limit` (`None`: no limit). `Err` (413) when its announced length is
-    /// over the limit already.
-    pub fn new(body: Incoming, limit: Option<u64>) -> Result<Self, ProxyError> {
-        let Some(limit) = limit else { return Ok(Self { body, limit: u64::MAX, read: 0, ahead: None }) };
-        if let Some(announced) = body.size_hint().exact().filter(|&n| n > limit) {
+    /// `body` under `limit` (`None`: no limit); `http2` when it came on an HTTP/2 stream
+    /// (whose last piece is then held until the stream's end confirms the announced length).
+    /// `Err` (413) when its announced length is over the limit already.
+    pub fn new(body: Incoming, limit: Option<u64>, http2: bool) -> Result<Self, ProxyError> {
+        let announced = body.size_hint().exact();
+        let limit = limit.unwrap_or(u64::MAX);
+        if let Some(announced) = announced.filter(|&n| n > limit) {
             return Err(too_large(limit, format!("a request body of {announced} bytes")));
         }
-        Ok(Self { body, limit, read: 0, ahead: None })
+        let announced_rest = announced.filter(|_| http2).unwrap_or(u64::MAX);
+        Ok(Self { body, limit, read: 0, ahead: None, announced_rest, held: None })
     }
 
     /// Whether the body, which its request did not announce the length of, turns out empty:
@@ -83,29 +98,55 @@ impl Body for ClientBody {
         if let Some(frame) = this.ahead.take() {
             return Poll::Ready(Some(Ok(*frame)));
         }
-        let frame = match Pin::new(&mut this.body).poll_frame(cx) {
-            Poll::Ready(Some(Ok(frame))) => frame,
-            other => return other.map_err(Into::into),
-        };
-        if let Some(data) = frame.data_ref().filter(|_| this.limit != u64::MAX) {
-            this.read += data.len() as u64;
-            if this.read > this.limit {
-                return Poll::Ready(Some(Err(Box::new(BodyTooLarge { limit: this.limit }))));
+        loop {
+            let frame = match Pin::new(&mut this.body).poll_frame(cx) {
+                Poll::Ready(Some(Ok(frame))) => frame,
+                // The end confirms the held piece. A failure drops it: the origin's request
+                // stays cut.
+                Poll::Ready(None) => return Poll::Ready(this.held.take().map(|held| Ok(Frame::data(*held)))),
+                other => return other.map_err(Into::into),
+            };
+            if let Some(data) = frame.data_ref().filter(|_| this.limit != u64::MAX) {
+                this.read += data.len() as u64;
+                if this.read > this.limit {
+                    return Poll::Ready(Some(Err(Box::new(BodyTooLarge { limit: this.limit }))));
+                }
+            }
+            if this.announced_rest == u64::MAX {
+                return Poll::Ready(Some(Ok(frame)));
+            }
+            match (frame.data_ref(), this.held.take()) {
+                // After the held piece only empty data or trailers can come (more data is
+                // an error of the stream): the trailers end it.
+                (Some(data), Some(held)) if data.is_empty() => this.held = Some(held),
+                (_, Some(held)) => {
+                    this.ahead = Some(Box::new(frame));
+                    return Poll::Ready(Some(Ok(Frame::data(*held))));
+                }
+                (Some(data), None) => {
+                    this.announced_rest = this.announced_rest.saturating_sub(data.len() as u64);
+                    if this.announced_rest > 0 || data.is_empty() || this.body.is_end_stream() {
+                        return Poll::Ready(Some(Ok(frame)));
+                    }
+                    this.held = frame.into_data().ok().map(Box::new);
+                }
+                (None, None) => return Poll::Ready(Some(Ok(frame))),
             }
         }
-        Poll::Ready(Some(Ok(frame)))
     }
 
     fn is_end_stream(&self) -> bool {
-        self.ahead.is_none() && self.body.is_end_stream()
+        self.ahead.is_none() && self.held.is_none() && self.body.is_end_stream()
     }
 
     fn size_hint(&self) -> SizeHint {
         let rest = self.body.size_hint();
-        match self.ahead.as_deref().map(|frame| frame.data_ref().map_or(0, |data| data.len() as u64)) {
-            None => rest,
-            Some(ahead) => rest.exact().map_or_else(SizeHint::default, |n| SizeHint::with_exact(n + ahead)),
+        let ahead = self.ahead.as_deref().map(|frame| frame.data_ref().map_or(0, |data| data.len() as u64));
+        let kept = ahead.unwrap_or(0) + self.held.as_deref().map_or(0, |held| held.len() as u64);
+        if ahead.is_none() && self.held.is_none() {
+            return rest;
         }
+        rest.exact().map_or_else(SizeHint::default, |n| SizeHint::with_exact(n + kept))
     }
 }
 

@@ -421,7 +421,8 @@ async fn route(
         return purge(state, conn, txn, &forward).await.map(Routed::Response);
     }
     let body_limit = max_body_size.unwrap_or(state.config.client.max_body_size.0);
-    let mut body = ClientBody::new(body, Some(body_limit).filter(|&limit| limit > 0))?;
+    let http2 = forward.client.version == Version::HTTP_2;
+    let mut body = ClientBody::new(body, Some(body_limit).filter(|&limit| limit > 0), http2)?;
     let mut has_body = !http_body::Body::is_end_stream(&body);
     if has_body && state.config.cache.enabled && may_be_bodyless(&forward.client, &body) {
         // Boxed: rare, and its state would otherwise enlarge every request's future. A body
