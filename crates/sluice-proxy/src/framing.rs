@@ -14,6 +14,9 @@
 //!   exactly where hyper will look for it.
 //! * Heads that `httparse` itself refuses, or that outgrow the limit, are handed to hyper
 //!   unchanged (hyper answers 400 or 431 with the same parser and limit) and nothing after them.
+//!   But a request line longer than the limit by itself gets `414 URI Too Long` (RFC 9112 §3):
+//!   hyper is handed [`URI_TOO_LONG_STAND_IN`] instead, which the service answers (see
+//!   [`crate::options_form`]).
 //! * The connection is held to the protocols it may speak ([`Speaks`]: the listener's `h2c`,
 //!   TLS's ALPN), which hyper would otherwise guess from the first bytes.
 //! * The HTTP/2 preface at the start of the connection turns inspection off for good. So does
@@ -62,6 +65,15 @@ pub enum Speaks {
 /// What hyper is given in place of a rejected head: a request line whose method is not a
 /// token. hyper's parser refuses it at the first byte (`400 Bad Request`, connection closed).
 const REJECTED_HEAD: &[u8] = b"@ / HTTP/1.1\r\n\r\n";
+
+/// What hyper is given in place of a head whose request line alone is longer than the limit:
+/// a request the service knows for a stand-in by the note the guard takes with it
+/// ([`OptionsForms::note_uri_too_long`]), and answers `414`, closing the connection.
+const URI_TOO_LONG_STAND_IN: &[u8] = b"OPTIONS * HTTP/1.1\r\nconnection: close\r\n\r\n";
+
+/// The longest method a request line too long to read is taken to have: past it, the long
+/// part is the method, and the head goes to hyper as it is.
+const LONGEST_METHOD: usize = 32;
 
 /// hyper's own limit on the fields of a request head, and `client.max_header_fields`' default
 /// (hyper's limit is set only when the option differs: `server.rs`). Also the header slots
@@ -156,13 +168,14 @@ impl<IO> StrictHttp1<IO> {
         (self.lo, self.ok, self.hi) = (0, 0, partial.len());
     }
 
-    /// Drops what is held past `ok` and queues [`REJECTED_HEAD`] for release.
-    fn queue_rejection(&mut self) {
-        let end = self.ok + REJECTED_HEAD.len();
+    /// Drops what is held past `ok` and queues `head` (the rejected head's replacement) for
+    /// release.
+    fn queue_rejection(&mut self, head: &[u8]) {
+        let end = self.ok + head.len();
         if self.hold.len() < end {
             self.hold.resize(end, 0);
         }
-        self.hold[self.ok..end].copy_from_slice(REJECTED_HEAD);
+        self.hold[self.ok..end].copy_from_slice(head);
         (self.ok, self.hi) = (end, end);
     }
 }
@@ -185,6 +198,21 @@ impl<IO: AsyncRead + Unpin> StrictHttp1<IO> {
         let n = buf.filled().len();
         self.hi += n;
         Poll::Ready(Ok(n))
+    }
+}
+
+impl<IO: AsyncRead + Unpin> StrictHttp1<IO> {
+    /// [`Framing::Draining`]: reads and drops what the client sends; ready (the end) only
+    /// when the client's side ends or fails.
+    fn poll_drain(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let mut scratch = [0u8; 4096];
+        loop {
+            let mut buf = ReadBuf::new(&mut scratch);
+            ready!(Pin::new(&mut self.io).poll_read(cx, &mut buf))?;
+            if buf.filled().is_empty() {
+                return Poll::Ready(Ok(()));
+            }
+        }
     }
 }
 
@@ -221,7 +249,7 @@ impl<IO: AsyncRead + Unpin> AsyncRead for StrictHttp1<IO> {
                 match tail {
                     Tail::Done | Tail::Hold => {}
                     Tail::Discard => this.hi = this.ok,
-                    Tail::Reject => this.queue_rejection(),
+                    Tail::Reject(head) => this.queue_rejection(head),
                 }
                 continue;
             }
@@ -229,6 +257,7 @@ impl<IO: AsyncRead + Unpin> AsyncRead for StrictHttp1<IO> {
             match this.scan.framing {
                 Framing::Closed => return Poll::Ready(Ok(())),
                 Framing::PassThrough => return Pin::new(&mut this.io).poll_read(cx, out),
+                Framing::Draining => return this.poll_drain(cx),
                 _ => {}
             }
             let start = out.filled().len();
@@ -242,7 +271,7 @@ impl<IO: AsyncRead + Unpin> AsyncRead for StrictHttp1<IO> {
                 Tail::Done => return Poll::Ready(Ok(())),
                 Tail::Hold => this.keep(&out.filled()[end..]),
                 Tail::Discard => {}
-                Tail::Reject => this.queue_rejection(),
+                Tail::Reject(head) => this.queue_rejection(head),
             }
             out.set_filled(end);
             if pass > 0 {
@@ -279,7 +308,7 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> AsyncWrite for StrictHttp1<IO> {
         let this = self.get_mut();
         if this.linger.is_none() {
             ready!(Pin::new(&mut this.io).poll_shutdown(cx))?;
-            if this.scan.framing != Framing::Closed {
+            if !matches!(this.scan.framing, Framing::Closed | Framing::Draining) {
                 return Poll::Ready(Ok(()));
             }
             this.linger = Some(Lingering { until: Box::pin(tokio::time::sleep(LINGER)), drained: 0 });
@@ -314,6 +343,10 @@ enum Framing {
     PassThrough,
     /// Nothing more from the client reaches hyper: reads end.
     Closed,
+    /// Nothing more from the client reaches hyper, which still has a request to answer (the
+    /// [`URI_TOO_LONG_STAND_IN`]): what comes is read and dropped, and reads end only when
+    /// the client's do (hyper drops a request in flight when its connection's reads end).
+    Draining,
 }
 
 /// How a run of bytes ended, after its first `n` were cleared.
@@ -323,8 +356,9 @@ enum Tail {
     Done,
     /// The rest is the start of a head: hold it until more arrives.
     Hold,
-    /// The rest starts with a rejected head: give hyper [`REJECTED_HEAD`], drop the rest.
-    Reject,
+    /// The rest starts with a rejected head: give hyper this in its place ([`REJECTED_HEAD`]
+    /// or [`URI_TOO_LONG_STAND_IN`]), drop the rest.
+    Reject(&'static [u8]),
     /// Drop the rest.
     Discard,
 }
@@ -334,7 +368,8 @@ enum Step {
     /// This many (at least one) are cleared.
     Pass(usize),
     Hold,
-    Reject,
+    /// The head in front is refused: hyper gets this in its place.
+    Reject(&'static [u8]),
     Discard,
 }
 
@@ -386,7 +421,7 @@ impl Scanner {
             match self.step(&data[at..]) {
                 Step::Pass(n) => at += n,
                 Step::Hold => return (at, Tail::Hold),
-                Step::Reject => return (at, Tail::Reject),
+                Step::Reject(head) => return (at, Tail::Reject(head)),
                 Step::Discard => return (at, Tail::Discard),
             }
         }
@@ -419,7 +454,7 @@ impl Scanner {
                 }
             },
             Framing::PassThrough => Step::Pass(data.len()),
-            Framing::Closed => Step::Discard,
+            Framing::Closed | Framing::Draining => Step::Discard,
         }
     }
 
@@ -434,7 +469,7 @@ impl Scanner {
                 if self.speaks == Speaks::Http1 {
                     tracing::debug!("HTTP/2 on a connection that speaks HTTP/1 only; refused");
                     self.framing = Framing::Closed;
-                    return Step::Reject;
+                    return Step::Reject(REJECTED_HEAD);
                 }
                 self.framing = Framing::PassThrough;
                 return Step::Pass(data.len());
@@ -513,7 +548,7 @@ impl Scanner {
                             "rejected a request with ambiguous framing ({reason}); closing the client connection"
                         );
                         self.framing = Framing::Closed;
-                        Step::Reject
+                        Step::Reject(REJECTED_HEAD)
                     }
                 }
             }
@@ -524,13 +559,28 @@ impl Scanner {
             }
             // Too large or not HTTP/1: hyper refuses it (431 or 400) with the same limit and
             // parser, and reads nothing after it. After a protocol switch, it is the new
-            // protocol.
+            // protocol. A request line longer than the limit by itself is answered 414.
             _ => {
                 self.checked = 0;
+                if !after_switch && parsed == Ok(httparse::Status::Partial) && self.request_line_too_long(data) {
+                    if let Some(forms) = &self.options {
+                        tracing::debug!("a request line longer than {} bytes; answered 414", self.max_head);
+                        forms.note_uri_too_long();
+                        self.framing = Framing::Draining;
+                        return Step::Reject(URI_TOO_LONG_STAND_IN);
+                    }
+                }
                 self.framing = if after_switch { Framing::PassThrough } else { Framing::Closed };
                 Step::Pass(data.len())
             }
         }
+    }
+
+    /// Whether `data`, the valid start of a head longer than the limit, is a request line
+    /// that alone is longer (its method ended, its line did not).
+    fn request_line_too_long(&self, data: &[u8]) -> bool {
+        data[..data.len().min(LONGEST_METHOD)].contains(&b' ')
+            && !data[..data.len().min(self.max_head)].contains(&b'\n')
     }
 }
 
@@ -1041,6 +1091,36 @@ mod tests {
         // Arriving whole: complete, so checked like any head (hyper applies its own limit).
         let got = read_all(StrictHttp1::new(Client::new([&big]), max), 8192).await;
         assert_eq!(show(&got), big);
+    }
+
+    #[tokio::test]
+    async fn a_request_line_longer_than_the_limit_becomes_the_414_stand_in() {
+        let max = 256;
+        let long = format!("GET /{} HTTP/1.1\r\nHost: a\r\n\r\n", "x".repeat(1000));
+        let input = [GET, long.as_bytes()].concat();
+        for piece in [100, 1] {
+            let forms = Arc::new(OptionsForms::default());
+            let guard = StrictHttp1::new(Client::new(input.chunks(piece)), max).noting_options(Arc::clone(&forms));
+            let got = read_all(guard, 8192).await;
+            assert_eq!(show(&got), show(&[GET, URI_TOO_LONG_STAND_IN].concat()), "in pieces of {piece}");
+            let mut stand_in = http::Request::builder().method(http::Method::OPTIONS).body(()).unwrap();
+            assert!(OptionsForms::mark(Some(&forms), &mut stand_in), "noted for the service");
+        }
+        // A long field, not the request line, is hyper's to refuse (431); so is a long method.
+        for big in [
+            format!("GET / HTTP/1.1\r\nX-Big: {}\r\n\r\n", "x".repeat(1000)),
+            format!("{} / HTTP/1.1\r\n\r\n", "G".repeat(1000)),
+        ] {
+            let forms = Arc::new(OptionsForms::default());
+            let guard =
+                StrictHttp1::new(Client::new(big.as_bytes().chunks(100)), max).noting_options(Arc::clone(&forms));
+            let got = read_all(guard, 8192).await;
+            assert!(got.len() > max && big.as_bytes().starts_with(&got), "{} bytes", got.len());
+            assert_eq!(forms.pending(), 0, "nothing noted");
+        }
+        // Without a service to note it for, the head goes to hyper as it is.
+        let got = read_all(StrictHttp1::new(Client::new(long.as_bytes().chunks(100)), max), 8192).await;
+        assert!(got.len() > max && long.as_bytes().starts_with(&got), "{} bytes", got.len());
     }
 
     #[tokio::test]

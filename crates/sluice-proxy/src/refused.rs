@@ -1,14 +1,17 @@
 //! Requests refused before any transaction starts: heads hyper's parser refuses (malformed,
 //! oversized) and those the framing guard ([`crate::framing`]) hands it refused (ambiguous
 //! framing: request smuggling). hyper answers them itself (`400`, `431`, `414`) and ends the
-//! connection with the parse error; the connection's server loop passes that error here,
-//! and they are logged as Squid logs them (`NONE/400 … NONE error:invalid-request`) and
-//! counted in the metrics. Nothing runs for a normal request.
+//! connection with the parse error; the connection's server loop passes that error here.
+//! A request line too long to read is the guard's to tell: the service answers its stand-in
+//! here ([`uri_too_long`]: `414`, the connection closed). All are logged as Squid logs them
+//! (`NONE/400 … NONE error:invalid-request`) and counted in the metrics. Nothing runs for a
+//! normal request.
 
 use crate::access_log::LogRecord;
+use crate::body::ProxyBody;
 use crate::outcome::ResultCode;
 use crate::state::State;
-use http::{Method, Version};
+use http::{header, HeaderValue, Method, Response, StatusCode, Version};
 use std::net::SocketAddr;
 use std::time::Duration;
 
@@ -35,7 +38,24 @@ fn refusal(err: &(dyn std::error::Error + 'static)) -> Option<(u16, &'static str
 /// Logs and counts the request a connection from `client` ended with, when `err` (what
 /// serving the connection returned) is hyper refusing its head.
 pub fn note(state: &State, client: SocketAddr, err: &(dyn std::error::Error + 'static)) {
-    let Some((status, url)) = refusal(err) else { return };
+    if let Some((status, url)) = refusal(err) {
+        record(state, client, status, url);
+    }
+}
+
+/// The answer to the framing guard's stand-in for a request from `client` whose request line
+/// was longer than a whole head may be (RFC 9112 §3): `414`, empty, the connection closed, as
+/// hyper answers its own refusals; logged and counted as they are.
+pub fn uri_too_long(state: &State, client: SocketAddr) -> Response<ProxyBody> {
+    record(state, client, 414, "error:request-too-large");
+    let mut response = Response::new(ProxyBody::empty());
+    *response.status_mut() = StatusCode::URI_TOO_LONG;
+    response.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
+    response
+}
+
+/// Logs and counts a refused request.
+fn record(state: &State, client: SocketAddr, status: u16, url: &str) {
     state.metrics.record(ResultCode::None, status, 0, true, Duration::ZERO);
     if let Some(log) = &state.access_log {
         log.log(LogRecord {

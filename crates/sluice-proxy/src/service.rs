@@ -241,7 +241,9 @@ pub async fn handle(
     let _busy = conn.activity.as_ref().map(crate::idle::Activity::busy);
     let tally = conn.cancels.as_ref().filter(|_| req.version() == Version::HTTP_2).map(crate::cancels::Tally::new);
     let conn = if conn.forwards_clients { crate::forwarded::for_request(&state, conn, req.headers()) } else { conn };
-    OptionsForms::mark(conn.options_forms.as_deref(), &mut req);
+    if OptionsForms::mark(conn.options_forms.as_deref(), &mut req) {
+        return Ok(crate::refused::uri_too_long(&state, conn.client));
+    }
     let mut txn = Txn::start(&state, conn.client, &req, conn.tls);
     let method = req.method().clone();
     // The guard holds what the client sends after this request until told how it went.

@@ -29,6 +29,28 @@ async fn oversized_request_head_gets_431() {
 }
 
 #[tokio::test]
+async fn rfc9112_3_a_request_line_longer_than_a_head_may_be_gets_414() {
+    let h = Harness::build(Mode::Forward, |c| c.client.max_header_bytes = sluice_proxy::units::Size(16 * 1024)).await;
+    h.origin.on("/ok", Reply::ok("ok"));
+    let ok = format!("GET {} HTTP/1.1\r\nHost: a\r\n\r\n", h.origin.url("/ok"));
+    let long = format!("GET {}?{} HTTP/1.1\r\nHost: a\r\n\r\n", h.origin.url("/ok"), "q".repeat(40 * 1024));
+    // After a request served on the same connection, in order; then the connection closes.
+    let answer = client::raw(h.addr(), format!("{ok}{long}{ok}").as_bytes()).await;
+    assert_eq!(responses(&answer), 2, "{}", &answer[..answer.len().min(400)]);
+    assert!(answer.starts_with("HTTP/1.1 200"), "{}", &answer[..answer.len().min(200)]);
+    let second = &answer[answer.rfind("HTTP/1.1 ").unwrap()..];
+    assert!(second.starts_with("HTTP/1.1 414 URI Too Long\r\n"), "{second}");
+    assert!(second.to_ascii_lowercase().contains("connection: close"), "{second}");
+    assert_eq!(h.origin.hits("/ok"), 1, "only the first request reached the origin");
+    // A long target within the limit is served.
+    let within = format!("/ok?{}", "q".repeat(8 * 1024));
+    h.origin.on(&within, Reply::ok("long"));
+    let answer =
+        client::raw(h.addr(), format!("GET {} HTTP/1.1\r\nHost: a\r\n\r\n", h.origin.url(&within)).as_bytes()).await;
+    assert!(answer.starts_with("HTTP/1.1 200") && answer.ends_with("long"), "{}", &answer[..answer.len().min(200)]);
+}
+
+#[tokio::test]
 async fn content_length_with_transfer_encoding_is_rejected_and_the_connection_closed() {
     let h = Harness::forward().await;
     h.origin.on("/smuggle", Reply::ok("x"));
