@@ -740,6 +740,9 @@ pub struct ClientConfig {
     /// Largest request body accepted (`crate::client_body`); larger gets 413. 0: no limit.
     /// A route's `max_body_size` replaces it for that route's requests.
     pub max_body_size: Size,
+    /// Most requests one client may have in progress at once, over all its connections and
+    /// HTTP/2 streams (`crate::in_flight`); more get 429. 0: no limit.
+    pub max_requests_per_client: usize,
 }
 
 impl Default for ClientConfig {
@@ -752,6 +755,7 @@ impl Default for ClientConfig {
             max_header_fields: crate::framing::HYPER_MAX_HEADERS,
             max_connections: 0,
             max_body_size: Size(0),
+            max_requests_per_client: 0,
         }
     }
 }

@@ -47,6 +47,7 @@ mod head_framing;
 pub mod header_rules;
 mod hit_for_pass;
 mod idle;
+mod in_flight;
 mod invalidations;
 mod latency;
 pub mod listeners;

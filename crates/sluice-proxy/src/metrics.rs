@@ -15,6 +15,8 @@ pub struct Metrics {
     pub client_connections: AtomicU64,
     pub client_connections_open: AtomicI64,
     pub client_denied: AtomicU64,
+    /// Requests refused for their client's requests in progress (`client.max_requests_per_client`).
+    pub client_in_flight_refusals: AtomicU64,
     /// Connections closed for their PROXY protocol header: missing, malformed, late, or
     /// from a peer not in `access.proxy_protocol_from`.
     pub client_proxy_protocol_errors: AtomicU64,
@@ -123,6 +125,12 @@ impl Metrics {
             "counter",
             "Requests refused by the client ACL.",
             &one(self.client_denied.load(Relaxed)),
+        );
+        metric(
+            "sluice_client_in_flight_refusals_total",
+            "counter",
+            "Requests refused because their client had client.max_requests_per_client in progress.",
+            &one(self.client_in_flight_refusals.load(Relaxed)),
         );
         metric(
             "sluice_client_proxy_protocol_errors_total",
@@ -307,6 +315,7 @@ impl Metrics {
                 "connections_total": self.client_connections.load(Relaxed),
                 "connections_open": self.client_connections_open.load(Relaxed),
                 "denied": self.client_denied.load(Relaxed),
+                "in_flight_refusals": self.client_in_flight_refusals.load(Relaxed),
                 "proxy_protocol_errors": self.client_proxy_protocol_errors.load(Relaxed),
                 "tls_handshakes_full": self.tls_handshakes_full.load(Relaxed),
                 "tls_handshakes_resumed": self.tls_handshakes_resumed.load(Relaxed),

@@ -186,7 +186,7 @@ impl Limit {
 }
 
 /// The key of a client: its address, or for IPv6 its /64 (IPv4-mapped addresses as IPv4).
-fn subscriber(ip: IpAddr) -> IpAddr {
+pub(crate) fn subscriber(ip: IpAddr) -> IpAddr {
     match ip.to_canonical() {
         IpAddr::V6(v6) => IpAddr::V6((u128::from(v6) & !((1u128 << 64) - 1)).into()),
         v4 => v4,

@@ -320,6 +320,23 @@ fn rate_limit(state: &State, conn: &ConnInfo, txn: &mut Txn, req: &request::Part
     ))
 }
 
+/// Counts the request among its client's requests in progress (until `txn` ends); `429`
+/// when the client has `client.max_requests_per_client` already.
+fn count_in_flight(state: &State, conn: &ConnInfo, txn: &mut Txn) -> Result<(), ProxyError> {
+    let limit = state.config.client.max_requests_per_client;
+    txn.in_flight = state.in_flight.enter(conn.client.ip(), limit);
+    if txn.in_flight.is_some() {
+        return Ok(());
+    }
+    state.metrics.client_in_flight_refusals.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    txn.code = ResultCode::Denied;
+    Err(ProxyError::new(
+        Kind::TooManyRequests { retry_after_secs: 1 },
+        Side::Client,
+        format!("client {} has {limit} requests in progress (client.max_requests_per_client)", conn.client.ip()),
+    ))
+}
+
 /// What routing produced.
 pub enum Routed {
     /// A response to finalize (Via, module phase, log).
@@ -349,6 +366,9 @@ async fn route(
     normalize_path(&mut parts.uri)?;
     if !state.rate_limits.is_empty() {
         rate_limit(state, conn, txn, &parts)?;
+    }
+    if state.config.client.max_requests_per_client > 0 {
+        count_in_flight(state, conn, txn)?;
     }
     txn.check_start()?;
     let requested = module_phase!(txn, RespondOrBufferRequest, Subject::Request(&mut parts), |m, info| m

@@ -60,6 +60,8 @@ pub struct State {
     pub purge_acl: Acl,
     /// Request rates allowed per client (`[[rate_limit]]`).
     pub rate_limits: crate::rate_limit::RateLimits,
+    /// The requests each client has in progress (`client.max_requests_per_client`).
+    pub(crate) in_flight: Arc<crate::in_flight::InFlight>,
     pub metrics: Arc<Metrics>,
     pub access_log: Option<AccessLog>,
     /// The module chain new transactions start with; swapped by `module_manager`.
@@ -104,6 +106,7 @@ struct Lasting {
     collapser: Collapser,
     connection_limit: Arc<crate::conn_limit::ConnectionLimit>,
     hit_for_pass: Arc<crate::hit_for_pass::HitForPass>,
+    in_flight: Arc<crate::in_flight::InFlight>,
     metrics: Arc<Metrics>,
     modules: ModuleList,
     module_manager: Option<Arc<ModuleManager>>,
@@ -143,6 +146,7 @@ impl State {
             collapser: Collapser::default(),
             connection_limit: Arc::new(crate::conn_limit::ConnectionLimit::new(config.client.max_connections)),
             hit_for_pass,
+            in_flight: Arc::default(),
             metrics,
             modules: ModuleList::new(modules),
             module_manager: None,
@@ -171,6 +175,7 @@ impl State {
             collapser: self.collapser.clone(),
             connection_limit: Arc::clone(&self.connection_limit),
             hit_for_pass: Arc::clone(&self.hit_for_pass),
+            in_flight: Arc::clone(&self.in_flight),
             metrics: Arc::clone(&self.metrics),
             modules: self.modules.clone(),
             module_manager: self.module_manager.clone(),
@@ -216,6 +221,7 @@ impl State {
             collapser,
             connection_limit,
             hit_for_pass,
+            in_flight,
             metrics,
             modules,
             module_manager,
@@ -279,6 +285,7 @@ impl State {
             forwarded_for_acl: Acl::new(&config.access.forwarded_for_from),
             purge_acl: Acl::new(&config.access.purge_allow),
             rate_limits: crate::rate_limit::RateLimits::new(&config.rate_limit),
+            in_flight,
             metrics,
             access_log,
             modules,

@@ -36,6 +36,9 @@ pub struct Txn {
     /// The request took a reverse route: its errors do not explain the origin's failure to
     /// the client ([`crate::respond::error_explained`]).
     pub reverse: bool,
+    /// The request's count among its client's requests in progress, while there is a limit
+    /// (`client.max_requests_per_client`); dropped with the transaction.
+    pub in_flight: Option<crate::in_flight::Counted>,
     status: u16,
     content_type: Option<HeaderValue>,
     head_bytes: u64,
@@ -105,6 +108,7 @@ impl Txn {
             user: None,
             route_headers: None,
             reverse: false,
+            in_flight: None,
             state: Arc::clone(state),
             info,
         })

@@ -1,6 +1,7 @@
 //! Limits against HTTP/2 clients that multiply origin work: the global limit on origin
-//! connections (`upstream.max_connections`), and connections closed for cancelling request
-//! after request (rapid reset's "reset after accept" form, `crate::cancels`).
+//! connections (`upstream.max_connections`), the limit on each client's requests in progress
+//! (`client.max_requests_per_client`), and connections closed for cancelling request after
+//! request (rapid reset's "reset after accept" form, `crate::cancels`).
 
 mod common;
 
@@ -117,6 +118,73 @@ async fn http2_streams_take_no_more_origin_connections_than_the_limit() {
     let metrics = common::admin::admin(&h, "GET", "/metrics", &[], None).await.text();
     assert!(metrics.contains(&format!("sluice_origin_connection_refusals_total {}", STREAMS - LIMIT)), "{metrics}");
     responses.abort_all();
+}
+
+/// `client.max_requests_per_client`: a client with that many requests in progress (HTTP/2
+/// streams waiting on an origin that never answers) gets `429` for one more, at once, over
+/// HTTP/2 and HTTP/1.1 alike, while another client is served; once its requests end (the
+/// client resets them), it is served again.
+#[tokio::test]
+async fn a_client_has_no_more_requests_in_progress_than_its_limit() {
+    const LIMIT: usize = 3;
+    let (silent, mut heads) = silent_origin().await;
+    let h = Harness::build_with_origin(Mode::Reverse, |c, origin| {
+        c.client.max_requests_per_client = LIMIT;
+        c.upstream.response_timeout.0 = Duration::from_secs(60);
+        c.route = silent_beside(silent, origin);
+    })
+    .await;
+    h.origin.on("/page", Reply::ok("page").header("Cache-Control", "no-store"));
+    let tcp = tokio::net::TcpStream::connect(h.addr()).await.unwrap();
+    let (client, connection) = h2::client::handshake(tcp).await.expect("HTTP/2 handshake");
+    tokio::spawn(connection);
+    let mut held = Vec::new();
+    for i in 0..LIMIT {
+        let mut client = client.clone().ready().await.unwrap();
+        let (response, _) = client.send_request(get("silent.test", &format!("/hang/{i}")), true).unwrap();
+        tokio::time::timeout(Duration::from_secs(10), heads.recv()).await.expect("at the origin").unwrap();
+        held.push(response);
+    }
+
+    let mut more = client.clone().ready().await.unwrap();
+    let (response, _) = more.send_request(get("origin.test", "/page"), true).unwrap();
+    let refused = response.await.expect("an answer");
+    assert_eq!(refused.status(), 429);
+    assert_eq!(refused.headers().get("retry-after").map(|v| v.to_str().unwrap()), Some("1"));
+    let over_http1 = h.get("/page").await;
+    assert_eq!(over_http1.status.as_u16(), 429, "the same client on another connection");
+    // Another client (another loopback address) is served.
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.bind("127.0.0.2:0".parse().unwrap()).unwrap();
+    let mut other = socket.connect(h.addr()).await.unwrap();
+    let request = format!("GET {} HTTP/1.1\r\nHost: origin.test\r\nConnection: close\r\n\r\n", h.target("/page"));
+    tokio::io::AsyncWriteExt::write_all(&mut other, request.as_bytes()).await.unwrap();
+    let mut answer = String::new();
+    other.read_to_string(&mut answer).await.unwrap();
+    assert!(answer.starts_with("HTTP/1.1 200") && answer.ends_with("page"), "{answer}");
+
+    // The client gives up its requests; their counts end with their transactions.
+    drop(held);
+    let served = tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            let mut client = client.clone().ready().await.unwrap();
+            let (response, _) = client.send_request(get("origin.test", "/page"), true).unwrap();
+            match response.await.expect("an answer").status().as_u16() {
+                429 => tokio::task::yield_now().await,
+                status => return status,
+            }
+        }
+    })
+    .await
+    .expect("served again once the held requests ended");
+    assert_eq!(served, 200);
+    let metrics = common::admin::admin(&h, "GET", "/metrics", &[], None).await.text();
+    let refusals = metrics
+        .lines()
+        .find_map(|line| line.strip_prefix("sluice_client_in_flight_refusals_total "))
+        .and_then(|n| n.parse::<u64>().ok())
+        .expect("the refusals counter");
+    assert!(refusals >= 2, "{metrics}");
 }
 
 /// A client that opens stream after stream and resets each once the proxy has sent its
