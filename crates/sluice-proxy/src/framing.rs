@@ -203,16 +203,19 @@ impl<IO: AsyncRead + Unpin> StrictHttp1<IO> {
 
 impl<IO: AsyncRead + Unpin> StrictHttp1<IO> {
     /// [`Framing::Draining`]: reads and drops what the client sends; ready (the end) only
-    /// when the client's side ends or fails.
+    /// when the client's side ends or fails. At most 64 KiB a call, so that a client sending
+    /// without pause does not hold the task.
     fn poll_drain(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let mut scratch = [0u8; 4096];
-        loop {
+        for _ in 0..16 {
             let mut buf = ReadBuf::new(&mut scratch);
             ready!(Pin::new(&mut self.io).poll_read(cx, &mut buf))?;
             if buf.filled().is_empty() {
                 return Poll::Ready(Ok(()));
             }
         }
+        cx.waker().wake_by_ref();
+        Poll::Pending
     }
 }
 
