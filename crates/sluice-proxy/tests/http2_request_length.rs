@@ -96,14 +96,24 @@ async fn next(seen: &mut mpsc::UnboundedReceiver<Seen>) -> Seen {
     tokio::time::timeout(Duration::from_secs(10), seen.recv()).await.expect("the origin reports").unwrap()
 }
 
+/// A POST announcing 5 bytes sent with all of them, `hello`, but not `END_STREAM`, once the
+/// origin has its head: the request is on its way.
+async fn hello_not_ended(
+    h: &Harness,
+    seen: &mut mpsc::UnboundedReceiver<Seen>,
+    client: &h2::client::SendRequest<Bytes>,
+) -> (h2::client::ResponseFuture, h2::SendStream<Bytes>) {
+    let mut client = client.clone().ready().await.unwrap();
+    let (response, mut send) = client.send_request(post(h, 5), false).unwrap();
+    send.send_data(Bytes::from_static(b"hello"), false).unwrap();
+    assert_eq!(next(seen).await, Seen::Head);
+    (response, send)
+}
+
 #[tokio::test]
 async fn rfc9113_8_1_1_data_past_the_content_length_never_reaches_the_origin_as_a_complete_request() {
     let (h, mut seen, client) = through_the_proxy().await;
-    let mut client = client.ready().await.unwrap();
-    let (response, mut send) = client.send_request(post(&h, 5), false).unwrap();
-    // All the announced data, without END_STREAM: the request is on its way to the origin.
-    send.send_data(Bytes::from_static(b"hello"), false).unwrap();
-    assert_eq!(next(&mut seen).await, Seen::Head);
+    let (response, mut send) = hello_not_ended(&h, &mut seen, &client).await;
     // One byte more: the request was malformed all along.
     send.send_data(Bytes::from_static(b"!"), true).unwrap();
     let failed = tokio::time::timeout(Duration::from_secs(10), response).await.expect("the stream ends");
@@ -126,21 +136,15 @@ async fn rfc9113_8_1_1_data_past_the_content_length_never_reaches_the_origin_as_
 #[tokio::test]
 async fn rfc9113_8_1_1_a_request_ended_after_its_last_data_goes_through_whole() {
     let (h, mut seen, client) = through_the_proxy().await;
-    let mut client = client.ready().await.unwrap();
-    let (response, mut send) = client.send_request(post(&h, 5), false).unwrap();
-    send.send_data(Bytes::from_static(b"hello"), false).unwrap();
-    assert_eq!(next(&mut seen).await, Seen::Head);
+    let (response, mut send) = hello_not_ended(&h, &mut seen, &client).await;
     // END_STREAM alone, in an empty DATA frame: it confirms the length, and the held piece goes.
     send.send_data(Bytes::new(), true).unwrap();
     assert_eq!(response.await.expect("an answer").status(), 200);
     assert_eq!(next(&mut seen).await, Seen::Complete(b"hello".to_vec()));
 
     // Ended by trailers.
-    let mut client = client.ready().await.unwrap();
-    let (response, mut send) = client.send_request(post(&h, 5), false).unwrap();
-    send.send_data(Bytes::from_static(b"hello"), false).unwrap();
+    let (response, mut send) = hello_not_ended(&h, &mut seen, &client).await;
     send.send_trailers(http::HeaderMap::new()).unwrap();
     assert_eq!(response.await.expect("an answer").status(), 200);
-    assert_eq!(next(&mut seen).await, Seen::Head);
     assert_eq!(next(&mut seen).await, Seen::Complete(b"hello".to_vec()));
 }
