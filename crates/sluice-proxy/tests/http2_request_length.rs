@@ -1,7 +1,7 @@
-//! An HTTP/2 request whose `DATA` frames add up to more than its `content-length` is
-//! malformed (RFC 9113 §8.1.1), and an intermediary must not forward it: the origin never
-//! gets it as a complete request, however the frames fall. Well-formed requests still go
-//! through whole, whether `END_STREAM` comes with the last data or after it.
+//! An HTTP/2 request whose `DATA` frames add up to more (or fewer) bytes than its
+//! `content-length` is malformed (RFC 9113 §8.1.1), and an intermediary must not forward it:
+//! the origin never gets it as a complete request, however the frames fall. Well-formed
+//! requests still go through whole, whether `END_STREAM` comes with the last data or after it.
 //! Real sockets on 127.0.0.1: an h2 client and an origin that reports what it read.
 
 mod common;
@@ -116,6 +116,19 @@ async fn rfc9113_8_1_1_data_past_the_content_length_never_reaches_the_origin_as_
     let (response, mut send) = hello_not_ended(&h, &mut seen, &client).await;
     // One byte more: the request was malformed all along.
     send.send_data(Bytes::from_static(b"!"), true).unwrap();
+    let failed = tokio::time::timeout(Duration::from_secs(10), response).await.expect("the stream ends");
+    assert!(failed.is_err(), "the stream is reset, not answered: {failed:?}");
+    match next(&mut seen).await {
+        Seen::Cut(read) => assert!(read < 5, "{read} bytes"),
+        other => panic!("the origin got {other:?}"),
+    }
+
+    // Fewer bytes than announced, then the end: malformed too, and cut short at the origin.
+    let mut short = client.clone().ready().await.unwrap();
+    let (response, mut send) = short.send_request(post(&h, 5), false).unwrap();
+    send.send_data(Bytes::from_static(b"hel"), false).unwrap();
+    assert_eq!(next(&mut seen).await, Seen::Head);
+    send.send_data(Bytes::new(), true).unwrap();
     let failed = tokio::time::timeout(Duration::from_secs(10), response).await.expect("the stream ends");
     assert!(failed.is_err(), "the stream is reset, not answered: {failed:?}");
     match next(&mut seen).await {
