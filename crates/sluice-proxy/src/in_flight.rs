@@ -15,25 +15,20 @@
 //! outlive configuration reloads (they are about requests still running); a reload changes
 //! only the limit they are held to.
 
-use parking_lot::Mutex;
-use std::hash::BuildHasher;
+use crate::client_map::ClientMap;
 use std::net::IpAddr;
 use std::sync::Arc;
-
-const SHARDS: usize = 16;
 
 /// The requests in progress of each client.
 #[derive(Debug, Default)]
 pub struct InFlight {
-    shards: [Mutex<foldhash::HashMap<IpAddr, usize>>; SHARDS],
-    /// Picks the shard (the maps' own hashers pick the slot).
-    hasher: foldhash::fast::RandomState,
+    counts: ClientMap<usize>,
 }
 
 /// One request counted for its client; dropping it ends the request's count.
 #[derive(Debug)]
 pub struct Counted {
-    counts: Arc<InFlight>,
+    in_flight: Arc<InFlight>,
     client: IpAddr,
 }
 
@@ -41,8 +36,8 @@ impl InFlight {
     /// Counts a request of `client` if the client has fewer than `limit` in progress;
     /// `None` (nothing counted) if it has `limit` already.
     pub fn enter(self: &Arc<Self>, client: IpAddr, limit: usize) -> Option<Counted> {
-        let client = crate::rate_limit::subscriber(client);
-        let mut shard = self.shard(client).lock();
+        let client = ClientMap::<usize>::key(client);
+        let mut shard = self.counts.lock(client);
         let count = shard.entry(client).or_insert(0);
         if *count >= limit {
             if *count == 0 {
@@ -51,17 +46,13 @@ impl InFlight {
             return None;
         }
         *count += 1;
-        Some(Counted { counts: Arc::clone(self), client })
-    }
-
-    fn shard(&self, client: IpAddr) -> &Mutex<foldhash::HashMap<IpAddr, usize>> {
-        &self.shards[self.hasher.hash_one(client) as usize % SHARDS]
+        Some(Counted { in_flight: Arc::clone(self), client })
     }
 }
 
 impl Drop for Counted {
     fn drop(&mut self) {
-        let mut shard = self.counts.shard(self.client).lock();
+        let mut shard = self.in_flight.counts.lock(self.client);
         if let std::collections::hash_map::Entry::Occupied(mut count) = shard.entry(self.client) {
             *count.get_mut() -= 1;
             if *count.get() == 0 {
@@ -87,9 +78,9 @@ mod tests {
         drop(first);
         let third = counts.enter(a, 2).expect("room again");
         drop((second, third));
-        assert!(counts.shards.iter().all(|shard| shard.lock().is_empty()), "no entry left behind");
+        assert_eq!(counts.counts.len(), 0, "no entry left behind");
         assert!(counts.enter(a, 0).is_none(), "a limit of none admits nothing");
-        assert!(counts.shards.iter().all(|shard| shard.lock().is_empty()));
+        assert_eq!(counts.counts.len(), 0);
     }
 
     #[test]

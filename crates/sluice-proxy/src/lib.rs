@@ -24,6 +24,7 @@ mod cancels;
 mod chain;
 mod client_body;
 pub mod client_cert;
+mod client_map;
 pub mod clock;
 pub mod config;
 pub mod conn_limit;

@@ -18,10 +18,9 @@
 //! A configuration reload keeps a limit's clients when the limit is unchanged (the same
 //! name, rate, burst, host and prefix); otherwise they start afresh.
 
+use crate::client_map::{ClientMap, SHARDS};
 use crate::rate_limit_config::RateLimitConfig;
-use parking_lot::Mutex;
 use std::collections::hash_map::Entry;
-use std::hash::BuildHasher;
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
@@ -29,7 +28,6 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// Clients tracked per limit, at most.
 pub const MAX_CLIENTS: usize = 131_072;
-const SHARDS: usize = 16;
 
 /// The rate limits of a configuration generation.
 #[derive(Debug, Default)]
@@ -48,16 +46,13 @@ struct Limit {
     clients: Arc<Clients>,
 }
 
-/// The clients of one limit and its counter; shared with the next generation when the
-/// limit is unchanged. foldhash rather than SipHash: a lookup per request, keyed by short
-/// addresses (a third of a cache hit's instructions with SipHash, hashing three times); its
-/// per-process random seed keeps collisions out of a client's reach, and a shard never holds
-/// more than its share of [`MAX_CLIENTS`].
+/// The clients of one limit (each one's TAT) and its counter; shared with the next
+/// generation when the limit is unchanged. A shard never holds more than its share of
+/// [`MAX_CLIENTS`]. (foldhash, `crate::client_map`: SipHash took a third of a cache hit's
+/// instructions, hashing three times.)
 #[derive(Debug)]
 struct Clients {
-    shards: [Mutex<foldhash::HashMap<IpAddr, u64>>; SHARDS],
-    /// Picks the shard (the maps' own hashers pick the slot).
-    hasher: foldhash::fast::RandomState,
+    tats: ClientMap<u64>,
     limited: AtomicU64,
 }
 
@@ -92,11 +87,7 @@ impl RateLimits {
                     host: config.host.as_ref().map(|h| h.to_ascii_lowercase()),
                     interval_ns,
                     tolerance_ns: interval_ns.saturating_mul(u64::from(config.burst)),
-                    clients: Arc::new(Clients {
-                        shards: std::array::from_fn(|_| Mutex::new(foldhash::HashMap::default())),
-                        hasher: foldhash::fast::RandomState::default(),
-                        limited: AtomicU64::new(0),
-                    }),
+                    clients: Arc::new(Clients { tats: ClientMap::default(), limited: AtomicU64::new(0) }),
                 }
             })
             .collect();
@@ -126,7 +117,7 @@ impl RateLimits {
     /// every limit that applies; `Err` names the first that refuses it.
     pub fn check(&self, now: SystemTime, client: IpAddr, host: Option<&str>, path: &str) -> Result<(), Refused> {
         let now_ns = now.duration_since(UNIX_EPOCH).map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX));
-        let client = subscriber(client);
+        let client = ClientMap::<u64>::key(client);
         for limit in self.limits.iter().filter(|limit| limit.applies(host, path)) {
             if let Err(wait_ns) = limit.admit(client, now_ns) {
                 limit.clients.limited.fetch_add(1, Relaxed);
@@ -143,7 +134,7 @@ impl RateLimits {
             .map(|l| LimitStats {
                 config: &l.config,
                 limited: l.clients.limited.load(Relaxed),
-                clients: l.clients.shards.iter().map(|s| s.lock().len()).sum(),
+                clients: l.clients.tats.len(),
             })
             .collect()
     }
@@ -161,8 +152,7 @@ impl Limit {
 
     /// GCRA: `Ok` and the client's TAT moved on, or `Err(nanoseconds to wait)`.
     fn admit(&self, client: IpAddr, now_ns: u64) -> Result<(), u64> {
-        let shard = &self.clients.shards[self.clients.hasher.hash_one(client) as usize % SHARDS];
-        let mut shard = shard.lock();
+        let mut shard = self.clients.tats.lock(client);
         if shard.len() >= MAX_CLIENTS / SHARDS && !shard.contains_key(&client) {
             // A newcomer and no room: clients whose allowance is full again go (they are as
             // if unknown), or else any one.
@@ -182,14 +172,6 @@ impl Limit {
         }
         *tat = (*tat).max(now_ns).saturating_add(self.interval_ns);
         Ok(())
-    }
-}
-
-/// The key of a client: its address, or for IPv6 its /64 (IPv4-mapped addresses as IPv4).
-pub(crate) fn subscriber(ip: IpAddr) -> IpAddr {
-    match ip.to_canonical() {
-        IpAddr::V6(v6) => IpAddr::V6((u128::from(v6) & !((1u128 << 64) - 1)).into()),
-        v4 => v4,
     }
 }
 
