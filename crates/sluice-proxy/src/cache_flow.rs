@@ -69,8 +69,10 @@ struct FetchSpec {
 
 /// What a fetch produced.
 enum Fetched {
-    /// The origin confirmed the stale object (304); here it is, freshened and stored.
-    Refreshed(Arc<Object>),
+    /// The origin confirmed the stale object (304); here it is, freshened, and stored unless
+    /// the freshened headers forbid it (the reason given, as for [`Fetched::Pass`]: the
+    /// stored response was dropped and only this client gets the freshened one).
+    Refreshed(Arc<Object>, Option<&'static str>),
     /// The origin confirmed a suspended entry (304): its freshened metadata, no body.
     Confirmed(Arc<ObjectMeta>),
     /// A storable response; its body is filling (and will be stored when complete).
@@ -229,6 +231,13 @@ pub async fn serve(
     // over to what is stored).
     let revalidating = suspended.filter(|s| client_matches(&forward.client, &s.meta));
     let validate = stored.as_ref().map(Stale::Object).or(revalidating.as_ref().map(Stale::Suspended));
+    // Why a stored response is checked with the origin (RFC 9211 §2.2): it was fresh, but the
+    // request's directives (or a module) did not let the cache use it (`fwd=request`), or it
+    // is stale, or its own `no-cache` asks for every use to be checked (`fwd=stale`).
+    let validation_reason = match validate {
+        Some(v) if meta_freshness(v.meta(), now).is_fresh() && !v.meta().cc.no_cache => Fwd::Request,
+        _ => Fwd::Stale,
+    };
     // A miss for a range far into the object: the client would wait for everything before
     // it; it goes to the origin as asked, and nothing is stored.
     if validate.is_none()
@@ -313,14 +322,14 @@ pub async fn serve(
     };
     if let Ok(Fetched::Confirmed(meta)) = &fetched {
         state.metrics.suspended_revalidations.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        if let Some(response) = confirmed(state, txn, &forward.client, meta) {
+        if let Some(response) = confirmed(state, txn, &forward.client, meta, validation_reason) {
             return Ok(response);
         }
         // The freshened validators no longer match the client's: fetch the body.
         fetched = within_deadline(state, timers, fetch(state, &spec, &req_cc, None, None, Some(&mut *txn))).await;
     }
     let refresh = validate.is_some();
-    let fwd_reason = if refresh { Fwd::Stale } else { miss_reason };
+    let fwd_reason = if refresh { validation_reason } else { miss_reason };
     let now = state.clock.now();
     match fetched {
         Err(err) if refresh => {
@@ -348,14 +357,15 @@ pub async fn serve(
             let object = stored.as_ref().expect("ServeStale only with a stored object");
             Ok(hit(state, txn, &forward.client, object, now, ResultCode::RefreshFailOld, None))
         }
-        Ok(Fetched::Refreshed(object)) => {
+        Ok(Fetched::Refreshed(object, unstored)) => {
             // The origin was asked: a 304 to the client's own conditional is still
             // `TCP_REFRESH_UNMODIFIED` (Squid's `TCP_IMS_HIT` is answered without the origin).
             txn.code = miss_code(refresh, &req_cc, pragma, true);
             let cs = CacheStatus {
-                fwd: Some(Fwd::Stale),
+                fwd: Some(validation_reason),
                 fwd_status: Some(304),
-                ttl: Some(freshness(&object, now).ttl_secs()),
+                ttl: unstored.is_none().then(|| freshness(&object, now).ttl_secs()),
+                detail: unstored,
                 ..Default::default()
             };
             let (response, _) =
@@ -456,12 +466,18 @@ fn meta_freshness(meta: &ObjectMeta, now: SystemTime) -> StoredFreshness<'_> {
 }
 
 /// The 304 for a conditional client after the origin confirmed a suspended entry
-/// (`TCP_REFRESH_UNMODIFIED`, `Cache-Status: fwd=stale; fwd-status=304; detail=suspended`);
+/// (`TCP_REFRESH_UNMODIFIED`, `Cache-Status: fwd=<reason>; fwd-status=304; detail=suspended`);
 /// `None` when the freshened metadata no longer satisfies the client's conditional (there is
 /// no body to send instead).
-fn confirmed(state: &State, txn: &mut Txn, client: &request::Parts, meta: &ObjectMeta) -> Option<Response<ProxyBody>> {
+fn confirmed(
+    state: &State,
+    txn: &mut Txn,
+    client: &request::Parts,
+    meta: &ObjectMeta,
+    reason: Fwd,
+) -> Option<Response<ProxyBody>> {
     let now = state.clock.now();
-    let cs = CacheStatus { fwd: Some(Fwd::Stale), fwd_status: Some(304), ..Default::default() };
+    let cs = CacheStatus { fwd: Some(reason), fwd_status: Some(304), ..Default::default() };
     let response = suspended_not_modified(state, client, meta, cs, now)?;
     txn.code = ResultCode::RefreshUnmodified;
     Some(response)
@@ -565,7 +581,7 @@ fn revalidate_in_background(
             Err(err) => Err(err),
         };
         let (code, status) = match &fetched {
-            Ok(Fetched::Refreshed(_) | Fetched::Confirmed(_)) => {
+            Ok(Fetched::Refreshed(..) | Fetched::Confirmed(_)) => {
                 (ResultCode::RefreshUnmodified, StatusCode::NOT_MODIFIED)
             }
             Ok(Fetched::Filling { meta, .. }) => (ResultCode::RefreshModified, meta.status),
@@ -706,22 +722,43 @@ async fn fetch(
             // A module that may rewrite origin bodies may have given the stored one its type.
             let reshaped = txn.as_mut().and_then(|txn| txn.modules.edits()).is_some_and(|e| e.origin_response);
             sluice_http::validation::freshen_from_304(&mut headers, &parts.headers, reshaped);
-            let meta = build_meta(state, spec, validated.meta().status, headers, request_time, response_time);
-            let Stale::Object(object) = validated else {
-                let meta = Arc::new(meta);
-                state.store.freshen_suspended(Arc::clone(&meta));
-                if let Some(leader) = leader.as_mut() {
-                    leader.publish(Outcome::NotShareable);
+            let status = validated.meta().status;
+            // The freshened response is judged again as a new one would be (RFC 9111 §3,
+            // §4.3.4): a 304 may bring `private`, `no-store` or a `Set-Cookie`, which the
+            // stored response must not keep for other clients. This client alone gets it;
+            // the stored response is dropped.
+            let cc = directives(state, spec).cache_control(&headers);
+            let unstorable = storability(state, spec, status, &headers, &cc).err();
+            let meta = Arc::new(build_meta(state, spec, status, headers, request_time, response_time));
+            if let Some(detail) = unstorable {
+                state.hit_for_pass.remember(&spec.key, status, detail, response_time);
+                state.store.remove(&spec.key);
+            }
+            let object = match validated {
+                Stale::Object(object) if unstorable.is_none() => object,
+                Stale::Object(object) => {
+                    if let Some(leader) = leader.as_mut() {
+                        leader.publish(Outcome::NotShareable);
+                    }
+                    return Ok(Fetched::Refreshed(Arc::new(object.with_meta(meta)), unstorable));
                 }
-                return Ok(Fetched::Confirmed(meta));
+                Stale::Suspended(_) => {
+                    if unstorable.is_none() {
+                        state.store.freshen_suspended(Arc::clone(&meta));
+                    }
+                    if let Some(leader) = leader.as_mut() {
+                        leader.publish(Outcome::NotShareable);
+                    }
+                    return Ok(Fetched::Confirmed(meta));
+                }
             };
-            let fresh = object.with_meta(Arc::new(meta));
+            let fresh = object.with_meta(meta);
             let stored =
                 state.store.insert(fresh).unwrap_or_else(|| Arc::new(object.with_meta(Arc::clone(&object.meta))));
             if let Some(leader) = leader.as_mut() {
                 leader.publish(Outcome::Stored(Arc::clone(&stored)));
             }
-            return Ok(Fetched::Refreshed(stored));
+            return Ok(Fetched::Refreshed(stored, None));
         }
         let failed = matches!(parts.status.as_u16(), 500 | 502 | 503 | 504);
         if let Some(object) = validated.object().filter(|_| failed) {
@@ -741,7 +778,7 @@ async fn fetch(
     let editors =
         if sluice_http::framing::status_has_body(parts.status) { txn.and_then(Txn::origin_body_phase) } else { None };
     let may_change = editors.as_ref().is_some_and(|e| e.may_change);
-    let verdict = storability(state, spec, &parts, &cc).and_then(|()| {
+    let verdict = storability(state, spec, parts.status, &parts.headers, &cc).and_then(|()| {
         let mut headers = parts.headers.clone();
         if may_change {
             headers.remove(header::CONTENT_LENGTH);
@@ -806,20 +843,21 @@ fn never_reusable(meta: &ObjectMeta) -> bool {
         && meta.cc.stale_if_error.is_none()
 }
 
-/// Why a response is not stored, or `Ok` when it is.
+/// Why a response with `status` and `headers` (`cc` their cache directives) is not stored,
+/// or `Ok` when it is.
 fn storability(
     state: &State,
     spec: &FetchSpec,
-    parts: &response::Parts,
+    status: StatusCode,
+    headers: &HeaderMap,
     cc: &CacheControl,
 ) -> Result<(), &'static str> {
-    let fields = directives(state, spec).freshness_fields(&parts.headers);
-    sluice_http::storable::storable(&Method::GET, &spec.client_headers, parts.status, &fields, cc)
-        .map_err(|r| r.token())?;
-    if !state.config.cache.store_set_cookie && parts.headers.contains_key(header::SET_COOKIE) {
+    let fields = directives(state, spec).freshness_fields(headers);
+    sluice_http::storable::storable(&Method::GET, &spec.client_headers, status, &fields, cc).map_err(|r| r.token())?;
+    if !state.config.cache.store_set_cookie && headers.contains_key(header::SET_COOKIE) {
         return Err("set-cookie");
     }
-    if sluice_http::fields::content_length(&parts.headers).is_some_and(|len| len > state.store.max_object()) {
+    if sluice_http::fields::content_length(headers).is_some_and(|len| len > state.store.max_object()) {
         return Err("too-large");
     }
     Ok(())

@@ -422,6 +422,61 @@ async fn rfc9111_4_3_4_a_304_without_validators_confirms_the_response_it_revalid
 }
 
 #[tokio::test]
+async fn rfc9111_4_3_4_a_304_that_makes_the_stored_response_unstorable_serves_its_client_once_and_drops_it() {
+    // The freshened response is judged as a new one: a 304 bringing a session cookie,
+    // `private` or `no-store` must not turn the stored response into one served to everyone.
+    let h = Harness::forward().await;
+    for (path, cache_control, cookie, detail) in [
+        ("/304-cookie", "max-age=600", Some("session=alice"), "set-cookie"),
+        ("/304-private", "private, max-age=600", None, "private"),
+        ("/304-no-store", "no-store", None, "no-store"),
+    ] {
+        let mut not_modified = Reply::status(304, "").header("ETag", "\"v\"").header("Cache-Control", cache_control);
+        if let Some(cookie) = cookie {
+            not_modified = not_modified.header("Set-Cookie", cookie);
+        }
+        h.origin.on_seq(
+            path,
+            vec![
+                Reply::ok("shared").header("Cache-Control", "max-age=10").header("ETag", "\"v\""),
+                not_modified,
+                Reply::ok("again").header("Cache-Control", "max-age=600").header("ETag", "\"w\""),
+            ],
+        );
+        h.get(path).await;
+        h.advance(20);
+        let alice = h.get_with(path, &[("Cookie", "user=alice")]).await;
+        assert_eq!(alice.status, 200, "{path}");
+        assert_eq!(alice.text(), "shared", "{path}");
+        assert_eq!(alice.header("cache-control"), cache_control, "{path}: the client gets the 304's fields");
+        assert_eq!(alice.header("set-cookie"), cookie.unwrap_or(""), "{path}");
+        let cs = cache_status(&alice);
+        assert!(cs.contains("fwd-status=304") && cs.contains(&format!("detail={detail}")), "{path}: {cs}");
+        assert!(!cs.contains("ttl="), "{path}: not stored, no ttl: {cs}");
+        let bob = h.get(path).await;
+        assert_eq!(h.origin.hits(path), 3, "{path}: the stored response was dropped");
+        assert_eq!(bob.text(), "again", "{path}");
+        assert!(!bob.header("set-cookie").contains("alice"), "{path}");
+    }
+}
+
+#[tokio::test]
+async fn rfc9211_2_2_a_fresh_response_checked_because_the_request_asked_is_fwd_request() {
+    let h = Harness::forward().await;
+    h.origin.on("/fwd", Reply::ok("x").header("Cache-Control", "max-age=600").header("ETag", "\"f\"").validating());
+    h.get("/fwd").await;
+    for directive in ["no-cache", "max-age=0", "min-fresh=900"] {
+        h.advance(1);
+        let r = h.get_with("/fwd", &[("Cache-Control", directive)]).await;
+        let cs = cache_status(&r);
+        assert!(cs.contains("fwd=request") && cs.contains("fwd-status=304"), "{directive}: {cs}");
+    }
+    h.advance(700);
+    let stale = h.get("/fwd").await;
+    assert!(cache_status(&stale).contains("fwd=stale"), "{}", cache_status(&stale));
+}
+
+#[tokio::test]
 async fn rfc9111_4_3_4_a_304_that_selects_nothing_leads_to_an_unconditional_fetch() {
     let h = Harness::forward().await;
     h.origin.on_seq(
