@@ -273,6 +273,8 @@ impl Injection for Pushing {
         }
         meta.headers.insert(header::CONTENT_LENGTH, HeaderValue::from(size));
         hit_for_pass.forget(&meta.key);
+        // A fill already on its way from the origin must not overwrite the push when it ends.
+        store.supersede(&meta.key);
         let object = Object::new(Arc::new(meta), StoredBody::new(chunks));
         let footprint = object.footprint();
         match store.insert_with(object, sluice_store::Admit::Bypass) {

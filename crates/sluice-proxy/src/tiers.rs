@@ -480,6 +480,12 @@ impl Tiers {
         memory.max(self.purge(disk.forget(key)))
     }
 
+    /// Records that `key`'s content is replaced from now on (pushed content): fetches for it
+    /// whose requests went out before do not store what they bring, as after a removal.
+    pub fn supersede(&self, key: &str) {
+        self.invalidations.record(crate::invalidations::Removed::Key(key.to_owned()));
+    }
+
     /// Removes every object whose key starts with `prefix` from both tiers.
     pub fn remove_prefix(&self, prefix: &str) -> usize {
         self.invalidations.record(crate::invalidations::Removed::Prefix(prefix.to_owned()));

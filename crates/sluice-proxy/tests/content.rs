@@ -329,6 +329,24 @@ async fn pushed_content_is_served_to_clients_without_an_origin_request() {
 }
 
 #[tokio::test]
+async fn a_push_is_not_overwritten_by_a_fetch_already_in_flight() {
+    let h = Harness::forward().await;
+    h.origin.on("/race", cacheable("from the origin", 300).pause_mid_body(Duration::from_millis(500)));
+    let url = h.origin.url("/race");
+    let path = format!("/cache?url={}", enc(&url));
+    let push = async {
+        h.eventually("the client's fetch reaches the origin", |h| h.origin.hits("/race") == 1).await;
+        admin(&h, "PUT", &path, &[("cache-control", "max-age=300")], Some("pushed")).await
+    };
+    let (client, push) = tokio::join!(h.get("/race"), push);
+    assert_eq!(push.status, 201, "{}", push.text());
+    assert_eq!(client.text(), "from the origin", "the fetch's own client gets what it asked for");
+    let after = h.get("/race").await;
+    assert_eq!(after.text(), "pushed", "{}", cache_status(&after));
+    assert_eq!(h.origin.hits("/race"), 1);
+}
+
+#[tokio::test]
 async fn a_pushed_body_is_streamed_and_bounded_by_the_object_limit() {
     let h = Harness::build(Mode::Forward, |c| c.cache.max_object = sluice_proxy::units::Size(4096)).await;
     let url = enc(&h.origin.url("/s"));
