@@ -9,6 +9,7 @@
 //!   client went away.
 
 use crate::client_body::ClientBody;
+use crate::held_failure::HeldFailure;
 use crate::idle::{Activity, Busy};
 use crate::source::SourceBody;
 use crate::txn::Txn;
@@ -225,6 +226,9 @@ pub struct ProxyBody {
     activity: Option<Arc<Activity>>,
     /// Marks the connection busy while the body waits on its source.
     waiting: Option<Busy>,
+    /// The source's failure, held back until the data given before it has been written
+    /// ([`ProxyBody::poll_frame`]).
+    failure: Option<HeldFailure>,
 }
 
 impl std::fmt::Debug for ProxyBody {
@@ -244,6 +248,7 @@ impl ProxyBody {
             length: SameLength::default(),
             activity: None,
             waiting: None,
+            failure: None,
         }
     }
 
@@ -436,6 +441,16 @@ impl Body for ProxyBody {
 
     fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
         let this = &mut *self;
+        if let Some(failure) = this.failure.as_mut() {
+            return match failure.poll(cx) {
+                Poll::Ready(err) => {
+                    this.failure = None;
+                    this.done(false);
+                    Poll::Ready(Some(Err(err)))
+                }
+                Poll::Pending => Poll::Pending,
+            };
+        }
         loop {
             let polled = match this.poll_source(cx) {
                 Poll::Pending => {
@@ -477,7 +492,7 @@ impl Body for ProxyBody {
                 },
                 other => other,
             };
-            match &polled {
+            match polled {
                 Some(Ok(frame)) => {
                     if let Some(data) = frame.data_ref() {
                         this.sent += data.len() as u64;
@@ -485,11 +500,23 @@ impl Body for ProxyBody {
                     if this.is_end_stream() {
                         this.done(true);
                     }
+                    return Poll::Ready(Some(Ok(frame)));
                 }
-                Some(Err(_)) => this.done(false),
-                None => this.done(true),
+                Some(Err(err)) if this.sent > 0 => {
+                    // Data given before the failure may still sit in the connection's
+                    // write buffer, which a failed body discards (crate::held_failure).
+                    this.failure = Some(HeldFailure::new(err));
+                    return Pin::new(this).poll_frame(cx);
+                }
+                Some(Err(err)) => {
+                    this.done(false);
+                    return Poll::Ready(Some(Err(err)));
+                }
+                None => {
+                    this.done(true);
+                    return Poll::Ready(None);
+                }
             }
-            return Poll::Ready(polled);
         }
     }
 

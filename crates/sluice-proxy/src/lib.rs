@@ -46,6 +46,7 @@ pub mod generation;
 mod grpc_health;
 mod head_framing;
 pub mod header_rules;
+mod held_failure;
 mod hit_for_pass;
 mod idle;
 mod in_flight;

@@ -198,6 +198,24 @@ async fn truncated_origin_body_is_never_stored() {
 }
 
 #[tokio::test]
+async fn a_truncated_origin_body_reaches_the_client_up_to_where_it_was_cut() {
+    // Every byte the origin sent goes on before the connection is cut: a client resuming
+    // with a range (`curl -C -`) starts where it really stopped. The last piece and the
+    // origin's close arrive together, the case where the cut could overtake the piece.
+    let h = Harness::forward().await;
+    for round in 0..10 {
+        let path = format!("/cut-{round}");
+        h.origin
+            .on(&path, Reply::ok("x".repeat(200_000)).header("Cache-Control", "max-age=600").truncate_after(150_000));
+        let request = format!("GET {} HTTP/1.1\r\nHost: a\r\n\r\n", h.origin.url(&path));
+        let answer = client::raw(h.addr(), request.as_bytes()).await;
+        let (head, body) = answer.split_once("\r\n\r\n").expect("a response head");
+        assert!(head.starts_with("HTTP/1.1 200") && head.contains("content-length: 200000"), "{head}");
+        assert_eq!(body.len(), 150_000, "round {round}: every byte the origin sent");
+    }
+}
+
+#[tokio::test]
 async fn clients_outside_the_acl_are_refused() {
     let h = Harness::build(Mode::Forward, |c| c.access.allow = vec!["10.0.0.0/8".parse().unwrap()]).await;
     h.origin.on("/acl", Reply::ok("x"));
