@@ -260,12 +260,13 @@ pub async fn handle(
     let result = route(&state, &conn, &mut txn, req).await;
     let response = match result {
         Ok(Routed::Response(response)) => response,
-        Ok(Routed::Tunnel(response, tunnel)) => {
+        Ok(Routed::Tunnel(response, mut tunnel)) => {
             let (parts, body) = response.into_parts();
             if let Some(switches) = switches {
                 switches.decide(parts.status == StatusCode::SWITCHING_PROTOCOLS || parts.status.is_success());
             }
             txn.responding(&parts);
+            tunnel.keep_busy(conn.activity.as_ref());
             tokio::spawn(tunnel.run(Arc::clone(&state), txn));
             if let Some(tally) = tally {
                 tally.completed();

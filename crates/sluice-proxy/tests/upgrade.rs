@@ -318,6 +318,29 @@ async fn rfc8441_a_websocket_over_http2_goes_to_the_origin_as_an_http1_upgrade()
 }
 
 #[tokio::test]
+async fn rfc8441_a_quiet_websocket_keeps_its_http2_connection_past_the_idle_timeout() {
+    // The stream is a request in progress for as long as its tunnel lives: the connection's
+    // idle timeout (`client.header_read_timeout`) does not apply; the tunnel's own does.
+    let ws = EchoOrigin::start().await;
+    let h = reverse_to_with(&ws, |c| {
+        c.client.header_read_timeout = sluice_proxy::units::Dur(Duration::from_millis(200));
+    })
+    .await;
+    let (client, connection) = http2_client(h.addr()).await;
+    let mut client = client.ready().await.unwrap();
+    let (response, mut to_origin) =
+        client.send_request(extended_connect(h.addr(), "/ws/quiet", "websocket"), false).unwrap();
+    let mut from_origin = response.await.unwrap().into_body();
+    to_origin.send_data(bytes::Bytes::from_static(&PING), false).unwrap();
+    assert_eq!(receive(&mut from_origin, PING.len()).await, PING);
+    // Quiet for five idle timeouts: the time passing is what is tested.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(!connection.is_finished(), "the connection was closed as idle");
+    to_origin.send_data(bytes::Bytes::from_static(&PING), false).unwrap();
+    assert_eq!(receive(&mut from_origin, PING.len()).await, PING);
+}
+
+#[tokio::test]
 async fn rfc8441_an_origin_whose_accept_value_does_not_answer_the_key_is_a_502() {
     let ws = EchoOrigin::start().await;
     let h = reverse_to(&ws).await;
