@@ -14,6 +14,11 @@
 /// Targets that are not a path (`*`, authority-form) are `None`.
 pub fn normalize_path(path_and_query: &str) -> Option<String> {
     let bytes = path_and_query.as_bytes();
+    if bytes.first() == Some(&b'?') {
+        // `http://host?q` has an empty path, which is `/` (RFC 9112 §3.2.1, RFC 3986 §6.2.3);
+        // sent on as it is, `GET ?q` is no request line at all.
+        return Some(format!("/{path_and_query}"));
+    }
     if bytes.first() != Some(&b'/') {
         return None;
     }
@@ -110,6 +115,7 @@ mod tests {
         assert_eq!(normal("/%zz/./x"), Some("/%zz/x".into()));
         assert_eq!(normal("/caf%C3%A9"), None, "non-ASCII stays encoded");
         assert_eq!(normal("*"), None);
+        assert_eq!(normal("?q=1"), Some("/?q=1".into()), "an empty path is /");
     }
 
     #[test]

@@ -86,6 +86,19 @@ async fn a_port_out_of_range_or_zero_is_400_not_the_default_port() {
 }
 
 #[tokio::test]
+async fn rfc9112_3_2_1_an_absolute_target_with_an_empty_path_and_a_query_goes_on_with_path_slash() {
+    let h = Harness::forward().await;
+    h.origin.on("/?q=1", Reply::ok("root with a query"));
+    let target = h.origin.url("/").trim_end_matches('/').to_owned() + "?q=1";
+    let reply =
+        client::raw(h.addr(), format!("GET {target} HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n").as_bytes())
+            .await;
+    assert_eq!(status_of(&reply), "200", "{reply}");
+    assert!(reply.ends_with("root with a query"), "{reply}");
+    assert_eq!(h.origin.hits("/?q=1"), 1);
+}
+
+#[tokio::test]
 async fn rfc9112_3_2_2_an_absolute_targets_host_replaces_the_field_on_a_preserving_route() {
     let h = preserving("host = \"a.test\"\n").await;
     h.origin.on("/x", Reply::ok("for a.test").header("Cache-Control", "max-age=60"));
