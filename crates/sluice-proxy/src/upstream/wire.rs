@@ -150,6 +150,8 @@ pub fn parse_response_head(
         // RFC 9112 §6.3: Transfer-Encoding overrides Content-Length, which a recipient must
         // remove; kept, it would announce the wrong length for the decoded body.
         parts.headers.remove(header::CONTENT_LENGTH);
+    } else {
+        single_content_length(status, &mut parts.headers);
     }
     let keep_alive = framing != Framing::UntilClose && !ambiguous && persistent(version, &parts.headers);
     Ok(Some(ResponseHead { parts, framing, keep_alive }))
@@ -199,6 +201,44 @@ fn response_framing(method: &Method, status: StatusCode, headers: &HeaderMap) ->
         }
     }
     Ok((Framing::Length(length.ok_or(WireError("invalid Content-Length"))?), false))
+}
+
+/// Leaves at most one `Content-Length` value to send on (RFC 9110 §8.6): a list of one
+/// length (`3, 3`, or the field repeated) becomes that length, which HTTP/2 clients and many
+/// HTTP/1.1 ones refuse otherwise; a 1xx or 204, which must not carry the field, loses it.
+/// A list that does not agree on a length (possible only where the length frames nothing:
+/// `HEAD`, `304`) is dropped: it says nothing reliable. The usual single value costs one
+/// lookup and a scan of its digits.
+fn single_content_length(status: StatusCode, headers: &mut HeaderMap) {
+    if status == StatusCode::NO_CONTENT || status.is_informational() {
+        headers.remove(header::CONTENT_LENGTH);
+        return;
+    }
+    let mut values = headers.get_all(header::CONTENT_LENGTH).iter();
+    let listed = match (values.next(), values.next()) {
+        (None, _) => return,
+        (Some(value), None) => value.as_bytes().contains(&b','),
+        (Some(_), Some(_)) => true,
+    };
+    if !listed {
+        return;
+    }
+    let mut agreed = None;
+    let mut disagree = false;
+    for item in headers.get_all(header::CONTENT_LENGTH).iter().flat_map(|v| v.as_bytes().split(|&b| b == b',')) {
+        match parse_decimal(item.trim_ascii()) {
+            Some(n) if agreed.is_none_or(|a| a == n) => agreed = Some(n),
+            _ => disagree = true,
+        }
+    }
+    match agreed.filter(|_| !disagree) {
+        Some(n) => {
+            headers.insert(header::CONTENT_LENGTH, n.into());
+        }
+        None => {
+            headers.remove(header::CONTENT_LENGTH);
+        }
+    }
 }
 
 /// Whether the connection persists after this response (RFC 9112 §9.3).

@@ -55,6 +55,26 @@ fn rfc9112_6_3_framing() {
 }
 
 #[test]
+fn rfc9110_8_6_one_content_length_goes_on() {
+    let lengths = |raw: &str, method: &Method| {
+        let head = head(raw, method).unwrap().unwrap();
+        head.parts
+            .headers
+            .get_all(header::CONTENT_LENGTH)
+            .iter()
+            .map(|v| v.to_str().unwrap().to_owned())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(lengths("HTTP/1.1 200 OK\r\nContent-Length: 3, 3\r\n\r\n", &Method::GET), ["3"]);
+    assert_eq!(lengths("HTTP/1.1 200 OK\r\ncontent-length: 3\r\ncontent-length: 3\r\n\r\n", &Method::GET), ["3"]);
+    assert_eq!(lengths("HTTP/1.1 200 OK\r\ncontent-length: 12\r\n\r\n", &Method::GET), ["12"]);
+    assert!(lengths("HTTP/1.1 204 No Content\r\ncontent-length: 5\r\n\r\n", &Method::GET).is_empty());
+    assert_eq!(lengths("HTTP/1.1 304 Not Modified\r\ncontent-length: 5, 5\r\n\r\n", &Method::GET), ["5"]);
+    // Where the length frames nothing, lengths that disagree are dropped, not an error.
+    assert!(lengths("HTTP/1.1 200 OK\r\ncontent-length: 5, 6\r\n\r\n", &Method::HEAD).is_empty());
+}
+
+#[test]
 fn rfc9112_6_3_bad_or_ambiguous_lengths() {
     assert!(head("HTTP/1.1 200 OK\r\ncontent-length: 3\r\ncontent-length: 4\r\n\r\n", &Method::GET).is_err());
     assert!(head("HTTP/1.1 200 OK\r\ncontent-length: -1\r\n\r\n", &Method::GET).is_err());
