@@ -34,6 +34,9 @@ pub enum Kind {
     NoRoute,
     /// `Via` shows the request already passed through us (508).
     Loop,
+    /// The request uses something the proxy does not implement: a transfer coding other
+    /// than `chunked` (501, RFC 9112 §6.1).
+    NotImplemented,
     /// The origin could not be resolved or reached, or broke the protocol (502).
     BadGateway,
     /// The origin was too slow (504).
@@ -105,6 +108,7 @@ impl ProxyError {
             Kind::TooManyRequests { .. } => StatusCode::TOO_MANY_REQUESTS,
             Kind::NoRoute => StatusCode::NOT_FOUND,
             Kind::Loop => StatusCode::LOOP_DETECTED,
+            Kind::NotImplemented => StatusCode::NOT_IMPLEMENTED,
             Kind::BadGateway => StatusCode::BAD_GATEWAY,
             Kind::GatewayTimeout | Kind::NotCached => StatusCode::GATEWAY_TIMEOUT,
             Kind::Internal => StatusCode::INTERNAL_SERVER_ERROR,

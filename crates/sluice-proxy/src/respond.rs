@@ -209,7 +209,7 @@ pub fn error_explained(state: &State, err: &ProxyError, explain_origin: bool) ->
     };
     let mut response = text(state, status, body);
     // The rest of the request may still be on its way (a body not read): not worth reading.
-    if matches!(err.kind, Kind::BadRequest | Kind::TooLarge | Kind::RequestTimeout) {
+    if matches!(err.kind, Kind::BadRequest | Kind::TooLarge | Kind::RequestTimeout | Kind::NotImplemented) {
         response.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
     }
     if let Kind::TooManyRequests { retry_after_secs } = err.kind {

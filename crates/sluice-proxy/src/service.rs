@@ -634,6 +634,18 @@ pub(crate) fn check_method_edit(sent: &Method, now: &Method) -> Result<(), Proxy
 /// An absolute-form request's `Host` is otherwise ignored: its target names the host
 /// (RFC 9112 §3.2.2; `Forward::host` replaces the field). Ambiguous framing never gets this
 /// far: the connection's framing guard (`framing.rs`) rejects it.
+/// Whether `Transfer-Encoding` names `chunked` and nothing else (the framing guard has
+/// already refused a `chunked` that is not last, or repeated).
+fn only_chunked(headers: &HeaderMap) -> bool {
+    headers
+        .get_all(header::TRANSFER_ENCODING)
+        .iter()
+        .flat_map(|v| v.as_bytes().split(|&b| b == b','))
+        .map(<[u8]>::trim_ascii)
+        .filter(|coding| !coding.is_empty())
+        .all(|coding| coding.eq_ignore_ascii_case(b"chunked"))
+}
+
 fn check_target<B>(req: &Request<B>) -> Result<(), ProxyError> {
     let uri = req.uri();
     if let Some(authority) = uri.authority() {
@@ -657,6 +669,15 @@ fn check_target<B>(req: &Request<B>) -> Result<(), ProxyError> {
         return Err(ProxyError::bad_request("a * target is for OPTIONS only"));
     }
     let headers = req.headers();
+    if headers.contains_key(header::TRANSFER_ENCODING) && !only_chunked(headers) {
+        // hyper takes the chunked coding off; any other would reach the origin as if it
+        // were the content, its name dropped with the hop-by-hop field (RFC 9112 §6.1).
+        return Err(ProxyError::new(
+            Kind::NotImplemented,
+            Side::Client,
+            "a request body with a transfer coding other than chunked is not supported",
+        ));
+    }
     let mut hosts = headers.get_all(header::HOST).iter();
     let host = hosts.next();
     if req.version() == Version::HTTP_11 && uri.authority().is_none() {

@@ -216,6 +216,23 @@ async fn a_truncated_origin_body_reaches_the_client_up_to_where_it_was_cut() {
 }
 
 #[tokio::test]
+async fn rfc9112_6_1_a_request_body_with_a_transfer_coding_other_than_chunked_gets_501() {
+    let h = Harness::forward().await;
+    h.origin.on("/coded", Reply::ok("x"));
+    let target = h.origin.url("/coded");
+    for codings in ["gzip, chunked", "Deflate ,chunked", "gzip\r\nTransfer-Encoding: chunked"] {
+        let request =
+            format!("POST {target} HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: {codings}\r\n\r\n3\r\nabc\r\n0\r\n\r\n");
+        let answer = client::raw(h.addr(), request.as_bytes()).await;
+        assert!(answer.starts_with("HTTP/1.1 501"), "{codings}: {answer}");
+    }
+    assert_eq!(h.origin.hits("/coded"), 0, "no body reached the origin without its coding");
+    let chunked = format!("POST {target} HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n3\r\nabc\r\n0\r\n\r\n");
+    assert!(client::raw(h.addr(), chunked.as_bytes()).await.starts_with("HTTP/1.1 200"));
+    assert_eq!(h.origin.last_request("/coded").unwrap().body, b"abc");
+}
+
+#[tokio::test]
 async fn clients_outside_the_acl_are_refused() {
     let h = Harness::build(Mode::Forward, |c| c.access.allow = vec!["10.0.0.0/8".parse().unwrap()]).await;
     h.origin.on("/acl", Reply::ok("x"));
