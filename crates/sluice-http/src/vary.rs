@@ -1,7 +1,7 @@
 //! Secondary cache keys from `Vary`, RFC 9111 §4.1.
 
 use crate::parse::{list_members, trim_ows};
-use http::header::{HeaderMap, HeaderName, ACCEPT_ENCODING, ACCEPT_LANGUAGE, VARY};
+use http::header::{HeaderMap, HeaderName, ACCEPT_ENCODING, ACCEPT_LANGUAGE, COOKIE, VARY};
 
 /// A response's `Vary`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -59,6 +59,9 @@ pub fn vary_key(fields: &[HeaderName], request: &HeaderMap) -> VaryKey {
 fn normalised_value(request: &HeaderMap, name: &HeaderName) -> Option<String> {
     let mut lines = request.get_all(name).iter().peekable();
     lines.peek()?;
+    if name == COOKIE {
+        return Some(cookie_pairs(lines));
+    }
     let mut joined = Vec::new();
     for (i, line) in lines.enumerate() {
         if i > 0 {
@@ -82,6 +85,20 @@ fn normalised_value(request: &HeaderMap, name: &HeaderName) -> Option<String> {
         escape_into(&mut out, trim_ows(piece));
     }
     Some(out)
+}
+
+/// `Cookie` is no comma list: its lines are crumbs of one `; `-separated list (RFC 9113
+/// §8.2.3, RFC 6265 §5.4), which an HTTP/2 client may send one pair per field line. The
+/// pairs, in order, whatever lines they came in.
+fn cookie_pairs<'a>(lines: impl Iterator<Item = &'a http::HeaderValue>) -> String {
+    let mut out = String::new();
+    for pair in lines.flat_map(|line| line.as_bytes().split(|&b| b == b';')).map(trim_ows).filter(|p| !p.is_empty()) {
+        if !out.is_empty() {
+            out.push_str("; ");
+        }
+        escape_into(&mut out, pair);
+    }
+    out
 }
 
 fn escape_into(out: &mut String, bytes: &[u8]) {

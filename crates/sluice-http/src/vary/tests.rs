@@ -58,6 +58,17 @@ fn rfc9111_4_1_vary_key_normalises_whitespace_and_lines() {
 }
 
 #[test]
+fn rfc9113_8_2_3_cookie_crumbs_match_the_joined_cookie_and_commas_stay_inside_values() {
+    let joined = vary_key(&[COOKIE], &map(&COOKIE, &["a=1; b=2"]));
+    assert_eq!(joined, vary_key(&[COOKIE], &map(&COOKIE, &["a=1", "b=2"])), "HTTP/2 crumbs");
+    assert_eq!(joined, vary_key(&[COOKIE], &map(&COOKIE, &["a=1 ;b=2;"])));
+    assert_eq!(joined, vec![Some("a=1; b=2".to_string())]);
+    // `a=1, b=2` is one cookie, `a` with the value `1, b=2`.
+    assert_ne!(joined, vary_key(&[COOKIE], &map(&COOKIE, &["a=1, b=2"])));
+    assert_ne!(joined, vary_key(&[COOKIE], &map(&COOKIE, &["b=2; a=1"])), "order is kept");
+}
+
+#[test]
 fn rfc9111_4_1_vary_key_is_case_sensitive_in_values() {
     let a = vary_key(&[ACCEPT], &map(&ACCEPT, &["text/html"]));
     let b = vary_key(&[ACCEPT], &map(&ACCEPT, &["TEXT/HTML"]));
