@@ -1014,11 +1014,26 @@ impl Config {
         }
         // Port 0 (any free port) is never a clash.
         for (i, l) in self.listener.iter().enumerate().filter(|(_, l)| l.addr.port() != 0) {
-            if self.listener[..i].iter().any(|earlier| earlier.addr == l.addr) {
-                return invalid(format!("two [[listener]] entries listen on {}", l.addr));
+            if let Some(earlier) = self.listener[..i].iter().find(|earlier| takes_the_same_port(earlier.addr, l.addr)) {
+                return invalid(if earlier.addr == l.addr {
+                    format!("two [[listener]] entries listen on {}", l.addr)
+                } else {
+                    format!(
+                        "listeners {} and {} overlap: an unspecified address takes its port on every address",
+                        earlier.addr, l.addr
+                    )
+                });
             }
-            if self.admin.enabled && l.addr == self.admin.addr {
-                return invalid(format!("listener {} is also admin.addr", l.addr));
+            if self.admin.enabled && takes_the_same_port(l.addr, self.admin.addr) {
+                return invalid(format!("listener {} is also admin.addr ({})", l.addr, self.admin.addr));
+            }
+        }
+        if let Some(token) = &self.admin.token {
+            if token.is_empty() || !token.bytes().all(|b| b.is_ascii_graphic()) {
+                return invalid(
+                    "admin.token must be visible ASCII characters, at least one (leave it out to have one generated)"
+                        .into(),
+                );
             }
         }
         for (i, route) in self.route.iter().enumerate() {
@@ -1112,6 +1127,14 @@ impl Config {
     }
 }
 
+/// Whether sockets bound to `a` and `b` would want the same port: the same address, or an
+/// unspecified one (`0.0.0.0`, `[::]`) and any address of its family, which the system
+/// refuses to bind both of. Port 0 (any free port) never clashes.
+fn takes_the_same_port(a: std::net::SocketAddr, b: std::net::SocketAddr) -> bool {
+    a.port() == b.port()
+        && a.port() != 0
+        && (a.ip() == b.ip() || (a.is_ipv4() == b.is_ipv4() && (a.ip().is_unspecified() || b.ip().is_unspecified())))
+}
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1155,6 +1178,25 @@ mod tests {
         assert!(Config::parse(admin).unwrap_err().to_string().contains("is also admin.addr"));
         let any_port = "[[listener]]\naddr = \"127.0.0.1:0\"\n[[listener]]\naddr = \"127.0.0.1:0\"\n[admin]\naddr = \"127.0.0.1:0\"\n";
         assert!(Config::parse(any_port).is_ok(), "port 0 is any free port");
+        let wildcard = "[[listener]]\naddr = \"0.0.0.0:8080\"\n[[listener]]\naddr = \"127.0.0.1:8080\"\n";
+        let err = Config::parse(wildcard).unwrap_err().to_string();
+        assert!(err.contains("listeners 0.0.0.0:8080 and 127.0.0.1:8080 overlap"), "{err}");
+        let admin_any =
+            "[[listener]]\naddr = \"127.0.0.1:8080\"\n[admin]\naddr = \"0.0.0.0:8080\"\nallow_non_loopback = true\n";
+        assert!(Config::parse(admin_any).unwrap_err().to_string().contains("is also admin.addr"));
+        let families = "[[listener]]\naddr = \"0.0.0.0:8080\"\n[[listener]]\naddr = \"[::1]:8080\"\n";
+        assert!(Config::parse(families).is_ok(), "another family's address is another socket");
+        let two_hosts = "[[listener]]\naddr = \"127.0.0.1:8080\"\n[[listener]]\naddr = \"127.0.0.2:8080\"\n";
+        assert!(Config::parse(two_hosts).is_ok());
+    }
+
+    #[test]
+    fn an_admin_token_is_visible_characters() {
+        for bad in ["", " ", "a b", "tok\\u00e9"] {
+            let err = Config::parse(&format!("[admin]\ntoken = \"{bad}\"\n")).unwrap_err().to_string();
+            assert!(err.contains("admin.token must be visible ASCII"), "{bad:?}: {err}");
+        }
+        assert!(Config::parse("[admin]\ntoken = \"s3cret-token\"\n").is_ok());
     }
 
     #[test]
