@@ -264,11 +264,20 @@ fn parse_decimal(digits: &[u8]) -> Option<u64> {
     std::str::from_utf8(digits).ok()?.parse().ok()
 }
 
+/// A chunk size: hex digits, as many leading zeros as the sender likes (RFC 9112 §7.1), at
+/// most 15 significant digits (sizes below 2^60).
 fn parse_hex(digits: &[u8]) -> Option<u64> {
-    if digits.is_empty() || digits.len() > 15 || !digits.iter().all(u8::is_ascii_hexdigit) {
+    if digits.is_empty() || !digits.iter().all(u8::is_ascii_hexdigit) {
         return None;
     }
-    u64::from_str_radix(std::str::from_utf8(digits).ok()?, 16).ok()
+    let significant = &digits[digits.iter().position(|&d| d != b'0').unwrap_or(digits.len())..];
+    if significant.is_empty() {
+        return Some(0);
+    }
+    if significant.len() > 15 {
+        return None;
+    }
+    u64::from_str_radix(std::str::from_utf8(significant).ok()?, 16).ok()
 }
 
 /// Decodes the chunked transfer coding (RFC 9112 §7.1) incrementally. Trailer fields are
@@ -361,13 +370,17 @@ impl ChunkedDecoder {
 
 /// Takes one CRLF-terminated line off `buf` (without the CRLF); `None` when it is not
 /// complete yet.
+/// The next CRLF-ended line of `buf`, taken with its CRLF; `None` until one is complete. A
+/// bare LF fails at once (a line it ended would never end otherwise, and the response
+/// would wait for the read timeout), as does a line longer than `max`.
 fn take_line(buf: &mut BytesMut, max: usize, too_long: &'static str) -> Result<Option<BytesMut>, WireError> {
-    match buf.windows(2).position(|w| w == b"\r\n") {
-        Some(end) => {
-            let line = buf.split_to(end);
+    match buf.iter().position(|&b| b == b'\n') {
+        Some(end) if end > 0 && buf[end - 1] == b'\r' => {
+            let line = buf.split_to(end - 1);
             buf.advance(2);
             Ok(Some(line))
         }
+        Some(_) => Err(WireError("a line of the chunked framing ends in a bare LF")),
         None if buf.len() > max => Err(WireError(too_long)),
         None => Ok(None),
     }

@@ -172,6 +172,14 @@ fn rfc9112_7_1_chunked_whole_and_byte_by_byte() {
 }
 
 #[test]
+fn rfc9112_7_1_chunk_sizes_may_have_leading_zeros() {
+    let mut decoder = ChunkedDecoder::default();
+    let mut buf = BytesMut::from(&b"00000000000000000000003\r\nabc\r\n0000\r\n\r\n"[..]);
+    assert_eq!(&decoder.decode(&mut buf).unwrap().unwrap()[..], b"abc");
+    assert!(decoder.is_done());
+}
+
+#[test]
 fn rfc9112_7_1_end_is_seen_with_the_last_data() {
     let mut decoder = ChunkedDecoder::default();
     let mut buf = BytesMut::from(&b"3\r\nabc\r\n0\r\n\r\n"[..]);
@@ -181,7 +189,7 @@ fn rfc9112_7_1_end_is_seen_with_the_last_data() {
 
 #[test]
 fn rfc9112_7_1_bad_chunks_fail() {
-    for wire in [&b"zz\r\n"[..], b"3\r\nabcX\r\n", b"-1\r\n"] {
+    for wire in [&b"zz\r\n"[..], b"3\r\nabcX\r\n", b"-1\r\n", b"3\nabc", b"3\r\nabc\r\n0\n", b"10000000000000000\r\n"] {
         let mut decoder = ChunkedDecoder::default();
         let mut buf = BytesMut::from(wire);
         let mut failed = false;
