@@ -94,8 +94,24 @@ pub async fn finalize(
             Err(err) => return error_response(state, txn, &err),
         }
     }
+    if parts.status.canonical_reason().is_none() && parts.extensions.get::<hyper::ext::ReasonPhrase>().is_none() {
+        parts.extensions.insert(class_phrase(parts.status));
+    }
     txn.responding(&parts);
     Response::from_parts(parts, body.with_txn(txn, phases))
+}
+
+/// The reason phrase of a status hyper knows no phrase of, which it would write as `<none>`:
+/// the name of its class (RFC 9110 §15). An origin's own phrase goes on instead
+/// (`upstream::wire`).
+fn class_phrase(status: StatusCode) -> hyper::ext::ReasonPhrase {
+    hyper::ext::ReasonPhrase::from_static(match status.as_u16() {
+        100..=199 => b"Informational",
+        200..=299 => b"Successful",
+        300..=399 => b"Redirection",
+        400..=499 => b"Client Error",
+        _ => b"Server Error",
+    })
 }
 
 /// A `HEAD` response's `Content-Length` must be the one a `GET` would get (RFC 9110 §8.6):

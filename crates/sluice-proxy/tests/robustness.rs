@@ -233,6 +233,26 @@ async fn rfc9112_6_1_a_request_body_with_a_transfer_coding_other_than_chunked_ge
 }
 
 #[tokio::test]
+async fn statuses_without_a_registered_phrase_keep_the_origins_and_600_is_a_502() {
+    let h = Harness::forward().await;
+    let status_line = |answer: String| answer.lines().next().unwrap_or("").to_owned();
+    let get = |path: &str| format!("GET {} HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n", h.origin.url(path));
+    h.origin.on("/299-passed", Reply::status(299, "custom").header("Cache-Control", "no-store"));
+    let passed = client::raw(h.addr(), get("/299-passed").as_bytes()).await;
+    assert_eq!(status_line(passed), "HTTP/1.1 299 X", "the origin's own phrase (the test origin's is X)");
+    // A stored response keeps no phrase: it gets its status class's.
+    h.origin.on("/299-stored", Reply::status(299, "custom").header("Cache-Control", "max-age=60"));
+    for _ in 0..2 {
+        let stored = client::raw(h.addr(), get("/299-stored").as_bytes()).await;
+        assert_eq!(status_line(stored), "HTTP/1.1 299 Successful");
+    }
+    assert_eq!(h.origin.hits("/299-stored"), 1);
+    h.origin.on("/600", Reply::status(600, "x"));
+    let refused = client::raw(h.addr(), get("/600").as_bytes()).await;
+    assert!(refused.starts_with("HTTP/1.1 502"), "RFC 9110 §15: 100 to 599: {refused}");
+}
+
+#[tokio::test]
 async fn clients_outside_the_acl_are_refused() {
     let h = Harness::build(Mode::Forward, |c| c.access.allow = vec!["10.0.0.0/8".parse().unwrap()]).await;
     h.origin.on("/acl", Reply::ok("x"));

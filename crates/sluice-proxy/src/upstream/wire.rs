@@ -104,7 +104,7 @@ pub fn parse_response_head(
         // The first call of an exchange, before anything was read.
         return Ok(None);
     }
-    let (len, status, version, headers) = {
+    let (len, status, version, headers, reason) = {
         let mut fields = [const { MaybeUninit::<httparse::Header<'_>>::uninit() }; MAX_FIELDS];
         let mut parsed = httparse::Response::new(&mut []);
         let len =
@@ -120,7 +120,17 @@ pub fn parse_response_head(
         if len > MAX_HEAD {
             return Err(WireError("response head too large"));
         }
-        let status = parsed.code.and_then(|c| StatusCode::from_u16(c).ok()).ok_or(WireError("invalid status code"))?;
+        // A status code is three digits, 100 to 599 (RFC 9110 §15).
+        let status = parsed
+            .code
+            .filter(|code| (100..600).contains(code))
+            .and_then(|c| StatusCode::from_u16(c).ok())
+            .ok_or(WireError("invalid status code"))?;
+        // The origin's phrase goes on where hyper knows none (it would write `<none>`).
+        let reason = parsed
+            .reason
+            .filter(|reason| status.canonical_reason().is_none() && !reason.is_empty())
+            .and_then(|reason| hyper::ext::ReasonPhrase::try_from(reason.as_bytes()).ok());
         let version = if parsed.version == Some(0) { Version::HTTP_10 } else { Version::HTTP_11 };
         // The values are slices of the copy, at the offsets httparse found them in `buf`.
         let head = Bytes::copy_from_slice(&buf[..len]);
@@ -138,10 +148,13 @@ pub fn parse_response_head(
             };
             headers.append(name, value);
         }
-        (len, status, version, headers)
+        (len, status, version, headers, reason)
     };
     buf.advance(len);
     let (mut parts, ()) = Response::new(()).into_parts();
+    if let Some(reason) = reason {
+        parts.extensions.insert(reason);
+    }
     parts.status = status;
     parts.version = version;
     parts.headers = headers;
