@@ -680,13 +680,14 @@ fn check_target<B>(req: &Request<B>) -> Result<(), ProxyError> {
     }
     let mut hosts = headers.get_all(header::HOST).iter();
     let host = hosts.next();
-    if req.version() == Version::HTTP_11 && uri.authority().is_none() {
-        if host.is_none() {
-            return Err(ProxyError::bad_request("HTTP/1.1 request without Host"));
-        }
-        if hosts.next().is_some() {
-            return Err(ProxyError::bad_request("more than one Host header"));
-        }
+    // RFC 9112 §3.2: whatever the target's form (an absolute target's authority replaces the
+    // field's value, but the message must still be well-formed). A `CONNECT` without `Host`
+    // is let through: its target is all there is to it, and some clients leave the field out.
+    if hosts.next().is_some() {
+        return Err(ProxyError::bad_request("more than one Host header"));
+    }
+    if host.is_none() && req.version() == Version::HTTP_11 && !connect {
+        return Err(ProxyError::bad_request("HTTP/1.1 request without Host"));
     }
     if let Some(host) = host {
         if !sluice_http::target::is_valid_host(host.as_bytes()) {

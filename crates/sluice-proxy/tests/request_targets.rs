@@ -62,6 +62,24 @@ async fn rfc9110_7_2_a_host_that_is_not_host_and_port_is_400() {
 }
 
 #[tokio::test]
+async fn rfc9112_3_2_a_request_without_host_or_with_two_is_400_whatever_its_target() {
+    let h = Harness::forward().await;
+    h.origin.on("/h", Reply::ok("x"));
+    let url = h.origin.url("/h");
+    for (request, why) in [
+        (format!("GET {url} HTTP/1.1\r\nConnection: close\r\n\r\n"), "no Host"),
+        (format!("GET {url} HTTP/1.1\r\nHost: a\r\nHost: b\r\nConnection: close\r\n\r\n"), "two Hosts"),
+        (format!("GET {url} HTTP/1.0\r\nHost: a\r\nHost: a\r\n\r\n"), "two Hosts in HTTP/1.0"),
+    ] {
+        let reply = client::raw(h.addr(), request.as_bytes()).await;
+        assert_eq!(status_of(&reply), "400", "{why}: {reply}");
+    }
+    assert_eq!(h.origin.hits("/h"), 0);
+    let without_host_in_1_0 = client::raw(h.addr(), format!("GET {url} HTTP/1.0\r\n\r\n").as_bytes()).await;
+    assert_eq!(status_of(&without_host_in_1_0), "200", "HTTP/1.0 needs no Host");
+}
+
+#[tokio::test]
 async fn a_port_out_of_range_or_zero_is_400_not_the_default_port() {
     // `http://127.0.0.1:99999/` once reached port 80 (`Uri::port_u16` is `None` for it).
     let h = Harness::build(Mode::Both, |_| {}).await;
