@@ -36,6 +36,7 @@ mod deadline;
 mod dest_acl;
 pub mod disk_config;
 mod disk_metrics;
+mod disk_writing;
 pub mod error;
 mod esi;
 mod fill_budget;

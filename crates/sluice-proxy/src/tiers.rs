@@ -162,6 +162,8 @@ pub struct Tiers {
     invalidations: Arc<crate::invalidations::Invalidations>,
     /// What the responses being stored may hold together ([`crate::fill_budget`]).
     fill_budget: Arc<crate::fill_budget::FillBudget>,
+    /// Objects on their way to disk that memory did not take, findable until committed.
+    writing: Arc<crate::disk_writing::Writing>,
 }
 
 impl std::fmt::Debug for Tiers {
@@ -207,6 +209,7 @@ impl Tiers {
             counters: Arc::default(),
             invalidations: Default::default(),
             fill_budget: crate::fill_budget::FillBudget::new(filling),
+            writing: Arc::default(),
         }
     }
 
@@ -271,6 +274,11 @@ impl Tiers {
     /// left to stream ([`DiskHit::Open`]).
     pub async fn lookup_disk(&self, key: &str, selects: impl Fn(&ObjectMeta) -> bool) -> DiskHit {
         let Some(disk) = &self.disk else { return DiskHit::Miss };
+        if let Some(object) = self.writing.find(key, &selects) {
+            // Fetched, and on its way to disk: its write has not committed yet.
+            self.counters.disk_hits.fetch_add(1, Relaxed);
+            return DiskHit::Loaded(object);
+        }
         let mark = self.invalidations.mark();
         let hit = self.open_from_disk(disk, key, selects).await;
         let tags = || match &hit {
@@ -395,7 +403,11 @@ impl Tiers {
             return (self.memory.insert_with(object, admit), None);
         }
         let spare = object.with_meta(Arc::clone(&object.meta));
-        let stored = self.memory.insert_with(object, admit).unwrap_or_else(|| Arc::new(spare));
+        let stored = self.memory.insert_with(object, admit).unwrap_or_else(|| {
+            let spare = Arc::new(spare);
+            self.writing.started(&spare);
+            spare
+        });
         let write = DiskWrite { disk: disk.clone(), object: Arc::clone(&stored), ticket: disk.ticket() };
         (Some(stored), Some(write))
     }
@@ -411,6 +423,7 @@ impl Tiers {
         let (jobs, counters) = (Arc::clone(&self.jobs), Arc::clone(&self.counters));
         let invalidations = Arc::clone(&self.invalidations);
         let memory = Arc::clone(&self.memory);
+        let writing = Arc::clone(&self.writing);
         let promote_max = self.promote_max;
         run_blocking(move || {
             let written = match disk.insert_ticketed(&object, ticket) {
@@ -437,6 +450,7 @@ impl Tiers {
                 // copy goes: a copy stored after the removal may have replaced it already.
                 disk.remove_entry(&entry);
             }
+            writing.ended(&object);
             jobs.ended();
         });
     }
@@ -475,6 +489,7 @@ impl Tiers {
     /// larger of the two tiers' counts, as they hold copies of the same objects).
     pub fn remove(&self, key: &str) -> usize {
         self.invalidations.record(crate::invalidations::Removed::Key(key.to_owned()));
+        self.writing.remove(|meta| meta.key == key);
         let memory = self.memory.remove(key);
         let Some(disk) = &self.disk else { return memory };
         memory.max(self.purge(disk.forget(key)))
@@ -489,6 +504,7 @@ impl Tiers {
     /// Removes every object whose key starts with `prefix` from both tiers.
     pub fn remove_prefix(&self, prefix: &str) -> usize {
         self.invalidations.record(crate::invalidations::Removed::Prefix(prefix.to_owned()));
+        self.writing.remove(|meta| meta.key.starts_with(prefix));
         let memory = self.memory.remove_prefix(prefix);
         let Some(disk) = &self.disk else { return memory };
         memory.max(self.purge(disk.forget_prefix(prefix)))
@@ -497,6 +513,7 @@ impl Tiers {
     /// Removes every object tagged `tag` from both tiers.
     pub fn remove_tag(&self, tag: &str) -> usize {
         self.invalidations.record(crate::invalidations::Removed::Tag(tag.to_owned()));
+        self.writing.remove(|meta| sluice_http::tags::tags(&meta.headers).iter().any(|t| t == tag));
         let memory = self.memory.remove_tag(tag);
         let Some(disk) = &self.disk else { return memory };
         memory.max(self.purge(disk.forget_tag(tag)))

@@ -294,6 +294,28 @@ async fn an_object_too_large_for_memory_is_kept_on_disk_and_streamed() {
     assert_eq!(h.proxy.state().store.counters().promotions.load(std::sync::atomic::Ordering::Relaxed), 0);
 }
 
+#[tokio::test]
+async fn an_object_too_large_for_memory_is_served_while_its_disk_write_is_in_flight() {
+    // Between the end of its fetch and the disk's commit the object is in neither tier's
+    // index: it is still served, not fetched (and written) a second time.
+    let dir = tempfile::tempdir().unwrap();
+    let h = proxy(dir.path(), |c| {
+        c.cache.max_object = Size(64 << 10);
+        c.cache.disk.max_object = Some(Size(4 << 20));
+    })
+    .await;
+    let body = "W".repeat(3_000_000);
+    h.origin.on("/written", Reply::ok(body.clone()).header("cache-control", FRESH));
+    assert_eq!(h.get("/written").await.text(), body);
+    let again = h.get("/written").await;
+    assert_eq!(again.text(), body);
+    assert!(cache_status(&again).contains("hit"), "{}", cache_status(&again));
+    assert_eq!(h.origin.hits("/written"), 1);
+    on_disk(&h, 1).await;
+    let writes = h.proxy.state().store.counters().disk_writes.load(std::sync::atomic::Ordering::Relaxed);
+    assert_eq!(writes, 1, "written once");
+}
+
 /// Collapsing works across tiers: concurrent misses wait on one origin fetch whether the
 /// object will live in both tiers or on disk only, and concurrent first hits after a
 /// restart are all served from disk.
