@@ -246,6 +246,7 @@ pub async fn handle(
     }
     let mut txn = Txn::start(&state, conn.client, &req, conn.tls);
     let method = req.method().clone();
+    let version = req.version();
     // The guard holds what the client sends after this request until told how it went.
     let switches = conn.switches.as_ref().filter(|_| {
         crate::switch_outcome::SwitchOutcome::may_switch(
@@ -290,6 +291,11 @@ pub async fn handle(
         let status = response.status();
         let switched = status == StatusCode::SWITCHING_PROTOCOLS || (method == Method::CONNECT && status.is_success());
         switches.decide(switched);
+    }
+    if method == Method::CONNECT && version <= Version::HTTP_11 && !response.status().is_success() {
+        // A client may send tunnel bytes right after its CONNECT: with no tunnel they are
+        // no request to read. The connection ends with the refusal, as hyper's own end.
+        response.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
     }
     if let Some(queue) = zero_copy {
         if response.body_mut().prefer_zero_copy(queue) {
@@ -669,6 +675,13 @@ fn check_target<B>(req: &Request<B>) -> Result<(), ProxyError> {
         return Err(ProxyError::bad_request("a * target is for OPTIONS only"));
     }
     let headers = req.headers();
+    if connect
+        && (headers.contains_key(header::TRANSFER_ENCODING)
+            || sluice_http::fields::content_length(headers).is_some_and(|n| n > 0))
+    {
+        // What follows a CONNECT's head is the tunnel's, not content (RFC 9110 §9.3.6).
+        return Err(ProxyError::bad_request("a CONNECT request has no content"));
+    }
     if headers.contains_key(header::TRANSFER_ENCODING) && !only_chunked(headers) {
         // hyper takes the chunked coding off; any other would reach the origin as if it
         // were the content, its name dropped with the hop-by-hop field (RFC 9112 §6.1).

@@ -270,6 +270,17 @@ async fn connect_to_a_port_not_allowed_is_refused() {
 }
 
 #[tokio::test]
+async fn rfc9110_9_3_6_a_connect_with_content_is_400() {
+    let h = Harness::build_with_origin(Mode::Forward, |c, origin| c.access.connect_ports = vec![origin.port()]).await;
+    for framing in ["Content-Length: 5", "Transfer-Encoding: chunked"] {
+        let request = format!("CONNECT {} HTTP/1.1\r\nHost: x\r\n{framing}\r\n\r\nhello", h.origin.addr);
+        let answer = client::raw(h.addr(), request.as_bytes()).await;
+        assert!(answer.starts_with("HTTP/1.1 400"), "{framing}: {answer}");
+    }
+    assert_eq!(h.origin.connections(), 0, "no tunnel opened");
+}
+
+#[tokio::test]
 async fn forwarding_loops_are_detected_by_via() {
     let h = Harness::forward().await;
     let reply = h.get_with("/loop", &[("Via", "1.1 other, 1.1 sluice")]).await;
@@ -484,20 +495,24 @@ async fn a_smuggling_attempt_after_valid_pipelined_requests_is_cut_off_there() {
 }
 
 #[tokio::test]
-async fn a_refused_connect_does_not_switch_the_framing_checks_off() {
-    // hyper keeps the connection in HTTP/1.1 after a 403 to CONNECT.
+async fn bytes_sent_after_a_refused_connect_are_not_read_as_requests() {
+    // A client may send its tunnel's first bytes with the CONNECT; with no tunnel they are
+    // no request, whatever they look like (a plain one, or a smuggling attempt): the
+    // refusal ends the connection.
     let h = Harness::forward().await;
-    h.origin.on("/smuggle", Reply::ok("x"));
-    let request = format!(
-        "CONNECT {} HTTP/1.1\r\nHost: x\r\n\r\nPOST {} HTTP/1.1\r\nHost: a\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
-        h.origin.addr,
-        h.origin.url("/smuggle")
+    h.origin.on("/early", Reply::ok("x"));
+    let smuggle = format!(
+        "POST {} HTTP/1.1\r\nHost: a\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+        h.origin.url("/early")
     );
-    let answer = client::raw(h.addr(), request.as_bytes()).await;
-    assert!(answer.starts_with("HTTP/1.1 403"), "{answer}");
-    assert_eq!(responses(&answer), 2, "{answer}");
-    assert!(answer[answer.rfind("HTTP/1.1 ").unwrap()..].starts_with("HTTP/1.1 400"), "{answer}");
-    assert_eq!(h.origin.hits("/smuggle"), 0);
+    let plain = format!("GET {} HTTP/1.1\r\nHost: x\r\n\r\n", h.origin.url("/early"));
+    for early in [smuggle, plain] {
+        let request = format!("CONNECT {} HTTP/1.1\r\nHost: x\r\n\r\n{early}", h.origin.addr);
+        let answer = client::raw(h.addr(), request.as_bytes()).await;
+        assert!(answer.starts_with("HTTP/1.1 403") && answer.contains("connection: close"), "{answer}");
+        assert_eq!(responses(&answer), 1, "{answer}");
+    }
+    assert_eq!(h.origin.hits("/early"), 0);
 }
 
 #[tokio::test]
