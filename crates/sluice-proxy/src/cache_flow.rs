@@ -316,6 +316,10 @@ pub async fn serve(
     } else {
         None
     };
+    // Set before the origin answers, so that a client leaving meanwhile is logged
+    // `TCP_MISS_ABORTED` (or its refresh's), and an origin that fails `TCP_MISS/502`, as
+    // Squid logs them; the outcome below sets the final code.
+    txn.code = miss_code(validate.is_some(), &req_cc, pragma, false);
     let mut fetched = match shared_failure {
         Some(err) => Err(err),
         None => within_deadline(state, timers, fetch(state, &spec, &req_cc, validate, leader, Some(&mut *txn))).await,

@@ -1076,9 +1076,11 @@ pub async fn pass(
         }
         body => body,
     };
+    // Set before the origin answers, so that a client leaving meanwhile is logged
+    // `TCP_MISS_ABORTED`, and an origin that fails `TCP_MISS/502`, as Squid logs them.
+    txn.code = ResultCode::Miss;
     let origin = crate::source::send(state, &target, Request::from_parts(parts, out_body)).await?;
     txn.peer = origin.peer;
-    txn.code = ResultCode::Miss;
     let (mut parts, body) = origin.response.into_parts();
     sluice_http::hop::remove_hop_by_hop(&mut parts.headers);
     if !txn.modules.is_empty() {

@@ -91,7 +91,30 @@ async fn a_transfer_the_client_cut_short_is_logged_aborted() {
     assert_eq!(result(&lines[1]), "TCP_MISS/200", "{}", lines[1]);
 }
 
-/// Sends `request` on a new connection; returns what the proxy answered before closing.
+#[tokio::test]
+async fn a_client_leaving_before_the_origin_answered_is_logged_as_its_miss_aborted() {
+    let (h, log) = logged(LogFormat::Squid).await;
+    h.origin.on("/slow-pass", Reply::ok("x").header("Cache-Control", "no-store").delay(Duration::from_secs(3)));
+    h.origin.on("/slow-miss", Reply::ok("x").header("Cache-Control", "max-age=60").delay(Duration::from_secs(3)));
+    for path in ["/slow-pass", "/slow-miss"] {
+        let mut conn = tokio::net::TcpStream::connect(h.addr()).await.unwrap();
+        let target = h.target(path);
+        let request = if path == "/slow-pass" {
+            format!("POST {target} HTTP/1.1\r\nHost: a\r\nContent-Length: 0\r\n\r\n")
+        } else {
+            format!("GET {target} HTTP/1.1\r\nHost: a\r\n\r\n")
+        };
+        conn.write_all(request.as_bytes()).await.unwrap();
+        h.eventually("the request reaches the origin", |h| h.origin.hits(path) == 1).await;
+        drop(conn);
+    }
+    let lines = log.lines(&h, 2).await;
+    for line in &lines {
+        assert_eq!(result(line), "TCP_MISS_ABORTED/000", "{line}");
+    }
+}
+
+/// Sends `request` on a new connection; returns what the proxy answered before closing./// Sends `request` on a new connection; returns what the proxy answered before closing.
 async fn raw(h: &Harness, request: &[u8]) -> String {
     let mut conn = tokio::net::TcpStream::connect(h.addr()).await.unwrap();
     conn.write_all(request).await.unwrap();
