@@ -1,22 +1,27 @@
 //! The access log: Squid's native format (so existing analysers work), Combined, or one JSON
 //! object per line (for log pipelines: Loki, Elasticsearch, Vector, ...).
 //!
-//! Records are formatted and written by a dedicated thread, off the request path; the
-//! writer flushes whenever it has nothing queued, so lines appear promptly at low load and
-//! are batched at high load.
+//! Records are formatted and written by a dedicated thread, off the request path
+//! (`crate::access_log_writer`: batches, and what it does when a write fails).
 //!
 //! For log rotation the file can be reopened ([`AccessLog::reopen`]: `SIGUSR1`, as with nginx
 //! and `squid -k rotate`, or `POST /log/reopen` on the admin listener): a rotator renames the
 //! file, asks for the reopen, and every line queued before it goes to the renamed file,
 //! every later one to a new file at the configured path.
+//!
+//! Every log is opened through the proxy's [`AccessLogs`], which shutdown closes
+//! ([`AccessLogs::close`]): each writer writes what it was sent, and the process exits only
+//! then.
 
+use crate::access_log_writer::{Destination, Message};
 use crate::config::LogFormat;
+use crate::metrics::Metrics;
 use crate::outcome::ResultCode;
 use http::{HeaderValue, Method, Version};
-use std::io::Write;
 use std::net::IpAddr;
 use std::path::Path;
-use std::sync::mpsc;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::{mpsc, Arc, Weak};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// One finished transaction, as logged.
@@ -48,20 +53,17 @@ pub struct LogRecord {
     pub extra: Vec<(String, String)>,
 }
 
-/// Sends records to the writer thread. Cheap to clone.
+/// Sends records to the writer thread. Cheap to clone: clones share the thread, which
+/// ends once the last clone is dropped (or at [`AccessLogs::close`]).
 #[derive(Debug, Clone)]
 pub struct AccessLog {
-    tx: mpsc::Sender<Message>,
+    shared: Arc<Shared>,
 }
 
-/// What the writer thread is asked to do, in order. (A record goes unboxed: it is nearly
-/// every message, and a box would cost an allocation per logged request.)
 #[derive(Debug)]
-#[allow(clippy::large_enum_variant)]
-enum Message {
-    Record(LogRecord),
-    /// Flush, then open the path anew; the outcome goes back.
-    Reopen(tokio::sync::oneshot::Sender<std::io::Result<()>>),
+struct Shared {
+    tx: mpsc::Sender<Message>,
+    metrics: Arc<Metrics>,
 }
 
 /// Where the lines go: standard output, or a file opened for appending at its path.
@@ -70,72 +72,108 @@ enum Output {
     File(std::path::PathBuf),
 }
 
-impl Output {
-    fn open(&self) -> std::io::Result<Box<dyn Write + Send>> {
+impl std::fmt::Display for Output {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Output::Stdout => f.write_str("(standard output)"),
+            Output::File(path) => write!(f, "{}", path.display()),
+        }
+    }
+}
+
+impl Destination for Output {
+    type Out = Box<dyn std::io::Write + Send>;
+
+    fn open(&self) -> std::io::Result<Self::Out> {
         Ok(match self {
             Output::Stdout => Box::new(std::io::stdout()),
             Output::File(path) => Box::new(std::fs::OpenOptions::new().create(true).append(true).open(path)?),
         })
     }
+
+    fn reopens(&self) -> bool {
+        matches!(self, Output::File(_))
+    }
 }
 
 impl AccessLog {
-    /// Opens `path` (`-` for standard output) for appending and starts the writer thread.
-    pub fn open(path: &Path, format: LogFormat) -> std::io::Result<Self> {
-        let output = if path == Path::new("-") { Output::Stdout } else { Output::File(path.to_owned()) };
-        let out = output.open()?;
-        let (tx, rx) = mpsc::channel::<Message>();
-        std::thread::Builder::new()
-            .name("sluice-access-log".into())
-            .spawn(move || write_loop(rx, output, out, format))?;
-        Ok(Self { tx })
-    }
-
-    /// Queues a record. Never blocks; records are dropped only if the writer thread died.
+    /// Queues a record. Never blocks. A record is dropped (and counted in
+    /// `sluice_access_log_lines_dropped_total`) only when its write fails or the log is
+    /// closed.
     pub fn log(&self, record: LogRecord) {
-        let _ = self.tx.send(Message::Record(record));
+        if self.shared.tx.send(Message::Record(record)).is_err() {
+            self.shared.metrics.access_log_lines_dropped.fetch_add(1, Relaxed);
+        }
     }
 
     /// Reopens the log file at its path, once every record queued before this call is
-    /// written and flushed to the file open until now (log rotation). When the path cannot
-    /// be opened, the error comes back and the log goes on in the file it was writing.
-    /// Standard output is not reopened.
+    /// written to the file open until now, or dropped if that write failed (log rotation).
+    /// Works whether or not writes are failing. When the path cannot be opened, the error
+    /// comes back and the log goes on in the file it was writing. Standard output is not
+    /// reopened. Fails too once the log is closed.
     pub async fn reopen(&self) -> std::io::Result<()> {
-        let gone = || std::io::Error::other("the access log's writer thread has stopped");
+        let closed = || std::io::Error::other("the access log is closed (the proxy is shutting down)");
         let (done, outcome) = tokio::sync::oneshot::channel();
-        self.tx.send(Message::Reopen(done)).map_err(|_| gone())?;
-        outcome.await.map_err(|_| gone())?
+        self.shared.tx.send(Message::Reopen(done)).map_err(|_| closed())?;
+        outcome.await.map_err(|_| closed())?
     }
 }
 
-fn write_loop(rx: mpsc::Receiver<Message>, output: Output, out: Box<dyn Write + Send>, format: LogFormat) {
-    let mut out = std::io::BufWriter::with_capacity(64 * 1024, out);
-    let mut line = String::with_capacity(256);
-    while let Ok(first) = rx.recv() {
-        let mut next = Some(first);
-        while let Some(message) = next {
-            match message {
-                Message::Record(record) => {
-                    line.clear();
-                    format_record(&record, format, &mut line);
-                    if out.write_all(line.as_bytes()).is_err() {
-                        return;
-                    }
-                }
-                Message::Reopen(done) => {
-                    let reopened = match out.flush() {
-                        Err(e) => Err(e),
-                        Ok(()) if matches!(output, Output::Stdout) => Ok(()),
-                        Ok(()) => output.open().map(|file| out = std::io::BufWriter::with_capacity(64 * 1024, file)),
-                    };
-                    let _ = done.send(reopened);
+/// The access logs a proxy has opened: at start, and one more by each reload that changes
+/// `[log]` (the earlier one goes on for the transactions of the earlier generation, and
+/// its thread ends with them). Shared by every generation.
+#[derive(Debug, Default)]
+pub struct AccessLogs {
+    writers: parking_lot::Mutex<Vec<Writer>>,
+}
+
+/// One log's writer thread.
+#[derive(Debug)]
+struct Writer {
+    log: Weak<Shared>,
+    thread: std::thread::JoinHandle<()>,
+}
+
+impl AccessLogs {
+    /// Opens `path` (`-` for standard output) for appending and starts its writer thread,
+    /// which counts the lines it drops in `metrics`.
+    pub fn open(&self, path: &Path, format: LogFormat, metrics: &Arc<Metrics>) -> std::io::Result<AccessLog> {
+        let output = if path == Path::new("-") { Output::Stdout } else { Output::File(path.to_owned()) };
+        let out = output.open()?;
+        let (tx, rx) = mpsc::channel::<Message>();
+        let writer_metrics = Arc::clone(metrics);
+        let thread = std::thread::Builder::new()
+            .name("sluice-access-log".into())
+            .spawn(move || crate::access_log_writer::run(rx, output, out, format, writer_metrics))?;
+        let shared = Arc::new(Shared { tx, metrics: Arc::clone(metrics) });
+        let mut writers = self.writers.lock();
+        writers.retain(|writer| !writer.thread.is_finished());
+        writers.push(Writer { log: Arc::downgrade(&shared), thread });
+        Ok(AccessLog { shared })
+    }
+
+    /// Closes every log opened: each writer writes (or, when the write fails, counts
+    /// dropped) every record it was sent before this call, then ends; returns once all
+    /// have ended. Records sent later are dropped and counted. For the end of shutdown,
+    /// once connections are drained.
+    pub async fn close(&self) {
+        let writers = std::mem::take(&mut *self.writers.lock());
+        let mut threads = Vec::with_capacity(writers.len());
+        for Writer { log, thread } in writers {
+            // A log whose handles are all gone has its thread ending by itself.
+            if let Some(log) = log.upgrade() {
+                let _ = log.tx.send(Message::Close);
+            }
+            threads.push(thread);
+        }
+        let joined = tokio::task::spawn_blocking(move || {
+            for thread in threads {
+                if thread.join().is_err() {
+                    tracing::error!("the access log's writer thread panicked");
                 }
             }
-            next = rx.try_recv().ok();
-        }
-        if out.flush().is_err() {
-            return;
-        }
+        });
+        let _ = joined.await;
     }
 }
 
@@ -433,11 +471,80 @@ mod tests {
         line.split_whitespace().nth(6).unwrap()
     }
 
+    /// A Squid-format log at `path`, the logs it is one of, and the metrics it counts in.
+    fn open(path: &Path) -> (AccessLog, AccessLogs, Arc<Metrics>) {
+        let (logs, metrics) = (AccessLogs::default(), Arc::new(Metrics::default()));
+        let log = logs.open(path, LogFormat::Squid, &metrics).unwrap();
+        (log, logs, metrics)
+    }
+
+    fn urls(path: &Path) -> Vec<String> {
+        std::fs::read_to_string(path).unwrap().lines().map(|line| url_of(line).to_owned()).collect()
+    }
+
+    #[tokio::test]
+    async fn close_returns_once_every_record_sent_before_is_in_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("access.log");
+        let (log, logs, metrics) = open(&path);
+        let urls_sent: Vec<String> = (0..5000).map(|i| format!("/{i}")).collect();
+        for url in &urls_sent {
+            log.log(LogRecord { url: url.clone(), ..record() });
+        }
+        logs.close().await;
+        assert_eq!(urls(&path), urls_sent);
+        // Closed: later records are dropped and counted, reopening fails.
+        log.log(LogRecord { url: "late".into(), ..record() });
+        assert_eq!(metrics.access_log_lines_dropped.load(Relaxed), 1);
+        assert!(log.reopen().await.is_err());
+    }
+
+    #[tokio::test]
+    async fn close_waits_for_a_log_a_reload_replaced_and_closes_one_still_held() {
+        let dir = tempfile::tempdir().unwrap();
+        let (old_path, held_path) = (dir.path().join("old.log"), dir.path().join("held.log"));
+        let (logs, metrics) = (AccessLogs::default(), Arc::new(Metrics::default()));
+        let old = logs.open(&old_path, LogFormat::Squid, &metrics).unwrap();
+        let held = logs.open(&held_path, LogFormat::Squid, &metrics).unwrap();
+        old.log(LogRecord { url: "old".into(), ..record() });
+        drop(old); // its generation is gone: the thread writes what it holds and ends
+        held.log(LogRecord { url: "held".into(), ..record() });
+        logs.close().await;
+        assert_eq!(urls(&old_path), ["old"]);
+        assert_eq!(urls(&held_path), ["held"]);
+    }
+
+    /// Writes to `/dev/full` fail with `ENOSPC`, as to a file on a full disk.
+    #[tokio::test]
+    async fn while_writes_fail_lines_are_counted_dropped_and_a_reopen_to_a_writable_file_brings_them_back() {
+        let full = Path::new("/dev/full");
+        if !full.exists() {
+            eprintln!("skipped: no /dev/full");
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("access.log");
+        // The log's path leads to the full device first.
+        std::os::unix::fs::symlink(full, &path).unwrap();
+        let (log, logs, metrics) = open(&path);
+        log.log(LogRecord { url: "lost-1".into(), ..record() });
+        log.log(LogRecord { url: "lost-2".into(), ..record() });
+        // The rotator replaces the path with a writable file and asks for the reopen; the
+        // writer is still alive, and answers once the two lines are dropped.
+        std::fs::remove_file(&path).unwrap();
+        log.reopen().await.unwrap();
+        assert_eq!(metrics.access_log_lines_dropped.load(Relaxed), 2);
+        log.log(LogRecord { url: "kept".into(), ..record() });
+        logs.close().await;
+        assert_eq!(urls(&path), ["kept"]);
+        assert_eq!(metrics.access_log_lines_dropped.load(Relaxed), 2);
+    }
+
     #[tokio::test]
     async fn reopening_after_a_rename_puts_earlier_lines_in_the_renamed_file_and_later_ones_in_a_new_one() {
         let dir = tempfile::tempdir().unwrap();
         let (path, rotated) = (dir.path().join("access.log"), dir.path().join("access.log.1"));
-        let log = AccessLog::open(&path, LogFormat::Squid).unwrap();
+        let (log, _logs, _) = open(&path);
         log.log(LogRecord { url: "first".into(), ..record() });
         log.log(LogRecord { url: "second".into(), ..record() });
         // The rotator renames the file while lines may still be queued for it.
@@ -457,7 +564,7 @@ mod tests {
         let logs = dir.path().join("logs");
         std::fs::create_dir(&logs).unwrap();
         let (path, moved) = (logs.join("access.log"), dir.path().join("moved"));
-        let log = AccessLog::open(&path, LogFormat::Squid).unwrap();
+        let (log, _logs, _) = open(&path);
         // The directory goes away with the open file in it: the path can no longer be made.
         std::fs::rename(&logs, &moved).unwrap();
         let err = log.reopen().await.unwrap_err();

@@ -13,6 +13,7 @@
 //! ```
 
 pub mod access_log;
+mod access_log_writer;
 pub mod acl;
 mod admin;
 mod admin_content;

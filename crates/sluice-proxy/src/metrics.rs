@@ -60,6 +60,9 @@ pub struct Metrics {
     pub suspended_revalidations: AtomicU64,
     /// Conditional clients answered 304 from a fresh suspended entry, without the origin.
     pub suspended_hits: AtomicU64,
+    /// Access log lines not written: their write failed (a full disk), or they came after
+    /// the log was closed at shutdown.
+    pub access_log_lines_dropped: AtomicU64,
     /// How long transactions took, per result code.
     pub durations: crate::latency::Durations,
 }
@@ -251,6 +254,12 @@ impl Metrics {
             "Stale, idle objects removed from the disk tier by expiry sweeps.",
             &one(self.sweep_disk_removed.load(Relaxed)),
         );
+        metric(
+            "sluice_access_log_lines_dropped_total",
+            "counter",
+            "Access log lines not written: their write failed (a full disk, say), or the log was closed.",
+            &one(self.access_log_lines_dropped.load(Relaxed)),
+        );
         metric("sluice_cache_objects", "gauge", "Objects in the memory tier.", &one(store.objects));
         metric("sluice_cache_bytes", "gauge", "Bytes in the memory tier.", &one(store.bytes));
         metric("sluice_cache_capacity_bytes", "gauge", "Capacity of the memory tier.", &one(store.capacity));
@@ -345,6 +354,9 @@ impl Metrics {
                 "pages": self.esi_pages.load(Relaxed),
                 "includes": self.esi_includes.load(Relaxed),
                 "include_errors": self.esi_include_errors.load(Relaxed),
+            },
+            "access_log": {
+                "lines_dropped": self.access_log_lines_dropped.load(Relaxed),
             },
             "cache": {
                 "objects": store.objects,

@@ -68,12 +68,16 @@ impl Running {
     }
 
     /// Stops accepting, lets in-flight requests finish (up to `shutdown.drain`), waits for
-    /// the disk tier's background writes and deletions, then returns.
+    /// the disk tier's background writes and deletions, closes the access logs (every
+    /// line of a transaction that ended before is written, or counted dropped when its
+    /// write failed), then returns.
     pub async fn shutdown(mut self) {
         let _ = self.shutdown.send(true);
         while self.tasks.join_next().await.is_some() {}
         self.generations.join_listeners().await;
-        self.state().store.flush().await;
+        let state = self.state();
+        state.store.flush().await;
+        state.access_logs.close().await;
     }
 }
 

@@ -7,7 +7,7 @@
 //! ids). [`State::reconfigured`] builds the next generation over the same lasting parts;
 //! `crate::generation` swaps it in.
 
-use crate::access_log::AccessLog;
+use crate::access_log::{AccessLog, AccessLogs};
 use crate::acl::Acl;
 use crate::chain::LoadedModule;
 use crate::clock::SharedClock;
@@ -64,6 +64,8 @@ pub struct State {
     pub(crate) in_flight: Arc<crate::in_flight::InFlight>,
     pub metrics: Arc<Metrics>,
     pub access_log: Option<AccessLog>,
+    /// Every access log opened (this generation's and earlier ones'): shutdown closes them.
+    pub(crate) access_logs: Arc<AccessLogs>,
     /// The module chain new transactions start with; swapped by `module_manager`.
     pub modules: ModuleList,
     /// Loads, reloads and unloads modules while the proxy runs (admin API, configuration
@@ -108,6 +110,7 @@ struct Lasting {
     hit_for_pass: Arc<crate::hit_for_pass::HitForPass>,
     in_flight: Arc<crate::in_flight::InFlight>,
     metrics: Arc<Metrics>,
+    access_logs: Arc<AccessLogs>,
     modules: ModuleList,
     module_manager: Option<Arc<ModuleManager>>,
     next_txn: Arc<AtomicU64>,
@@ -148,12 +151,13 @@ impl State {
             hit_for_pass,
             in_flight: Arc::default(),
             metrics,
+            access_logs: Arc::default(),
             modules: ModuleList::new(modules),
             module_manager: None,
             next_txn: Arc::new(AtomicU64::new(1)),
             next_listener_id: Arc::new(AtomicU64::new(config.listener.len() as u64)),
         };
-        let access_log = open_access_log(&config.log)?;
+        let access_log = open_access_log(&config.log, &lasting)?;
         let upstream = Upstream::new(config.upstream.clone(), Arc::clone(&lasting.metrics)).map_err(StateError)?;
         let listener_ids = (0..config.listener.len() as u64).collect();
         Self::assemble(config, lasting, access_log, upstream, listener_ids, None)
@@ -177,13 +181,17 @@ impl State {
             hit_for_pass: Arc::clone(&self.hit_for_pass),
             in_flight: Arc::clone(&self.in_flight),
             metrics: Arc::clone(&self.metrics),
+            access_logs: Arc::clone(&self.access_logs),
             modules: self.modules.clone(),
             module_manager: self.module_manager.clone(),
             next_txn: Arc::clone(&self.next_txn),
             next_listener_id: Arc::clone(&self.next_listener_id),
         };
-        let access_log =
-            if same(&self.config.log, &config.log) { self.access_log.clone() } else { open_access_log(&config.log)? };
+        let access_log = if same(&self.config.log, &config.log) {
+            self.access_log.clone()
+        } else {
+            open_access_log(&config.log, &lasting)?
+        };
         let upstream = if same(&self.config.upstream, &config.upstream) {
             // Its TLS files are read again (a renewed client certificate or CA bundle).
             self.upstream.with_tls(crate::origin_tls::connector(&config.upstream.tls).map_err(StateError)?)
@@ -223,6 +231,7 @@ impl State {
             hit_for_pass,
             in_flight,
             metrics,
+            access_logs,
             modules,
             module_manager,
             next_txn,
@@ -288,6 +297,7 @@ impl State {
             in_flight,
             metrics,
             access_log,
+            access_logs,
             modules,
             module_manager,
             heuristic: heuristic(&config),
@@ -334,9 +344,11 @@ fn heuristic(config: &Config) -> Heuristic {
     }
 }
 
-fn open_access_log(log: &LogConfig) -> Result<Option<AccessLog>, StateError> {
+fn open_access_log(log: &LogConfig, lasting: &Lasting) -> Result<Option<AccessLog>, StateError> {
     let Some(path) = &log.access_log else { return Ok(None) };
-    AccessLog::open(path, log.format)
+    lasting
+        .access_logs
+        .open(path, log.format, &lasting.metrics)
         .map(Some)
         .map_err(|e| StateError(format!("cannot open access log {}: {e}", path.display())))
 }
