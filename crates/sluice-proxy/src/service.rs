@@ -625,21 +625,6 @@ pub(crate) fn check_method_edit(sent: &Method, now: &Method) -> Result<(), Proxy
     Ok(())
 }
 
-/// Refuses what a request target and `Host` may not be (400), before anything is routed,
-/// limited or stored by them:
-/// - userinfo (`http://user:password@host/`: RFC 9110 §4.2.4, "treat its presence as an
-///   error"; it disguises the authority, and the password would reach logs and origins);
-/// - a target form the method does not take (RFC 9112 §3.2): authority form (`host:port`)
-///   for anything but `CONNECT`, anything else for a `CONNECT` (but an RFC 8441 extended
-///   one), `*` for anything but `OPTIONS`; a port that is not digits;
-/// - an HTTP/1.1 request in origin form without exactly one `Host` (RFC 9112 §3.2), a
-///   `Host` that is not `host[:port]` (RFC 9110 §7.2: `a.test:@evil.test` would route as
-///   `a.test` and reach the origin as it is), and an HTTP/2 `Host` naming another host than
-///   `:authority` (RFC 9113 §8.3.1).
-///
-/// An absolute-form request's `Host` is otherwise ignored: its target names the host
-/// (RFC 9112 §3.2.2; `Forward::host` replaces the field). Ambiguous framing never gets this
-/// far: the connection's framing guard (`framing.rs`) rejects it.
 /// Whether `Transfer-Encoding` names `chunked` and nothing else (the framing guard has
 /// already refused a `chunked` that is not last, or repeated).
 fn only_chunked(headers: &HeaderMap) -> bool {
@@ -652,6 +637,23 @@ fn only_chunked(headers: &HeaderMap) -> bool {
         .all(|coding| coding.eq_ignore_ascii_case(b"chunked"))
 }
 
+/// Refuses what a request target and `Host` may not be (400), before anything is routed,
+/// limited or stored by them:
+/// - userinfo (`http://user:password@host/`: RFC 9110 §4.2.4, "treat its presence as an
+///   error"; it disguises the authority, and the password would reach logs and origins);
+/// - a target form the method does not take (RFC 9112 §3.2): authority form (`host:port`)
+///   for anything but `CONNECT`, anything else for a `CONNECT` (but an RFC 8441 extended
+///   one), `*` for anything but `OPTIONS`; a port that is not digits;
+/// - a request with two `Host` fields, or an HTTP/1.1 one (but a `CONNECT`) without one,
+///   whatever its target's form (RFC 9112 §3.2), a `Host` that is not `host[:port]` (RFC
+///   9110 §7.2: `a.test:@evil.test` would route as `a.test` and reach the origin as it is),
+///   and an HTTP/2 `Host` naming another host than `:authority` (RFC 9113 §8.3.1);
+/// - a `CONNECT` with content (RFC 9110 §9.3.6: what follows its head is the tunnel's);
+/// - a transfer coding other than `chunked` (501, RFC 9112 §6.1).
+///
+/// An absolute-form request's `Host` is otherwise ignored: its target names the host
+/// (RFC 9112 §3.2.2; `Forward::host` replaces the field). Ambiguous framing never gets this
+/// far: the connection's framing guard (`framing.rs`) rejects it.
 fn check_target<B>(req: &Request<B>) -> Result<(), ProxyError> {
     let uri = req.uri();
     if let Some(authority) = uri.authority() {
