@@ -310,7 +310,7 @@ async fn phases_on_an_origin_error_and_on_connect() {
             "req_out",
             "client_resp_headers:502",
             "client_resp_body:end",
-            "resp_done:NONE",
+            "resp_done:TCP_MISS",
             "log",
             "drop"
         ])
