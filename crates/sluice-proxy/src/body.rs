@@ -227,8 +227,8 @@ pub struct ProxyBody {
     /// Marks the connection busy while the body waits on its source.
     waiting: Option<Busy>,
     /// The source's failure, held back until the data given before it has been written
-    /// ([`ProxyBody::poll_frame`]).
-    failure: Option<HeldFailure>,
+    /// ([`ProxyBody::poll_frame`]); boxed, as it is rare and the body is moved often.
+    failure: Option<Box<HeldFailure>>,
 }
 
 impl std::fmt::Debug for ProxyBody {
@@ -505,7 +505,7 @@ impl Body for ProxyBody {
                 Some(Err(err)) if this.sent > 0 => {
                     // Data given before the failure may still sit in the connection's
                     // write buffer, which a failed body discards (crate::held_failure).
-                    this.failure = Some(HeldFailure::new(err));
+                    this.failure = Some(Box::new(HeldFailure::new(err)));
                     return Pin::new(this).poll_frame(cx);
                 }
                 Some(Err(err)) => {

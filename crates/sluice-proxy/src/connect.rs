@@ -9,7 +9,7 @@
 use crate::body::ProxyBody;
 use crate::error::{Kind, ProxyError, Side};
 use crate::gated::Gated;
-use crate::idle::{Activity, Busy, Traffic, Watched};
+use crate::idle::{Activity, Traffic, Watched};
 use crate::outcome::ResultCode;
 use crate::state::State;
 use crate::txn::Txn;
@@ -36,8 +36,6 @@ pub struct Tunnel {
     /// The origin connection's slot under `upstream.max_connections`, when the tunnel
     /// opened it; freed when the tunnel ends.
     slot: Option<OwnedSemaphorePermit>,
-    /// The client connection kept busy while the tunnel lives ([`Tunnel::keep_busy`]).
-    busy: Option<Busy>,
 }
 
 impl std::fmt::Debug for Tunnel {
@@ -111,22 +109,13 @@ async fn connect_allowed(acl: Option<&crate::dest_acl::DestAcl>, host: &str, por
 impl Tunnel {
     /// A tunnel between the client connection `upgrade` resolves to and `origin`.
     pub fn new(upgrade: hyper::upgrade::OnUpgrade, origin: impl OriginIo + 'static) -> Self {
-        Self { upgrade, origin: Box::new(origin), slot: None, busy: None }
-    }
-
-    /// Counts the tunnel as a request in progress on the client connection for as long as it
-    /// lives: an HTTP/2 connection whose only traffic is a quiet tunnel (a `CONNECT` or
-    /// RFC 8441 stream) is not idle. The tunnel's own quiet is bounded by
-    /// `client.tunnel_idle_timeout`.
-    pub fn keep_busy(&mut self, activity: Option<&Arc<Activity>>) {
-        self.busy = activity.map(Activity::busy);
+        Self { upgrade, origin: Box::new(origin), slot: None }
     }
 
     /// Copies bytes both ways until the tunnel closes, then logs the transaction with the
     /// bytes sent to the client: every byte copied, however the tunnel ends (either side
     /// closing, an error, the idle timeout, or the task dropped at shutdown; [`Ending`]).
     pub async fn run(self, state: Arc<State>, txn: Box<Txn>) {
-        let _busy = self.busy;
         state.metrics.tunnels_open.fetch_add(1, Relaxed);
         let mut ending =
             Ending { state: Arc::clone(&state), txn: Some(txn), traffic: Arc::default(), completed: false };

@@ -261,14 +261,22 @@ pub async fn handle(
     let result = route(&state, &conn, &mut txn, req).await;
     let response = match result {
         Ok(Routed::Response(response)) => response,
-        Ok(Routed::Tunnel(response, mut tunnel)) => {
+        Ok(Routed::Tunnel(response, tunnel)) => {
             let (parts, body) = response.into_parts();
             if let Some(switches) = switches {
                 switches.decide(parts.status == StatusCode::SWITCHING_PROTOCOLS || parts.status.is_success());
             }
             txn.responding(&parts);
-            tunnel.keep_busy(conn.activity.as_ref());
-            tokio::spawn(tunnel.run(Arc::clone(&state), txn));
+            // The tunnel is a request in progress on the client connection for as long as it
+            // lives: an HTTP/2 connection whose only traffic is a quiet tunnel (a `CONNECT`
+            // or RFC 8441 stream) is not idle; the tunnel's own quiet is bounded by
+            // `client.tunnel_idle_timeout`.
+            let busy = conn.activity.as_ref().map(crate::idle::Activity::busy);
+            let run = tunnel.run(Arc::clone(&state), txn);
+            tokio::spawn(async move {
+                run.await;
+                drop(busy);
+            });
             if let Some(tally) = tally {
                 tally.completed();
             }
@@ -654,7 +662,7 @@ fn only_chunked(headers: &HeaderMap) -> bool {
 /// An absolute-form request's `Host` is otherwise ignored: its target names the host
 /// (RFC 9112 §3.2.2; `Forward::host` replaces the field). Ambiguous framing never gets this
 /// far: the connection's framing guard (`framing.rs`) rejects it.
-fn check_target<B>(req: &Request<B>) -> Result<(), ProxyError> {
+fn check_target<B: http_body::Body>(req: &Request<B>) -> Result<(), ProxyError> {
     let uri = req.uri();
     if let Some(authority) = uri.authority() {
         if authority.as_str().contains('@') {
@@ -677,21 +685,21 @@ fn check_target<B>(req: &Request<B>) -> Result<(), ProxyError> {
         return Err(ProxyError::bad_request("a * target is for OPTIONS only"));
     }
     let headers = req.headers();
-    if connect
-        && (headers.contains_key(header::TRANSFER_ENCODING)
-            || sluice_http::fields::content_length(headers).is_some_and(|n| n > 0))
-    {
-        // What follows a CONNECT's head is the tunnel's, not content (RFC 9110 §9.3.6).
-        return Err(ProxyError::bad_request("a CONNECT request has no content"));
-    }
-    if headers.contains_key(header::TRANSFER_ENCODING) && !only_chunked(headers) {
-        // hyper takes the chunked coding off; any other would reach the origin as if it
-        // were the content, its name dropped with the hop-by-hop field (RFC 9112 §6.1).
-        return Err(ProxyError::new(
-            Kind::NotImplemented,
-            Side::Client,
-            "a request body with a transfer coding other than chunked is not supported",
-        ));
+    // (A request without content, most of them, is known as such without a field lookup.)
+    if !req.body().is_end_stream() {
+        if connect {
+            // What follows a CONNECT's head is the tunnel's, not content (RFC 9110 §9.3.6).
+            return Err(ProxyError::bad_request("a CONNECT request has no content"));
+        }
+        if headers.contains_key(header::TRANSFER_ENCODING) && !only_chunked(headers) {
+            // hyper takes the chunked coding off; any other would reach the origin as if it
+            // were the content, its name dropped with the hop-by-hop field (RFC 9112 §6.1).
+            return Err(ProxyError::new(
+                Kind::NotImplemented,
+                Side::Client,
+                "a request body with a transfer coding other than chunked is not supported",
+            ));
+        }
     }
     let mut hosts = headers.get_all(header::HOST).iter();
     let host = hosts.next();
