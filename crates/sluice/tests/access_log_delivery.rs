@@ -7,45 +7,11 @@
 
 mod common;
 
-use common::{exchange, free_port, signal, sluice, until, Server};
+use common::{exchange, free_port, logged_urls as logged, serve_logging, signal, until};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener};
 use std::path::Path;
-use std::process::Stdio;
 use std::sync::mpsc;
-
-/// The URLs in an access log file, line by line (none if it does not exist).
-fn logged(path: &Path) -> Vec<String> {
-    let text = std::fs::read_to_string(path).unwrap_or_default();
-    text.lines().map(|line| line.split_whitespace().nth(6).unwrap_or_default().to_owned()).collect()
-}
-
-/// Starts `sluice serve --threads 1` with a listener, an admin listener (token `t`) and
-/// `access_log`; its standard error goes to `stderr`.
-fn serve(dir: &Path, access_log: &Path, stderr: &Path) -> (Server, SocketAddr, SocketAddr) {
-    let (proxy, admin): (SocketAddr, SocketAddr) =
-        (format!("127.0.0.1:{}", free_port()).parse().unwrap(), format!("127.0.0.1:{}", free_port()).parse().unwrap());
-    let config = dir.join("sluice.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "[[listener]]\naddr = \"{proxy}\"\n\n[admin]\naddr = \"{admin}\"\ntoken = \"t\"\n\n[access]\nallow_destinations = [\"127.0.0.1\"]\n\n[log]\naccess_log = {:?}\n",
-            access_log.display().to_string()
-        ),
-    )
-    .unwrap();
-    let server = Server(
-        sluice()
-            .args(["serve", "--threads", "1", "--config"])
-            .arg(&config)
-            .stderr(Stdio::from(std::fs::File::create(stderr).unwrap()))
-            .spawn()
-            .unwrap(),
-    );
-    let health = "GET /healthz HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n";
-    until("the admin API", || exchange(admin, health).is_ok_and(|r| r.starts_with("HTTP/1.1 200")));
-    (server, proxy, admin)
-}
 
 /// An origin for one request: it reports the request's arrival on the first channel, and
 /// answers `200` once told to on the second.
@@ -72,7 +38,7 @@ fn held_origin() -> (SocketAddr, mpsc::Receiver<()>, mpsc::Sender<()>) {
 fn a_request_that_ends_during_the_shutdown_drain_is_in_the_log_when_the_process_exits() {
     let dir = tempfile::tempdir().unwrap();
     let (access, stderr) = (dir.path().join("access.log"), dir.path().join("stderr.log"));
-    let (mut server, proxy, _admin) = serve(dir.path(), &access, &stderr);
+    let (mut server, proxy, _admin) = serve_logging(dir.path(), &access, &stderr, &[]);
     let (origin, arrival, release) = held_origin();
     let url = format!("http://{origin}/slow");
     let request = format!("GET {url} HTTP/1.1\r\nHost: {origin}\r\nConnection: close\r\n\r\n");
@@ -100,7 +66,7 @@ fn after_writes_fail_the_log_counts_what_it_drops_and_a_reopen_brings_lines_back
     let (access, stderr) = (dir.path().join("access.log"), dir.path().join("stderr.log"));
     // Every write to the log fails with ENOSPC, as on a full disk.
     std::os::unix::fs::symlink(full, &access).unwrap();
-    let (mut server, proxy, admin) = serve(dir.path(), &access, &stderr);
+    let (mut server, proxy, admin) = serve_logging(dir.path(), &access, &stderr, &[]);
     // Each request goes to an origin that refuses connections: a 502, logged with its URL.
     let refused = free_port();
     let get = |path: &str| {

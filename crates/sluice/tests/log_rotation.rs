@@ -8,44 +8,17 @@
 
 mod common;
 
-use common::{exchange, free_port, signal, sluice, until, Server};
-use std::net::SocketAddr;
-use std::path::Path;
-use std::process::Stdio;
-
-/// The URLs in an access log file, line by line (none if it does not exist).
-fn logged(path: &Path) -> Vec<String> {
-    let text = std::fs::read_to_string(path).unwrap_or_default();
-    text.lines().map(|line| line.split_whitespace().nth(6).unwrap_or_default().to_owned()).collect()
-}
+use common::{exchange, free_port, logged_urls as logged, serve_logging, signal, sluice, until};
 
 #[test]
 fn the_access_log_is_reopened_on_sigusr1_and_by_the_admin_api() {
     let dir = tempfile::tempdir().unwrap();
-    let (proxy, admin): (SocketAddr, SocketAddr) =
-        (format!("127.0.0.1:{}", free_port()).parse().unwrap(), format!("127.0.0.1:{}", free_port()).parse().unwrap());
     let access = dir.path().join("access.log");
-    let config = dir.path().join("sluice.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "[[listener]]\naddr = \"{proxy}\"\n\n[admin]\naddr = \"{admin}\"\ntoken = \"t\"\n\n[access]\nallow_destinations = [\"127.0.0.1\"]\n\n[log]\naccess_log = {:?}\n",
-            access.display().to_string()
-        ),
-    )
-    .unwrap();
     let stderr = dir.path().join("stderr.log");
     let pid_file = dir.path().join("sluice.pid");
-    let mut server = Server(
-        sluice()
-            .args(["serve", "--threads", "1", "--config"])
-            .arg(&config)
-            .arg("--pid-file")
-            .arg(&pid_file)
-            .stderr(Stdio::from(std::fs::File::create(&stderr).unwrap()))
-            .spawn()
-            .unwrap(),
-    );
+    let (mut server, proxy, admin) =
+        serve_logging(dir.path(), &access, &stderr, &["--pid-file".as_ref(), pid_file.as_os_str()]);
+    let config = dir.path().join("sluice.toml");
     // Each request goes to an origin that refuses connections: a 502, logged with its URL.
     let refused = free_port();
     let get = |path: &str| {
@@ -56,8 +29,6 @@ fn the_access_log_is_reopened_on_sigusr1_and_by_the_admin_api() {
         assert!(response.starts_with("HTTP/1.1 502"), "{response}");
     };
     let url = |path: &str| format!("http://127.0.0.1:{refused}{path}");
-    let health = "GET /healthz HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n";
-    until("the admin API", || exchange(admin, health).is_ok_and(|r| r.starts_with("HTTP/1.1 200")));
     until("the pid file", || std::fs::read_to_string(&pid_file).is_ok_and(|p| p.ends_with('\n')));
     let pid = std::fs::read_to_string(&pid_file).unwrap();
     assert_eq!(pid.trim(), server.0.id().to_string());

@@ -6,7 +6,7 @@
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -90,4 +90,45 @@ pub fn serve_configured(threads: &str) -> Configured {
             .unwrap(),
     );
     Configured { dir, proxy, admin, base, config, log, server }
+}
+
+/// The URLs in an access log file, line by line (none if it does not exist).
+pub fn logged_urls(path: &Path) -> Vec<String> {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    text.lines().map(|line| line.split_whitespace().nth(6).unwrap_or_default().to_owned()).collect()
+}
+
+/// Starts `sluice serve --threads 1` (with `extra` arguments) on `dir/sluice.toml`, with a
+/// listener, an admin listener (token `t`), forward requests to loopback allowed, and
+/// `access_log`; its standard error goes to `stderr`. Returns once the admin API answers,
+/// with the proxy's and the admin listener's addresses.
+pub fn serve_logging(
+    dir: &Path,
+    access_log: &Path,
+    stderr: &Path,
+    extra: &[&std::ffi::OsStr],
+) -> (Server, SocketAddr, SocketAddr) {
+    let (proxy, admin): (SocketAddr, SocketAddr) =
+        (format!("127.0.0.1:{}", free_port()).parse().unwrap(), format!("127.0.0.1:{}", free_port()).parse().unwrap());
+    let config = dir.join("sluice.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[[listener]]\naddr = \"{proxy}\"\n\n[admin]\naddr = \"{admin}\"\ntoken = \"t\"\n\n[access]\nallow_destinations = [\"127.0.0.1\"]\n\n[log]\naccess_log = {:?}\n",
+            access_log.display().to_string()
+        ),
+    )
+    .unwrap();
+    let server = Server(
+        sluice()
+            .args(["serve", "--threads", "1", "--config"])
+            .arg(&config)
+            .args(extra)
+            .stderr(Stdio::from(std::fs::File::create(stderr).unwrap()))
+            .spawn()
+            .unwrap(),
+    );
+    let health = "GET /healthz HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n";
+    until("the admin API", || exchange(admin, health).is_ok_and(|r| r.starts_with("HTTP/1.1 200")));
+    (server, proxy, admin)
 }
