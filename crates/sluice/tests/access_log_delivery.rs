@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::{exchange, free_port, logged_urls as logged, serve_logging, signal, until};
+use common::{exchange, free_port, get_refused, logged_urls as logged, serve_logging, signal, until};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener};
 use std::path::Path;
@@ -69,13 +69,7 @@ fn after_writes_fail_the_log_counts_what_it_drops_and_a_reopen_brings_lines_back
     let (mut server, proxy, admin) = serve_logging(dir.path(), &access, &stderr, &[]);
     // Each request goes to an origin that refuses connections: a 502, logged with its URL.
     let refused = free_port();
-    let get = |path: &str| {
-        let request = format!(
-            "GET http://127.0.0.1:{refused}{path} HTTP/1.1\r\nHost: 127.0.0.1:{refused}\r\nConnection: close\r\n\r\n"
-        );
-        let response = exchange(proxy, &request).unwrap_or_default();
-        assert!(response.starts_with("HTTP/1.1 502"), "{response}");
-    };
+    let get = |path: &str| get_refused(proxy, refused, path);
     let metrics = || {
         let request = "GET /metrics HTTP/1.1\r\nHost: a\r\nAuthorization: Bearer t\r\nConnection: close\r\n\r\n";
         exchange(admin, request).unwrap_or_default()

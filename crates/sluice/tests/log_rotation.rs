@@ -8,7 +8,7 @@
 
 mod common;
 
-use common::{exchange, free_port, logged_urls as logged, serve_logging, signal, sluice, until};
+use common::{exchange, free_port, get_refused, logged_urls as logged, serve_logging, signal, sluice, until};
 
 #[test]
 fn the_access_log_is_reopened_on_sigusr1_and_by_the_admin_api() {
@@ -21,13 +21,7 @@ fn the_access_log_is_reopened_on_sigusr1_and_by_the_admin_api() {
     let config = dir.path().join("sluice.toml");
     // Each request goes to an origin that refuses connections: a 502, logged with its URL.
     let refused = free_port();
-    let get = |path: &str| {
-        let request = format!(
-            "GET http://127.0.0.1:{refused}{path} HTTP/1.1\r\nHost: 127.0.0.1:{refused}\r\nConnection: close\r\n\r\n"
-        );
-        let response = exchange(proxy, &request).unwrap_or_default();
-        assert!(response.starts_with("HTTP/1.1 502"), "{response}");
-    };
+    let get = |path: &str| get_refused(proxy, refused, path);
     let url = |path: &str| format!("http://127.0.0.1:{refused}{path}");
     until("the pid file", || std::fs::read_to_string(&pid_file).is_ok_and(|p| p.ends_with('\n')));
     let pid = std::fs::read_to_string(&pid_file).unwrap();

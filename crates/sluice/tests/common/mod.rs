@@ -132,3 +132,13 @@ pub fn serve_logging(
     until("the admin API", || exchange(admin, health).is_ok_and(|r| r.starts_with("HTTP/1.1 200")));
     (server, proxy, admin)
 }
+
+/// A forward GET through `proxy` of `path` at the origin port `refused`, where nothing
+/// listens: a `502`, logged with its URL.
+pub fn get_refused(proxy: SocketAddr, refused: u16, path: &str) {
+    let request = format!(
+        "GET http://127.0.0.1:{refused}{path} HTTP/1.1\r\nHost: 127.0.0.1:{refused}\r\nConnection: close\r\n\r\n"
+    );
+    let response = exchange(proxy, &request).unwrap_or_default();
+    assert!(response.starts_with("HTTP/1.1 502"), "{response}");
+}
