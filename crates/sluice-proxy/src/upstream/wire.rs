@@ -158,29 +158,54 @@ pub fn parse_response_head(
     parts.status = status;
     parts.version = version;
     parts.headers = headers;
-    let (framing, ambiguous) = response_framing(method, status, &parts.headers)?;
-    if ambiguous {
+    let (framing, field) = response_framing(method, status, &parts.headers)?;
+    match field {
+        LengthField::AsSent => {}
         // RFC 9112 §6.3: Transfer-Encoding overrides Content-Length, which a recipient must
         // remove; kept, it would announce the wrong length for the decoded body.
-        parts.headers.remove(header::CONTENT_LENGTH);
-    } else {
-        single_content_length(status, &mut parts.headers);
+        LengthField::Ambiguous => {
+            parts.headers.remove(header::CONTENT_LENGTH);
+        }
+        // RFC 9110 §8.6: one value goes on, which HTTP/2 clients and many HTTP/1.1 ones
+        // need.
+        LengthField::Listed(n) => {
+            parts.headers.insert(header::CONTENT_LENGTH, n.into());
+        }
+        LengthField::Unread => single_content_length(status, &mut parts.headers),
     }
+    let ambiguous = field == LengthField::Ambiguous;
     let keep_alive = framing != Framing::UntilClose && !ambiguous && persistent(version, &parts.headers);
     Ok(Some(ResponseHead { parts, framing, keep_alive }))
 }
 
-/// The framing of a response body (RFC 9112 §6.3), and whether it was ambiguous
-/// (both Transfer-Encoding and Content-Length: the body is read as chunked, the
-/// Content-Length removed, and the connection not reused). A Transfer-Encoding other than
-/// `chunked` alone is an error.
-fn response_framing(method: &Method, status: StatusCode, headers: &HeaderMap) -> Result<(Framing, bool), WireError> {
+/// What the response's `Content-Length` field becomes, once its framing is known.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum LengthField {
+    /// As it was sent (one value, or none).
+    AsSent,
+    /// Sent with `Transfer-Encoding`: the body is read as chunked, the field removed, and
+    /// the connection not reused.
+    Ambiguous,
+    /// A list of this one length (`3, 3`, or the field repeated).
+    Listed(u64),
+    /// Not read: the response has no body ([`single_content_length`] tidies it).
+    Unread,
+}
+
+/// The framing of a response body (RFC 9112 §6.3), and what its `Content-Length` field
+/// becomes. A Transfer-Encoding other than `chunked` alone is an error, and so are
+/// `Content-Length` values that disagree.
+fn response_framing(
+    method: &Method,
+    status: StatusCode,
+    headers: &HeaderMap,
+) -> Result<(Framing, LengthField), WireError> {
     if method == Method::HEAD
         || status.is_informational()
         || status == StatusCode::NO_CONTENT
         || status == StatusCode::NOT_MODIFIED
     {
-        return Ok((Framing::Empty, false));
+        return Ok((Framing::Empty, LengthField::Unread));
     }
     let has_length = headers.contains_key(header::CONTENT_LENGTH);
     if headers.contains_key(header::TRANSFER_ENCODING) {
@@ -198,12 +223,13 @@ fn response_framing(method: &Method, status: StatusCode, headers: &HeaderMap) ->
         if !only_chunked {
             return Err(WireError("unsupported transfer coding"));
         }
-        return Ok((Framing::Chunked, has_length));
+        return Ok((Framing::Chunked, if has_length { LengthField::Ambiguous } else { LengthField::AsSent }));
     }
     if !has_length {
-        return Ok((Framing::UntilClose, false));
+        return Ok((Framing::UntilClose, LengthField::AsSent));
     }
     let mut length = None;
+    let mut items = 0;
     for value in headers.get_all(header::CONTENT_LENGTH) {
         for item in value.as_bytes().split(|&b| b == b',').map(<[u8]>::trim_ascii) {
             let n = parse_decimal(item).ok_or(WireError("invalid Content-Length"))?;
@@ -211,17 +237,18 @@ fn response_framing(method: &Method, status: StatusCode, headers: &HeaderMap) ->
                 return Err(WireError("conflicting Content-Length values"));
             }
             length = Some(n);
+            items += 1;
         }
     }
-    Ok((Framing::Length(length.ok_or(WireError("invalid Content-Length"))?), false))
+    let length = length.ok_or(WireError("invalid Content-Length"))?;
+    Ok((Framing::Length(length), if items > 1 { LengthField::Listed(length) } else { LengthField::AsSent }))
 }
 
-/// Leaves at most one `Content-Length` value to send on (RFC 9110 §8.6): a list of one
-/// length (`3, 3`, or the field repeated) becomes that length, which HTTP/2 clients and many
-/// HTTP/1.1 ones refuse otherwise; a 1xx or 204, which must not carry the field, loses it.
-/// A list that does not agree on a length (possible only where the length frames nothing:
-/// `HEAD`, `304`) is dropped: it says nothing reliable. The usual single value costs one
-/// lookup and a scan of its digits.
+/// The `Content-Length` of a response without a body (`HEAD`, 1xx, 204, 304), where it
+/// frames nothing, left with at most one value to send on (RFC 9110 §8.6): a list of one
+/// length (`3, 3`, or the field repeated) becomes that length; a 1xx or 204, which must not
+/// carry the field, loses it; a list that does not agree on a length is dropped, as it says
+/// nothing reliable.
 fn single_content_length(status: StatusCode, headers: &mut HeaderMap) {
     if status == StatusCode::NO_CONTENT || status.is_informational() {
         headers.remove(header::CONTENT_LENGTH);
