@@ -443,10 +443,11 @@ fn civil(t: SystemTime) -> (i64, i64, i64, i64) {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn record() -> LogRecord {
+    /// A record as Squid logs it (a `CONNECT` tunnel), which tests change a field or two of.
+    pub(crate) fn record() -> LogRecord {
         LogRecord {
             end: UNIX_EPOCH + Duration::from_millis(1_686_638_434_172),
             elapsed: Duration::from_millis(344),

@@ -200,8 +200,6 @@ fn lines(bytes: &[u8]) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use http::{Method, Version};
-    use std::time::{Duration, UNIX_EPOCH};
 
     /// A disk that fills and empties: each write takes at most `room` bytes (the rest of
     /// what it was given is left for a later call), then fails with `ENOSPC` until `room`
@@ -276,25 +274,9 @@ mod tests {
         }
     }
 
+    /// The access log tests' record, for `url`.
     fn record(url: &str) -> LogRecord {
-        LogRecord {
-            end: UNIX_EPOCH + Duration::from_secs(1_686_638_434),
-            elapsed: Duration::from_millis(5),
-            client: "10.0.0.1".parse().unwrap(),
-            code: crate::outcome::ResultCode::Miss,
-            completed: true,
-            status: 200,
-            bytes: 10,
-            method: Method::GET,
-            url: url.into(),
-            version: Version::HTTP_11,
-            peer: None,
-            content_type: None,
-            referer: None,
-            user_agent: None,
-            user: None,
-            extra: vec![],
-        }
+        LogRecord { url: url.into(), ..crate::access_log::tests::record() }
     }
 
     fn line(url: &str) -> String {
